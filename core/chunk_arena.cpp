@@ -1,0 +1,369 @@
+#include "core/chunk_arena.hpp"
+
+#include <string>
+
+#include "core/futex.hpp"
+
+namespace engram {
+
+namespace {
+
+// --- block state word: generation:32 | kind:2 | low:30 ----------------------
+constexpr uint64_t kLowMask = (1u << 30) - 1;
+constexpr uint64_t make_state(uint32_t gen, BlockKind kind, uint32_t low) {
+  return (uint64_t{gen} << 32) | (uint64_t{static_cast<uint32_t>(kind)} << 30) | (low & kLowMask);
+}
+constexpr uint32_t state_gen(uint64_t s) { return static_cast<uint32_t>(s >> 32); }
+constexpr BlockKind state_kind(uint64_t s) { return static_cast<BlockKind>((s >> 30) & 3); }
+constexpr uint32_t state_low(uint64_t s) { return static_cast<uint32_t>(s & kLowMask); }
+
+// --- free-list head word: tag:32 | payload:32 --------------------------------
+// payload: a block index (< 2^30), kNil, or a marker (bit 31) with the
+// operation in bit 30 and the client id in bits 0..29.
+constexpr uint32_t kNil = 0x7fffffffu;
+constexpr uint32_t kMarker = 0x80000000u;
+constexpr uint32_t kMarkerPush = 0x40000000u;
+constexpr uint32_t kOpPop = 0, kOpPush = 1;
+constexpr uint64_t make_head(uint32_t tag, uint32_t payload) { return (uint64_t{tag} << 32) | payload; }
+constexpr uint32_t head_tag(uint64_t h) { return static_cast<uint32_t>(h >> 32); }
+constexpr uint32_t head_payload(uint64_t h) { return static_cast<uint32_t>(h); }
+constexpr bool is_marker(uint32_t payload) { return (payload & kMarker) != 0; }
+constexpr uint32_t marker_client(uint32_t payload) { return payload & static_cast<uint32_t>(kLowMask); }
+
+size_t plan(const ArenaConfig& c, ArenaHeader* h) {
+  h->num_classes = static_cast<uint32_t>(c.classes.size());
+  uint64_t total = 0;
+  for (const auto& sc : c.classes) total += sc.count;
+  h->total_blocks = static_cast<uint32_t>(total);
+  size_t off = sizeof(ArenaHeader);
+  h->blocks_offset = off;
+  off = align_up(off + sizeof(BlockHeader) * total, kCacheLine);
+  h->intents_offset = off;
+  off += sizeof(ArenaIntent) * kArenaMaxClients;
+  uint32_t first = 0;
+  for (uint32_t k = 0; k < h->num_classes; ++k) {
+    h->classes[k] = SizeClass{c.classes[k].block_size, off, first, c.classes[k].count};
+    off += c.classes[k].block_size * c.classes[k].count;
+    first += c.classes[k].count;
+  }
+  h->region_size = off;
+  return off;
+}
+
+}  // namespace
+
+Status ChunkArena::validate(const ArenaConfig& c) {
+  if (c.classes.empty()) return {Errc::invalid_argument, "arena has no size classes; configure at least one"};
+  if (c.classes.size() > kArenaMaxClasses)
+    return {Errc::invalid_argument, "arena has " + std::to_string(c.classes.size()) + " size classes; at most " +
+                                        std::to_string(kArenaMaxClasses) + " are allowed"};
+  uint64_t total = 0, prev = 0;
+  for (size_t k = 0; k < c.classes.size(); ++k) {
+    const auto& sc = c.classes[k];
+    std::string w = "size class " + std::to_string(k) + ": ";
+    if (sc.block_size == 0 || sc.block_size % kCacheLine != 0)
+      return {Errc::invalid_argument, w + "block size " + std::to_string(sc.block_size) + " must be a positive multiple of 64"};
+    if (sc.block_size <= prev)
+      return {Errc::invalid_argument, w + "block sizes must be listed in ascending order without repeats"};
+    if (sc.count == 0) return {Errc::invalid_argument, w + "block count must be at least 1"};
+    prev = sc.block_size;
+    total += sc.count;
+  }
+  if (total >= kArenaMaxBlocks)
+    return {Errc::invalid_argument, "arena has " + std::to_string(total) + " blocks; at most 2^30 - 1 are allowed"};
+  return Status::Ok();
+}
+
+size_t ChunkArena::bytes_needed(const ArenaConfig& c) {
+  if (!validate(c).ok()) return 0;
+  ArenaHeader h{};
+  return plan(c, &h);
+}
+
+Result<ChunkArena> ChunkArena::format(void* mem, size_t size, const ArenaConfig& c) {
+  if (Status s = validate(c); !s.ok()) return s;
+  if (reinterpret_cast<uintptr_t>(mem) % kCacheLine != 0)
+    return Status{Errc::invalid_argument, "arena memory must be 64-byte aligned"};
+  auto* h = static_cast<ArenaHeader*>(mem);
+  ArenaHeader planned{};
+  size_t need = plan(c, &planned);
+  if (size < need)
+    return Status{Errc::invalid_argument, "arena needs " + std::to_string(need) + " bytes, got " + std::to_string(size)};
+  segment_begin_format(&h->segment, SegmentKind::arena, kArenaLayoutHash, need);
+  h->num_classes = planned.num_classes;
+  h->total_blocks = planned.total_blocks;
+  h->blocks_offset = planned.blocks_offset;
+  h->intents_offset = planned.intents_offset;
+  h->region_size = planned.region_size;
+  for (uint32_t k = 0; k < kArenaMaxClasses; ++k) h->classes[k] = planned.classes[k];
+  ChunkArena a(h);
+  for (uint32_t i = 0; i < kArenaMaxClients; ++i) {
+    a.intents_[i].op.store(0, std::memory_order_relaxed);
+    a.intents_[i].block.store(kNil, std::memory_order_relaxed);
+    a.intents_[i].from.store(0, std::memory_order_relaxed);
+    a.intents_[i].to.store(0, std::memory_order_relaxed);
+  }
+  // Each class's list holds its blocks in index order: first block on top.
+  for (uint32_t k = 0; k < h->num_classes; ++k) {
+    const SizeClass& sc = h->classes[k];
+    for (uint32_t j = 0; j < sc.count; ++j) {
+      uint32_t b = sc.first_block + j;
+      a.blocks_[b].state.store(make_state(1, BlockKind::free, 0), std::memory_order_relaxed);
+      a.blocks_[b].next.store(j + 1 < sc.count ? b + 1 : kNil, std::memory_order_relaxed);
+      a.blocks_[b].size_class = k;
+    }
+    h->lists[k].word.store(make_head(0, sc.first_block), std::memory_order_relaxed);
+  }
+  segment_publish(&h->segment);
+  return a;
+}
+
+Result<ChunkArena> ChunkArena::attach(void* mem, size_t size) {
+  auto* h = static_cast<ArenaHeader*>(mem);
+  if (Status s = segment_check(&h->segment, SegmentKind::arena, kArenaLayoutHash, size); !s.ok()) return s;
+  if (h->num_classes == 0 || h->num_classes > kArenaMaxClasses)
+    return Status{Errc::corrupt, "arena header has " + std::to_string(h->num_classes) + " size classes"};
+  ArenaConfig c;
+  for (uint32_t k = 0; k < h->num_classes; ++k) c.classes.push_back({h->classes[k].block_size, h->classes[k].count});
+  if (Status s = validate(c); !s.ok()) return Status{Errc::corrupt, "arena header is invalid: " + s.message()};
+  ArenaHeader expect{};
+  size_t need = plan(c, &expect);
+  bool same = need <= size && h->region_size == need && h->total_blocks == expect.total_blocks &&
+              h->blocks_offset == expect.blocks_offset && h->intents_offset == expect.intents_offset;
+  for (uint32_t k = 0; same && k < h->num_classes; ++k)
+    same = h->classes[k].data_offset == expect.classes[k].data_offset &&
+           h->classes[k].first_block == expect.classes[k].first_block;
+  if (!same) return Status{Errc::corrupt, "arena header offsets are inconsistent with its size classes"};
+  return ChunkArena(h);
+}
+
+ChunkArena::ChunkArena(ArenaHeader* h)
+    : h_(h),
+      blocks_(reinterpret_cast<BlockHeader*>(reinterpret_cast<char*>(h) + h->blocks_offset)),
+      intents_(reinterpret_cast<ArenaIntent*>(reinterpret_cast<char*>(h) + h->intents_offset)),
+      base_(reinterpret_cast<char*>(h)) {}
+
+Result<uint32_t> ChunkArena::class_for(uint64_t bytes) const {
+  for (uint32_t k = 0; k < h_->num_classes; ++k)
+    if (h_->classes[k].block_size >= bytes) return k;
+  return Status{Errc::invalid_argument, "a chunk of " + std::to_string(bytes) + " bytes exceeds the largest block size " +
+                                            std::to_string(h_->classes[h_->num_classes - 1].block_size) +
+                                            "; configure a larger size class or use a shorter chunk_length"};
+}
+
+void* ChunkArena::data(BlockRef b) const noexcept {
+  const SizeClass& sc = h_->classes[blocks_[b.index].size_class];
+  return base_ + sc.data_offset + uint64_t{b.index - sc.first_block} * sc.block_size;
+}
+
+BlockKind ChunkArena::kind(uint32_t i) const noexcept { return state_kind(blocks_[i].state.load(std::memory_order_acquire)); }
+uint32_t ChunkArena::generation(uint32_t i) const noexcept { return state_gen(blocks_[i].state.load(std::memory_order_acquire)); }
+uint32_t ChunkArena::refcount_or_owner(uint32_t i) const noexcept {
+  return state_low(blocks_[i].state.load(std::memory_order_acquire));
+}
+
+Status ChunkArena::check_ref(BlockRef b, const char* op) const noexcept {
+  if (b.index >= h_->total_blocks)
+    return {Errc::invalid_argument, std::string(op) + ": block " + std::to_string(b.index) + " is outside the arena (" +
+                                        std::to_string(h_->total_blocks) + " blocks)"};
+  return Status::Ok();
+}
+
+Status ChunkArena::complete(uint32_t k, uint64_t h) noexcept {
+  std::atomic<uint64_t>& head = h_->lists[k].word;
+  uint32_t client = marker_client(head_payload(h));
+  if (client >= kArenaMaxClients)
+    return {Errc::corrupt, "free list " + std::to_string(k) + " carries a marker of client " + std::to_string(client) +
+                               ", beyond the " + std::to_string(kArenaMaxClients) + " client slots"};
+  ArenaIntent& in = intents_[client];
+  uint32_t op = in.op.load(std::memory_order_acquire);
+  uint32_t b = in.block.load(std::memory_order_acquire);
+  uint64_t from = in.from.load(std::memory_order_acquire);
+  uint64_t to = in.to.load(std::memory_order_acquire);
+  // The intent is the one behind this marker only if the marker is still
+  // there after reading it (the client rewrites it only once it is gone).
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (head.load(std::memory_order_acquire) != h) return Status::Ok();
+  uint32_t expect_op = (head_payload(h) & kMarkerPush) ? kOpPush : kOpPop;
+  if (op != expect_op || b >= h_->total_blocks || blocks_[b].size_class != k)
+    return {Errc::corrupt, "client " + std::to_string(client) + "'s intent does not match its marker on free list " +
+                               std::to_string(k)};
+  uint32_t next_top;
+  if (op == kOpPop) {
+    next_top = blocks_[b].next.load(std::memory_order_acquire);
+    if (next_top != kNil && (next_top >= h_->total_blocks || blocks_[next_top].size_class != k))
+      return {Errc::corrupt, "free list " + std::to_string(k) + " links block " + std::to_string(b) + " to invalid block " +
+                                 std::to_string(next_top)};
+  } else {
+    next_top = b;
+  }
+  blocks_[b].state.compare_exchange_strong(from, to, std::memory_order_acq_rel);  // fails if a helper already did it
+  uint64_t expected = h;
+  head.compare_exchange_strong(expected, make_head(head_tag(h) + 1, next_top), std::memory_order_acq_rel);
+  return Status::Ok();
+}
+
+Result<BlockRef> ChunkArena::alloc(uint32_t client, uint32_t k) noexcept {
+  if (client >= kArenaMaxClients) return Status{Errc::invalid_argument, "client id " + std::to_string(client) + " is out of range"};
+  if (k >= h_->num_classes) return Status{Errc::invalid_argument, "size class " + std::to_string(k) + " does not exist"};
+  std::atomic<uint64_t>& head = h_->lists[k].word;
+  ArenaIntent& in = intents_[client];
+  for (uint64_t spins = 0;; ++spins) {
+    uint64_t h = head.load(std::memory_order_acquire);
+    uint32_t p = head_payload(h);
+    if (is_marker(p)) {
+      if (Status s = complete(k, h); !s.ok()) return s;
+      continue;
+    }
+    if (p == kNil)
+      return Status{Errc::out_of_memory, "no free block of " + std::to_string(h_->classes[k].block_size) +
+                                             " bytes is left in the arena; enlarge the arena or release chunks"};
+    if (p >= h_->total_blocks || blocks_[p].size_class != k)
+      return Status{Errc::corrupt, "free list " + std::to_string(k) + " points at invalid block " + std::to_string(p)};
+    uint64_t s = blocks_[p].state.load(std::memory_order_acquire);
+    if (state_kind(s) != BlockKind::free) {  // popped under us: head has moved
+      if (spins > 1000000) return Status{Errc::corrupt, "free list " + std::to_string(k) + " holds a block that is not free"};
+      continue;
+    }
+    // Release stores: a helper that reads one of these also sees that our
+    // previous marker has left the head (see complete()).
+    in.op.store(kOpPop, std::memory_order_release);
+    in.block.store(p, std::memory_order_release);
+    in.from.store(s, std::memory_order_release);
+    in.to.store(make_state(state_gen(s), BlockKind::reserved, client), std::memory_order_release);
+    uint64_t marker = make_head(head_tag(h) + 1, kMarker | client);
+    if (head.compare_exchange_weak(h, marker, std::memory_order_acq_rel)) {
+      if (Status st = complete(k, marker); !st.ok()) return st;
+      return BlockRef{p, state_gen(s)};
+    }
+  }
+}
+
+Status ChunkArena::push(uint32_t client, uint32_t k, uint32_t index, uint64_t from) noexcept {
+  std::atomic<uint64_t>& head = h_->lists[k].word;
+  ArenaIntent& in = intents_[client];
+  for (;;) {
+    uint64_t h = head.load(std::memory_order_acquire);
+    uint32_t p = head_payload(h);
+    if (is_marker(p)) {
+      if (Status s = complete(k, h); !s.ok()) return s;
+      continue;
+    }
+    blocks_[index].next.store(p, std::memory_order_relaxed);  // ours: not listed yet
+    in.op.store(kOpPush, std::memory_order_release);
+    in.block.store(index, std::memory_order_release);
+    in.from.store(from, std::memory_order_release);
+    in.to.store(make_state(state_gen(from) + 1, BlockKind::free, 0), std::memory_order_release);
+    uint64_t marker = make_head(head_tag(h) + 1, kMarker | kMarkerPush | client);
+    if (head.compare_exchange_weak(h, marker, std::memory_order_acq_rel)) return complete(k, marker);
+  }
+}
+
+Status ChunkArena::free_reserved(uint32_t client, BlockRef b) noexcept {
+  if (Status s = check_ref(b, "free"); !s.ok()) return s;
+  if (client >= kArenaMaxClients) return {Errc::invalid_argument, "client id " + std::to_string(client) + " is out of range"};
+  uint64_t s = blocks_[b.index].state.load(std::memory_order_acquire);
+  if (state_gen(s) != b.generation || state_kind(s) == BlockKind::free)
+    return {Errc::double_free, "block " + std::to_string(b.index) + " generation " + std::to_string(b.generation) +
+                                   " was already freed"};
+  if (state_kind(s) != BlockKind::reserved || state_low(s) != client)
+    return {Errc::double_free, "block " + std::to_string(b.index) + " is not reserved by client " + std::to_string(client)};
+  return push(client, blocks_[b.index].size_class, b.index, s);
+}
+
+Status ChunkArena::seal(uint32_t owner, BlockRef b, uint32_t refs) noexcept {
+  if (Status s = check_ref(b, "seal"); !s.ok()) return s;
+  if (refs == 0 || refs > kArenaMaxRefs) return {Errc::invalid_argument, "a sealed block needs 1 to 2^30-1 references"};
+  uint64_t expect = make_state(b.generation, BlockKind::reserved, owner);
+  if (!blocks_[b.index].state.compare_exchange_strong(expect, make_state(b.generation, BlockKind::sealed, refs),
+                                                      std::memory_order_acq_rel))
+    return {Errc::stale_reference, "block " + std::to_string(b.index) + " generation " + std::to_string(b.generation) +
+                                       " is not reserved by client " + std::to_string(owner)};
+  return Status::Ok();
+}
+
+Status ChunkArena::acquire(BlockRef b) noexcept {
+  if (Status s = check_ref(b, "acquire"); !s.ok()) return s;
+  std::atomic<uint64_t>& st = blocks_[b.index].state;
+  uint64_t s = st.load(std::memory_order_acquire);
+  for (;;) {
+    if (state_gen(s) != b.generation || state_kind(s) != BlockKind::sealed || state_low(s) == 0)
+      return {Errc::stale_reference, "block " + std::to_string(b.index) + " generation " + std::to_string(b.generation) +
+                                         " is no longer a live sealed chunk"};
+    if (state_low(s) == kArenaMaxRefs) return {Errc::full, "block " + std::to_string(b.index) + " has too many references"};
+    if (st.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel)) return Status::Ok();
+  }
+}
+
+Status ChunkArena::release(uint32_t client, BlockRef b) noexcept {
+  if (Status s = check_ref(b, "release"); !s.ok()) return s;
+  if (client >= kArenaMaxClients) return {Errc::invalid_argument, "client id " + std::to_string(client) + " is out of range"};
+  std::atomic<uint64_t>& st = blocks_[b.index].state;
+  uint64_t s = st.load(std::memory_order_acquire);
+  for (;;) {
+    if (state_gen(s) != b.generation || state_kind(s) != BlockKind::sealed || state_low(s) == 0)
+      return {Errc::double_free, "block " + std::to_string(b.index) + " generation " + std::to_string(b.generation) +
+                                     " has no reference left to release"};
+    // The last reference turns the block into one reserved by `client` in
+    // the same CAS: nobody can acquire it any more, and if `client` dies
+    // before it is listed, reclaim(client) frees it.
+    uint64_t next = state_low(s) == 1 ? make_state(b.generation, BlockKind::reserved, client) : s - 1;
+    if (st.compare_exchange_weak(s, next, std::memory_order_acq_rel)) {
+      if (state_low(s) != 1) return Status::Ok();
+      return push(client, blocks_[b.index].size_class, b.index, next);
+    }
+  }
+}
+
+Result<uint64_t> ChunkArena::reclaim(uint32_t dead) noexcept {
+  if (dead >= kArenaMaxClients || dead == kArenaDaemonClient)
+    return Status{Errc::invalid_argument, "cannot reclaim client id " + std::to_string(dead)};
+  for (uint32_t k = 0; k < h_->num_classes; ++k) {
+    uint64_t h = h_->lists[k].word.load(std::memory_order_acquire);
+    uint32_t p = head_payload(h);
+    if (is_marker(p) && marker_client(p) == dead)
+      if (Status s = complete(k, h); !s.ok()) return s;
+  }
+  uint64_t freed = 0;
+  for (uint32_t i = 0; i < h_->total_blocks; ++i) {
+    uint64_t s = blocks_[i].state.load(std::memory_order_acquire);
+    if (state_kind(s) == BlockKind::reserved && state_low(s) == dead) {
+      if (Status st = push(kArenaDaemonClient, blocks_[i].size_class, i, s); !st.ok()) return st;
+      ++freed;
+    }
+  }
+  return freed;
+}
+
+Result<ArenaAudit> ChunkArena::audit() const {
+  ArenaAudit a;
+  for (uint32_t i = 0; i < h_->total_blocks; ++i) {
+    switch (state_kind(blocks_[i].state.load(std::memory_order_acquire))) {
+      case BlockKind::free: ++a.free; break;
+      case BlockKind::reserved: ++a.reserved; break;
+      case BlockKind::sealed: ++a.sealed; break;
+      default: return Status{Errc::corrupt, "block " + std::to_string(i) + " has an invalid state"};
+    }
+  }
+  std::vector<uint8_t> seen(h_->total_blocks, 0);
+  for (uint32_t k = 0; k < h_->num_classes; ++k) {
+    uint32_t p = head_payload(h_->lists[k].word.load(std::memory_order_acquire));
+    if (is_marker(p)) return Status{Errc::corrupt, "free list " + std::to_string(k) + " has an operation in flight"};
+    while (p != kNil) {
+      if (p >= h_->total_blocks || blocks_[p].size_class != k)
+        return Status{Errc::corrupt, "free list " + std::to_string(k) + " reaches invalid block " + std::to_string(p)};
+      if (seen[p]) return Status{Errc::corrupt, "block " + std::to_string(p) + " is listed twice (cycle or double free)"};
+      if (state_kind(blocks_[p].state.load(std::memory_order_acquire)) != BlockKind::free)
+        return Status{Errc::corrupt, "block " + std::to_string(p) + " is listed but not free"};
+      seen[p] = 1;
+      ++a.listed;
+      p = blocks_[p].next.load(std::memory_order_acquire);
+    }
+  }
+  if (a.listed != a.free)
+    return Status{Errc::corrupt, std::to_string(a.free) + " blocks are free but " + std::to_string(a.listed) +
+                                     " are listed: " + std::to_string(a.free - a.listed) + " leaked"};
+  return a;
+}
+
+}  // namespace engram

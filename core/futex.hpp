@@ -1,0 +1,63 @@
+// Waiting on a 32-bit word in shared memory: a bounded spin, then a shared
+// (cross-process) futex. Nothing here busy-polls for ever.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace engram {
+
+// Sleeps while *word == expected, at most timeout_ns (< 0: no limit). Returns
+// false on timeout. Spurious wake-ups are possible: re-check the condition.
+bool futex_wait(std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_ns) noexcept;
+// Wakes up to n waiters on word.
+void futex_wake(std::atomic<uint32_t>* word, int n) noexcept;
+void cpu_relax() noexcept;
+int64_t monotonic_ns() noexcept;
+
+// A doorbell: a sequence word the producer rings and a flag that says
+// somebody sleeps on it, so that ringing costs one load when nobody waits.
+// Layout (shared): { seq, sleepers }; both 32-bit atomics.
+struct Doorbell {
+  std::atomic<uint32_t> seq;
+  std::atomic<uint32_t> sleepers;
+
+  // Producer side, after publishing: wakes sleepers, if any. The fence pairs
+  // with the one in wait() (Dekker): either the waiter sees the published
+  // data or the producer sees the sleeper and bumps seq, so the waiter's
+  // futex_wait(seq, old) returns at once.
+  void ring() noexcept;
+  // Consumer side: waits until ready() returns true or the timeout passes.
+  // Spins `spin` rounds first. Returns ready()'s last value.
+  template <typename Ready>
+  bool wait(Ready ready, int64_t timeout_ns, int spin = 2000) noexcept {
+    for (int i = 0; i < spin; ++i) {
+      if (ready()) return true;
+      cpu_relax();
+    }
+    int64_t deadline = timeout_ns < 0 ? -1 : monotonic_ns() + timeout_ns;
+    for (;;) {
+      uint32_t s = seq.load(std::memory_order_seq_cst);
+      sleepers.fetch_add(1, std::memory_order_seq_cst);
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      if (ready()) {
+        sleepers.fetch_sub(1, std::memory_order_seq_cst);
+        return true;
+      }
+      int64_t left = -1;
+      if (deadline >= 0) {
+        left = deadline - monotonic_ns();
+        if (left <= 0) {
+          sleepers.fetch_sub(1, std::memory_order_seq_cst);
+          return ready();
+        }
+      }
+      futex_wait(&seq, s, left);
+      sleepers.fetch_sub(1, std::memory_order_seq_cst);
+      if (ready()) return true;
+    }
+  }
+};
+static_assert(sizeof(Doorbell) == 8);
+
+}  // namespace engram

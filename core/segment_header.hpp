@@ -1,0 +1,69 @@
+// Every shared segment starts with a SegmentHeader. The version word is
+// written last (release) and read first (acquire), so it doubles as the
+// "initialised" flag: a reader that sees the right version also sees every
+// byte the formatter wrote before it. The layout hash folds in the size and
+// alignment of every shared struct, so a client compiled against another
+// layout is refused even when someone forgot to bump the version.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+
+#include "core/status.hpp"
+
+namespace engram {
+
+// Bumped on every incompatible change of any shared-memory layout.
+inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr uint64_t kSegmentMagic = 0x4d41524745'4e45ULL;  // "ENGRAM" little-endian
+inline constexpr size_t kCacheLine = 64;
+
+enum class SegmentKind : uint32_t { arena = 1, ring = 2, sum_tree = 3, selector = 4, table = 5, demo = 100 };
+
+struct alignas(kCacheLine) SegmentHeader {
+  uint64_t magic;
+  uint64_t layout_hash;
+  uint64_t total_size;  // bytes of the whole segment, header included
+  uint32_t kind;        // SegmentKind
+  std::atomic<uint32_t> version;  // 0 until fully formatted; kLayoutVersion after
+};
+static_assert(sizeof(SegmentHeader) == kCacheLine);
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+
+// FNV-1a over (sizeof, alignof) pairs and a tag: a compile-time fingerprint.
+struct LayoutItem {
+  uint64_t size;
+  uint64_t align;
+};
+constexpr uint64_t layout_hash(uint64_t tag, std::initializer_list<LayoutItem> items) {
+  uint64_t h = 1469598103934665603ULL ^ tag;
+  auto mix = [&h](uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (v >> (8 * i)) & 0xff;
+      h *= 1099511628211ULL;
+    }
+  };
+  mix(kLayoutVersion);
+  for (const auto& it : items) {
+    mix(it.size);
+    mix(it.align);
+  }
+  return h;
+}
+template <typename T>
+constexpr LayoutItem layout_of() {
+  return {sizeof(T), alignof(T)};
+}
+
+// Writes every field except the version. Call publish() after the body.
+void segment_begin_format(SegmentHeader* h, SegmentKind kind, uint64_t hash, uint64_t total_size);
+void segment_publish(SegmentHeader* h);
+// Checks magic, version, hash, kind and size; the message names both versions.
+Status segment_check(const SegmentHeader* h, SegmentKind kind, uint64_t hash, uint64_t mapped_size);
+
+inline constexpr size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+}  // namespace engram

@@ -1,0 +1,323 @@
+#include "core/selector.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "core/priority.hpp"
+
+namespace engram {
+
+const char* selector_kind_name(SelectorKind k) noexcept {
+  switch (k) {
+    case SelectorKind::uniform: return "uniform";
+    case SelectorKind::prioritized: return "prioritized";
+    case SelectorKind::fifo: return "fifo";
+    case SelectorKind::lifo: return "lifo";
+    case SelectorKind::max_heap: return "max_heap";
+    case SelectorKind::min_heap: return "min_heap";
+  }
+  return "unknown";
+}
+
+namespace {
+
+bool is_heap(SelectorKind k) { return k == SelectorKind::max_heap || k == SelectorKind::min_heap; }
+
+// Lays out the kind's arrays after the header; returns the region size.
+size_t plan(const SelectorOptions& o, uint32_t cap, SelectorHeader* h) {
+  std::memset(h, 0, sizeof(*h));
+  h->kind = static_cast<uint32_t>(o.kind);
+  h->capacity = cap;
+  h->exponent = o.kind == SelectorKind::prioritized ? o.exponent : 0.0;
+  h->head = h->tail = Selector::kNone;
+  size_t off = sizeof(SelectorHeader);
+  auto take = [&off](size_t bytes) {
+    size_t at = off;
+    off = align_up(off + bytes, kCacheLine);
+    return at;
+  };
+  switch (o.kind) {
+    case SelectorKind::prioritized: h->off_tree = take(PrioritizedTree::bytes_needed(cap)); break;
+    case SelectorKind::uniform:
+    case SelectorKind::fifo:
+    case SelectorKind::lifo:
+      h->off_a = take(size_t{cap} * 4);
+      h->off_b = take(size_t{cap} * 4);
+      break;
+    case SelectorKind::max_heap:
+    case SelectorKind::min_heap:
+      h->off_a = take(size_t{cap} * 4);
+      h->off_b = take(size_t{cap} * 4);
+      h->off_c = take(size_t{cap} * 8);
+      h->off_d = take(size_t{cap} * 8);
+      break;
+  }
+  h->region_size = off;
+  return off;
+}
+
+}  // namespace
+
+Status Selector::validate(const SelectorOptions& o) {
+  switch (o.kind) {
+    case SelectorKind::uniform:
+    case SelectorKind::fifo:
+    case SelectorKind::lifo:
+    case SelectorKind::max_heap:
+    case SelectorKind::min_heap: return Status::Ok();
+    case SelectorKind::prioritized: return validate_exponent(o.exponent);
+  }
+  return {Errc::invalid_argument, "unknown selector kind " + std::to_string(static_cast<uint32_t>(o.kind)) +
+                                      "; use uniform, prioritized, fifo, lifo, max_heap or min_heap"};
+}
+
+size_t Selector::bytes_needed(const SelectorOptions& o, uint32_t capacity) {
+  if (!validate(o).ok() || capacity == 0 || capacity >= kNone) return 0;
+  SelectorHeader h;
+  return plan(o, capacity, &h);
+}
+
+Result<Selector> Selector::format(void* mem, size_t size, const SelectorOptions& o, uint32_t capacity) {
+  if (Status s = validate(o); !s.ok()) return s;
+  if (capacity == 0 || capacity >= kNone)
+    return Status{Errc::invalid_capacity, "selector capacity must be between 1 and 2^32-2, got " + std::to_string(capacity)};
+  if (reinterpret_cast<uintptr_t>(mem) % kCacheLine != 0)
+    return Status{Errc::invalid_argument, "selector memory must be 64-byte aligned"};
+  auto* h = static_cast<SelectorHeader*>(mem);
+  SelectorHeader planned;
+  size_t need = plan(o, capacity, &planned);
+  if (size < need)
+    return Status{Errc::invalid_argument, "selector needs " + std::to_string(need) + " bytes, got " + std::to_string(size)};
+  *h = planned;
+  if (o.kind == SelectorKind::prioritized) {
+    auto t = PrioritizedTree::format(static_cast<char*>(mem) + h->off_tree, need - h->off_tree, capacity);
+    if (!t.ok()) return t.status();
+  }
+  Selector s(h);
+  s.clear();
+  return s;
+}
+
+Result<Selector> Selector::attach(void* mem, size_t size) {
+  auto* h = static_cast<SelectorHeader*>(mem);
+  if (size < sizeof(SelectorHeader)) return Status{Errc::corrupt, "selector region is smaller than its header"};
+  SelectorOptions o{static_cast<SelectorKind>(h->kind), h->exponent};
+  if (!validate(o).ok() || h->capacity == 0 || h->capacity >= kNone)
+    return Status{Errc::corrupt, "selector header has an invalid kind, exponent or capacity"};
+  SelectorHeader expect;
+  size_t need = plan(o, h->capacity, &expect);
+  if (need > size || h->region_size != need || h->off_a != expect.off_a || h->off_b != expect.off_b ||
+      h->off_c != expect.off_c || h->off_d != expect.off_d || h->off_tree != expect.off_tree)
+    return Status{Errc::corrupt, "selector header is inconsistent with its capacity"};
+  if (o.kind == SelectorKind::prioritized) {
+    auto t = PrioritizedTree::attach(static_cast<char*>(mem) + h->off_tree, need - h->off_tree);
+    if (!t.ok()) return t.status();
+  } else if (h->count > h->capacity) {
+    return Status{Errc::corrupt, "selector holds more members than its capacity"};
+  }
+  return Selector(h);
+}
+
+Selector::Selector(SelectorHeader* h) : h_(h) {
+  char* base = reinterpret_cast<char*>(h);
+  if (kind() == SelectorKind::prioritized) {
+    tree_ = PrioritizedTree::attach(base + h->off_tree, h->region_size - h->off_tree).value();
+    return;
+  }
+  a_ = reinterpret_cast<uint32_t*>(base + h->off_a);
+  b_ = reinterpret_cast<uint32_t*>(base + h->off_b);
+  if (is_heap(kind())) {
+    prio_ = reinterpret_cast<double*>(base + h->off_c);
+    seq_ = reinterpret_cast<uint64_t*>(base + h->off_d);
+  }
+}
+
+DenseSet Selector::uniform_set() const noexcept { return {a_, b_, &h_->count}; }
+
+double Selector::weight_of(double priority) const noexcept { return priority_weight(priority, h_->exponent); }
+
+uint32_t Selector::size() const noexcept {
+  return kind() == SelectorKind::prioritized ? tree_.occupied() : h_->count;
+}
+
+bool Selector::contains(uint32_t slot) const noexcept {
+  if (slot >= h_->capacity) return false;
+  switch (kind()) {
+    case SelectorKind::prioritized: return tree_.is_occupied(slot);
+    case SelectorKind::uniform: return uniform_set().contains(slot);
+    case SelectorKind::fifo:
+    case SelectorKind::lifo: return b_[slot] != kNone || h_->head == slot;
+    case SelectorKind::max_heap:
+    case SelectorKind::min_heap: return b_[slot] != kNone;
+  }
+  return false;
+}
+
+Status Selector::insert(uint32_t slot, double priority) {
+  if (Status s = validate_priority(priority); !s.ok()) return s;
+  if (slot >= h_->capacity)
+    return {Errc::invalid_argument, "slot " + std::to_string(slot) + " is outside capacity " + std::to_string(h_->capacity)};
+  if (contains(slot)) return {Errc::invalid_argument, "slot " + std::to_string(slot) + " is already in the selector"};
+  switch (kind()) {
+    case SelectorKind::prioritized: {
+      double w = weight_of(priority);
+      if (!std::isfinite(w)) return {Errc::invalid_priority, "priority^exponent overflows a double"};
+      tree_.set(slot, w);
+      break;
+    }
+    case SelectorKind::uniform: uniform_set().insert(slot); break;
+    case SelectorKind::fifo:
+    case SelectorKind::lifo:  // append at the tail; a_ = next, b_ = prev
+      a_[slot] = kNone;
+      b_[slot] = h_->tail;
+      if (h_->tail != kNone) a_[h_->tail] = slot;
+      else h_->head = slot;
+      h_->tail = slot;
+      // b_[head] is kNone, so contains() also checks head == slot.
+      ++h_->count;
+      break;
+    case SelectorKind::max_heap:
+    case SelectorKind::min_heap: {
+      uint32_t i = h_->count++;
+      a_[i] = slot;
+      b_[slot] = i;
+      prio_[slot] = priority;
+      seq_[slot] = h_->seq++;
+      heap_up(i);
+      break;
+    }
+  }
+  return Status::Ok();
+}
+
+Status Selector::update(uint32_t slot, double priority) {
+  if (Status s = validate_priority(priority); !s.ok()) return s;
+  if (!contains(slot)) return {Errc::invalid_argument, "slot " + std::to_string(slot) + " is not in the selector"};
+  switch (kind()) {
+    case SelectorKind::prioritized: {
+      double w = weight_of(priority);
+      if (!std::isfinite(w)) return {Errc::invalid_priority, "priority^exponent overflows a double"};
+      tree_.set(slot, w);
+      break;
+    }
+    case SelectorKind::uniform:
+    case SelectorKind::fifo:
+    case SelectorKind::lifo: break;  // order does not depend on priority
+    case SelectorKind::max_heap:
+    case SelectorKind::min_heap:
+      prio_[slot] = priority;
+      seq_[slot] = h_->seq++;
+      heap_fix(b_[slot]);
+      break;
+  }
+  return Status::Ok();
+}
+
+void Selector::remove(uint32_t slot) noexcept {
+  if (!contains(slot)) return;
+  switch (kind()) {
+    case SelectorKind::prioritized: tree_.clear(slot); break;
+    case SelectorKind::uniform: uniform_set().erase(slot); break;
+    case SelectorKind::fifo:
+    case SelectorKind::lifo: {
+      uint32_t next = a_[slot], prev = b_[slot];
+      if (prev != kNone) a_[prev] = next;
+      else h_->head = next;
+      if (next != kNone) b_[next] = prev;
+      else h_->tail = prev;
+      a_[slot] = b_[slot] = kNone;
+      --h_->count;
+      break;
+    }
+    case SelectorKind::max_heap:
+    case SelectorKind::min_heap: {
+      uint32_t i = b_[slot], last = --h_->count;
+      if (i != last) {
+        heap_swap(i, last);
+        b_[slot] = kNone;
+        heap_fix(i);
+      } else {
+        b_[slot] = kNone;
+      }
+      break;
+    }
+  }
+}
+
+Result<Sampled> Selector::sample(double u) const {
+  if (size() == 0) return Status{Errc::empty, "selector has no items"};
+  switch (kind()) {
+    case SelectorKind::prioritized: {
+      uint32_t slot = tree_.sample(u);
+      double total = tree_.total();
+      double p = total > 0.0 ? tree_.get(slot) / total : 1.0 / tree_.occupied();
+      return Sampled{slot, p};
+    }
+    case SelectorKind::uniform: return Sampled{uniform_set().pick(u), 1.0 / h_->count};
+    case SelectorKind::fifo: return Sampled{h_->head, 1.0};
+    case SelectorKind::lifo: return Sampled{h_->tail, 1.0};
+    case SelectorKind::max_heap:
+    case SelectorKind::min_heap: return Sampled{a_[0], 1.0};
+  }
+  return Status{Errc::corrupt, "selector kind is invalid"};
+}
+
+void Selector::clear() noexcept {
+  h_->count = 0;
+  h_->head = h_->tail = kNone;
+  switch (kind()) {
+    case SelectorKind::prioritized: tree_.clear_all(); break;
+    case SelectorKind::uniform: uniform_set().clear(h_->capacity); break;
+    case SelectorKind::fifo:
+    case SelectorKind::lifo:
+      std::fill(a_, a_ + h_->capacity, kNone);
+      std::fill(b_, b_ + h_->capacity, kNone);
+      break;
+    case SelectorKind::max_heap:
+    case SelectorKind::min_heap: std::fill(b_, b_ + h_->capacity, kNone); break;
+  }
+}
+
+// --- heaps: a_ = heap array of slots, b_ = slot -> heap index ---------------
+
+bool Selector::heap_before(uint32_t a, uint32_t b) const noexcept {
+  double pa = prio_[a], pb = prio_[b];
+  if (pa != pb) return kind() == SelectorKind::max_heap ? pa > pb : pa < pb;
+  return seq_[a] < seq_[b];
+}
+
+void Selector::heap_swap(uint32_t i, uint32_t j) noexcept {
+  std::swap(a_[i], a_[j]);
+  b_[a_[i]] = i;
+  b_[a_[j]] = j;
+}
+
+void Selector::heap_up(uint32_t i) noexcept {
+  while (i > 0) {
+    uint32_t p = (i - 1) / 2;
+    if (!heap_before(a_[i], a_[p])) break;
+    heap_swap(i, p);
+    i = p;
+  }
+}
+
+void Selector::heap_down(uint32_t i) noexcept {
+  uint32_t n = h_->count;
+  for (;;) {
+    uint32_t best = i, l = 2 * i + 1, r = l + 1;
+    if (l < n && heap_before(a_[l], a_[best])) best = l;
+    if (r < n && heap_before(a_[r], a_[best])) best = r;
+    if (best == i) return;
+    heap_swap(i, best);
+    i = best;
+  }
+}
+
+void Selector::heap_fix(uint32_t i) noexcept {
+  heap_up(i);
+  heap_down(i);
+}
+
+}  // namespace engram

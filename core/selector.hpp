@@ -1,0 +1,108 @@
+// Selectors decide which item a table samples (sampler) or evicts (remover).
+// One interface, six kinds (Reverb's): Uniform, Prioritized(exponent), FIFO,
+// LIFO, MaxHeap, MinHeap. A selector is a view over one region of (shared)
+// memory holding a SelectorHeader and the kind's arrays, addressed by offsets;
+// it is written only by its table's owner thread and needs no lock.
+//
+// Members are table slots in [0, capacity). Invariants:
+//  - size() == number of slots inserted and not removed;
+//  - Uniform: a DenseSet of members;
+//  - Prioritized: a K-ary SumTree whose leaf weights are priority^exponent
+//    (0 for priority 0);
+//  - FIFO/LIFO: a doubly linked list in insertion order (update keeps order);
+//  - Max/MinHeap: a binary heap ordered by (priority, seq), where seq is the
+//    value of a counter at the member's last insert or update, so that ties go
+//    to the least recently inserted or updated member.
+#pragma once
+
+#include <cstdint>
+
+#include "core/segment_header.hpp"
+#include "core/status.hpp"
+#include "core/sum_tree.hpp"
+
+namespace engram {
+
+enum class SelectorKind : uint32_t { uniform = 1, prioritized = 2, fifo = 3, lifo = 4, max_heap = 5, min_heap = 6 };
+
+const char* selector_kind_name(SelectorKind k) noexcept;
+
+struct SelectorOptions {
+  SelectorKind kind = SelectorKind::uniform;
+  double exponent = 1.0;  // Prioritized only
+};
+
+// Arity of the sum tree behind Prioritized, chosen by bench/sumtree.
+inline constexpr unsigned kPrioritizedArity = 16;
+using PrioritizedTree = SumTree<kPrioritizedArity>;
+
+struct alignas(kCacheLine) SelectorHeader {
+  uint32_t kind;
+  uint32_t capacity;
+  double exponent;
+  uint64_t seq;          // heap tie-break counter
+  uint64_t region_size;
+  uint32_t count;        // members (Uniform, lists, heaps; Prioritized uses the tree's)
+  uint32_t head;         // list: oldest member, or kNone
+  uint32_t tail;         // list: newest member, or kNone
+  uint32_t pad_;
+  uint64_t off_a;        // Uniform: dense | lists: next  | heaps: heap array
+  uint64_t off_b;        // Uniform: pos   | lists: prev  | heaps: position of slot in heap
+  uint64_t off_c;        // heaps: priority per slot (double)
+  uint64_t off_d;        // heaps: seq per slot (u64)
+  uint64_t off_tree;     // Prioritized: the SumTree region
+};
+static_assert(sizeof(SelectorHeader) == 2 * kCacheLine);
+
+struct Sampled {
+  uint32_t slot;
+  double probability;  // chance this draw picks `slot` (1 for deterministic kinds)
+};
+
+class Selector {
+ public:
+  static constexpr uint32_t kNone = UINT32_MAX;
+
+  Selector() = default;
+
+  static Status validate(const SelectorOptions& o);
+  static size_t bytes_needed(const SelectorOptions& o, uint32_t capacity);
+  // Formats 64-byte aligned `mem` of at least bytes_needed() bytes; empty.
+  static Result<Selector> format(void* mem, size_t size, const SelectorOptions& o, uint32_t capacity);
+  static Result<Selector> attach(void* mem, size_t size);
+
+  SelectorKind kind() const noexcept { return static_cast<SelectorKind>(h_->kind); }
+  double exponent() const noexcept { return h_->exponent; }
+  uint32_t capacity() const noexcept { return h_->capacity; }
+  uint32_t size() const noexcept;
+  bool contains(uint32_t slot) const noexcept;
+
+  // Adds `slot` (< capacity, not a member). Priority is validated.
+  Status insert(uint32_t slot, double priority);
+  // Changes a member's priority (a heap also refreshes its tie-break age).
+  Status update(uint32_t slot, double priority);
+  // Removes a member; no-op for a non-member.
+  void remove(uint32_t slot) noexcept;
+  // Picks a member using u, uniform in [0, 1); Errc::empty when there is none.
+  Result<Sampled> sample(double u) const;
+  void clear() noexcept;
+
+ private:
+  explicit Selector(SelectorHeader* h);
+  DenseSet uniform_set() const noexcept;
+  double weight_of(double priority) const noexcept;
+  bool heap_before(uint32_t a, uint32_t b) const noexcept;
+  void heap_swap(uint32_t i, uint32_t j) noexcept;
+  void heap_up(uint32_t i) noexcept;
+  void heap_down(uint32_t i) noexcept;
+  void heap_fix(uint32_t i) noexcept;
+
+  SelectorHeader* h_ = nullptr;
+  uint32_t* a_ = nullptr;
+  uint32_t* b_ = nullptr;
+  double* prio_ = nullptr;
+  uint64_t* seq_ = nullptr;
+  PrioritizedTree tree_;
+};
+
+}  // namespace engram

@@ -1,0 +1,84 @@
+#include "core/signature.hpp"
+
+#include <cstring>
+
+namespace engram {
+
+const char* dtype_name(DType t) noexcept {
+  switch (t) {
+    case DType::u8: return "uint8";
+    case DType::i8: return "int8";
+    case DType::u16: return "uint16";
+    case DType::i16: return "int16";
+    case DType::u32: return "uint32";
+    case DType::i32: return "int32";
+    case DType::u64: return "uint64";
+    case DType::i64: return "int64";
+    case DType::f16: return "float16";
+    case DType::f32: return "float32";
+    case DType::f64: return "float64";
+    case DType::boolean: return "bool";
+  }
+  return "unknown";
+}
+
+size_t dtype_size(DType t) noexcept {
+  switch (t) {
+    case DType::u8:
+    case DType::i8:
+    case DType::boolean: return 1;
+    case DType::u16:
+    case DType::i16:
+    case DType::f16: return 2;
+    case DType::u32:
+    case DType::i32:
+    case DType::f32: return 4;
+    case DType::u64:
+    case DType::i64:
+    case DType::f64: return 8;
+  }
+  return 0;
+}
+
+Column make_column(const std::string& name, DType dtype, std::vector<uint32_t> shape) {
+  Column c{};
+  std::strncpy(c.name, name.c_str(), kMaxColumnName - 1);
+  if (name.size() >= kMaxColumnName) c.name[kMaxColumnName - 1] = 1;  // flagged as too long by validate
+  c.dtype = static_cast<uint32_t>(dtype);
+  c.rank = static_cast<uint32_t>(shape.size());
+  for (size_t i = 0; i < shape.size() && i < kMaxRank; ++i) c.shape[i] = shape[i];
+  return c;
+}
+
+size_t column_step_bytes(const Column& c) noexcept {
+  size_t n = dtype_size(static_cast<DType>(c.dtype));
+  for (uint32_t i = 0; i < c.rank && i < kMaxRank; ++i) n *= c.shape[i];
+  return n;
+}
+
+Status validate_signature(const Column* cols, size_t n) {
+  if (n == 0) return {Errc::invalid_argument, "signature has no columns; give at least one"};
+  if (n > kMaxColumns)
+    return {Errc::invalid_argument, "signature has " + std::to_string(n) + " columns; at most " + std::to_string(kMaxColumns) + " are allowed"};
+  for (size_t i = 0; i < n; ++i) {
+    const Column& c = cols[i];
+    size_t len = strnlen(c.name, kMaxColumnName);
+    std::string where = "column " + std::to_string(i);
+    if (len == 0) return {Errc::invalid_argument, where + " has an empty name"};
+    if (len >= kMaxColumnName - 1 && c.name[kMaxColumnName - 1] != 0)
+      return {Errc::invalid_argument, where + " has a name longer than " + std::to_string(kMaxColumnName - 1) + " bytes"};
+    where += " '" + std::string(c.name, len) + "'";
+    if (dtype_size(static_cast<DType>(c.dtype)) == 0)
+      return {Errc::invalid_argument, where + " has unknown dtype " + std::to_string(c.dtype)};
+    if (c.rank > kMaxRank)
+      return {Errc::invalid_argument, where + " has rank " + std::to_string(c.rank) + "; at most " + std::to_string(kMaxRank) + " dimensions"};
+    for (uint32_t d = 0; d < c.rank; ++d)
+      if (c.shape[d] == 0) return {Errc::invalid_argument, where + " has a zero-sized dimension " + std::to_string(d)};
+    for (size_t j = 0; j < i; ++j)
+      if (std::strncmp(cols[j].name, c.name, kMaxColumnName) == 0)
+        return {Errc::invalid_argument, where + " repeats the name of column " + std::to_string(j)};
+  }
+  return Status::Ok();
+}
+
+}  // namespace engram

@@ -1,0 +1,37 @@
+// A table's signature: the columns every step carries (name, dtype, shape).
+// Column is plain data stored in the table's shared header.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.hpp"
+
+namespace engram {
+
+enum class DType : uint32_t { u8 = 1, i8, u16, i16, u32, i32, u64, i64, f16, f32, f64, boolean };
+
+inline constexpr size_t kMaxColumns = 32;
+inline constexpr size_t kMaxRank = 6;
+inline constexpr size_t kMaxColumnName = 32;  // bytes, including the terminating NUL
+
+struct Column {
+  char name[kMaxColumnName];
+  uint32_t dtype;  // DType
+  uint32_t rank;
+  uint32_t shape[kMaxRank];
+};
+
+const char* dtype_name(DType t) noexcept;
+size_t dtype_size(DType t) noexcept;  // 0 for an unknown dtype
+
+// A column from C++ values; check it with validate_signature.
+Column make_column(const std::string& name, DType dtype, std::vector<uint32_t> shape);
+// Bytes of one step of the column (product of shape times dtype size).
+size_t column_step_bytes(const Column& c) noexcept;
+// Names non-empty, NUL-terminated, unique; known dtypes; rank <= kMaxRank; dims >= 1.
+Status validate_signature(const Column* cols, size_t n);
+
+}  // namespace engram

@@ -1,0 +1,72 @@
+// A bounded single-producer / single-consumer ring of fixed-size records in
+// shared memory: the client-to-daemon request path, and (the same type) the
+// daemon-to-client response path. Wait-free on both sides; a blocked side
+// sleeps on a doorbell (spin, then futex) instead of polling.
+//
+// Layout (one region, offsets only):
+//   RingHeader (3 cache lines: config | producer line | consumer line) | records
+// Invariants:
+//  - head (consumer position) and tail (producer position) only grow; 0 <=
+//    tail - head <= capacity; record i lives at (i & (capacity - 1));
+//  - the producer writes a record, then publishes it with a release store of
+//    tail; the consumer reads it, then frees it with a release store of head.
+//  - Everything read from the other side is untrusted: a consumer that sees
+//    tail - head > capacity reports Errc::corrupt instead of reading.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+
+#include "core/futex.hpp"
+#include "core/segment_header.hpp"
+#include "core/status.hpp"
+
+namespace engram {
+
+struct alignas(kCacheLine) RingHeader {
+  SegmentHeader segment;  // kind ring; version written last
+  uint32_t capacity;      // records, a power of two
+  uint32_t record_size;   // bytes, a multiple of 8
+  uint64_t region_size;
+  alignas(kCacheLine) std::atomic<uint64_t> tail;  // producer's line
+  Doorbell space;                                  // rung by the consumer when it frees records
+  alignas(kCacheLine) std::atomic<uint64_t> head;  // consumer's line
+  Doorbell data;                                   // rung by the producer when it publishes
+};
+static_assert(sizeof(RingHeader) == 4 * kCacheLine);
+inline constexpr uint64_t kRingLayoutHash =
+    layout_hash(static_cast<uint64_t>(SegmentKind::ring), {layout_of<RingHeader>(), layout_of<Doorbell>()});
+
+class SpscRing {
+ public:
+  SpscRing() = default;
+
+  static size_t bytes_needed(uint32_t capacity, uint32_t record_size);
+  // capacity: a power of two >= 2; record_size: a multiple of 8, >= 8.
+  static Result<SpscRing> format(void* mem, size_t size, uint32_t capacity, uint32_t record_size);
+  static Result<SpscRing> attach(void* mem, size_t size);
+
+  uint32_t capacity() const noexcept { return h_->capacity; }
+  uint32_t record_size() const noexcept { return h_->record_size; }
+
+  // Producer. Copies one record (record_size bytes); Errc::full if no room.
+  Status try_push(const void* record) noexcept;
+  // Waits (spin, then sleep) up to timeout_ns (< 0: for ever) for room.
+  Status push(const void* record, int64_t timeout_ns) noexcept;
+
+  // Consumer. Copies the oldest record out; Errc::empty if none.
+  Status try_pop(void* record) noexcept;
+  Status pop(void* record, int64_t timeout_ns) noexcept;
+  // Number of records ready; Errc::corrupt if the producer wrote nonsense.
+  Result<uint64_t> readable() const noexcept;
+
+ private:
+  explicit SpscRing(RingHeader* h) : h_(h), records_(reinterpret_cast<char*>(h) + sizeof(RingHeader)) {}
+  char* slot(uint64_t pos) const noexcept { return records_ + (pos & (h_->capacity - 1)) * h_->record_size; }
+
+  RingHeader* h_ = nullptr;
+  char* records_ = nullptr;
+};
+
+}  // namespace engram

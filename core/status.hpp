@@ -1,0 +1,70 @@
+// Errors as values. Core never throws on a path a client can trigger; every
+// failure is a Status with a code (stable, mapped 1:1 to ENGRAM_E_* later) and
+// a message that says what was wrong and how to fix it.
+#pragma once
+
+#include <string>
+#include <utility>
+
+namespace engram {
+
+enum class Errc : int {
+  ok = 0,
+  invalid_argument,      // generic bad parameter (message says which)
+  invalid_priority,      // NaN, infinite or negative priority
+  invalid_exponent,      // non-finite or negative priority exponent
+  invalid_capacity,      // zero or too large a capacity
+  invalid_rate_limiter,  // inconsistent rate limiter parameters
+  stale_key,             // key's slot was reused or deleted since it was issued
+  unknown_key,           // key never named a slot of this table
+  rate_limited,          // the rate limiter does not allow the operation now
+  empty,                 // nothing to sample / pop
+  full,                  // ring or free list has no room
+  out_of_memory,         // arena has no free block of the requested class
+  double_free,           // block freed twice, or freed by a client that does not own it
+  stale_reference,       // block reference whose generation no longer matches
+  layout_mismatch,       // shared segment written by another layout version
+  corrupt,               // shared memory failed validation
+  system,                // an OS call failed (message has errno text)
+  timeout,
+};
+
+const char* errc_name(Errc c) noexcept;
+
+class Status {
+ public:
+  Status() = default;
+  Status(Errc code, std::string message) : code_(code), message_(std::move(message)) {}
+  static Status Ok() { return {}; }
+
+  bool ok() const noexcept { return code_ == Errc::ok; }
+  Errc code() const noexcept { return code_; }
+  const std::string& message() const noexcept { return message_; }
+  std::string to_string() const;
+
+ private:
+  Errc code_ = Errc::ok;
+  std::string message_;
+};
+
+// A value or a Status; deliberately tiny (std::expected is C++23).
+template <typename T>
+class Result {
+ public:
+  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(Status status) : status_(std::move(status)) {}  // NOLINT
+  bool ok() const noexcept { return status_.ok(); }
+  const Status& status() const noexcept { return status_; }
+  T& value() & { return value_; }
+  const T& value() const& { return value_; }
+  T&& value() && { return std::move(value_); }
+  T* operator->() { return &value_; }
+  const T* operator->() const { return &value_; }
+  T& operator*() { return value_; }
+
+ private:
+  T value_{};
+  Status status_;
+};
+
+}  // namespace engram

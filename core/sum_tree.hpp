@@ -1,0 +1,316 @@
+// K-ary sum tree over a fixed number of leaves, stored implicitly in one
+// region of (shared) memory: position-independent, offsets only.
+//
+// Layout of the region (all offsets from its start, every level 64-aligned):
+//   SumTreeHeader | level 0 (root, alone in its cache line) | level 1 | ...
+//   | level L-1 (leaves) | dense[capacity] u32 | pos[capacity] u32
+// Level l+1 holds the children of level l: children of node i are the K
+// consecutive entries [i*K, i*K+K). Every level's length is a multiple of K,
+// so a group of K siblings is K*8 bytes and never straddles a cache line
+// (for K >= 8 each group is whole lines).
+//
+// Invariants (the owner is the only writer):
+//  - every internal node == sum_group(its K children), recomputed from the
+//    children on each update, never adjusted by deltas: the tree cannot drift;
+//  - leaf weight > 0 only for occupied leaves; padding leaves are 0;
+//  - dense[0..occupied) lists the occupied leaves, pos[leaf] is the leaf's
+//    index in dense or kNotOccupied.
+// Sampling returns only occupied leaves with non-zero weight, or, when every
+// occupied leaf weighs 0, an occupied leaf uniformly at random.
+#pragma once
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/dense_set.hpp"
+#include "core/segment_header.hpp"
+#include "core/status.hpp"
+
+namespace engram {
+
+inline constexpr uint32_t kSumTreeMaxLevels = 40;
+inline constexpr uint32_t kNotOccupied = DenseSet::kAbsent;
+
+struct alignas(kCacheLine) SumTreeHeader {
+  uint32_t k;
+  uint32_t capacity;
+  uint32_t levels;
+  uint32_t occupied;
+  uint64_t region_size;
+  uint64_t level_offset[kSumTreeMaxLevels];
+  uint64_t level_length[kSumTreeMaxLevels];
+  uint64_t dense_offset;
+  uint64_t pos_offset;
+};
+
+// Sum of one sibling group in a fixed order. Four interleaved accumulators let
+// the compiler keep several adds in flight; the order never changes, so a
+// parent is a pure function of its children (no drift).
+template <unsigned K>
+inline double sum_group(const double* c) noexcept {
+  if constexpr (K < 8) {
+    double s = 0.0;
+    for (unsigned j = 0; j < K; ++j) s += c[j];
+    return s;
+  } else {
+    double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    for (unsigned j = 0; j < K; j += 4) {
+      a0 += c[j];
+      a1 += c[j + 1];
+      a2 += c[j + 2];
+      a3 += c[j + 3];
+    }
+    return (a0 + a1) + (a2 + a3);
+  }
+}
+
+template <unsigned K>
+class SumTree {
+  static_assert(K >= 2 && (K & (K - 1)) == 0, "K must be a power of two >= 2");
+  static_assert(K < 8 || K % 4 == 0);
+
+ public:
+  static constexpr unsigned kArity = K;
+
+  SumTree() = default;
+
+  // Bytes of the region for `capacity` leaves (0 if capacity is invalid).
+  static size_t bytes_needed(uint32_t capacity) {
+    SumTreeHeader h{};
+    return capacity == 0 ? 0 : plan(capacity, &h);
+  }
+
+  // Formats `mem` (64-byte aligned, at least bytes_needed(capacity) bytes).
+  static Result<SumTree> format(void* mem, size_t size, uint32_t capacity) {
+    if (capacity == 0) return Status{Errc::invalid_capacity, "sum tree capacity must be at least 1"};
+    if (capacity >= kNotOccupied) return Status{Errc::invalid_capacity, "sum tree capacity must be below 2^32-1"};
+    if (reinterpret_cast<uintptr_t>(mem) % kCacheLine != 0)
+      return Status{Errc::invalid_argument, "sum tree memory must be 64-byte aligned"};
+    auto* h = static_cast<SumTreeHeader*>(mem);
+    SumTreeHeader plan_h{};
+    size_t need = plan(capacity, &plan_h);
+    if (size < need)
+      return Status{Errc::invalid_argument, "sum tree of " + std::to_string(capacity) + " leaves needs " +
+                                                std::to_string(need) + " bytes, got " + std::to_string(size)};
+    *h = plan_h;
+    std::memset(static_cast<char*>(mem) + sizeof(SumTreeHeader), 0, need - sizeof(SumTreeHeader));
+    SumTree t(h);
+    t.occupancy().clear(capacity);
+    return t;
+  }
+
+  // Attaches to a formatted region; validates the header against `size`.
+  static Result<SumTree> attach(void* mem, size_t size) {
+    auto* h = static_cast<SumTreeHeader*>(mem);
+    if (size < sizeof(SumTreeHeader) || h->k != K || h->capacity == 0 || h->capacity >= kNotOccupied)
+      return Status{Errc::corrupt, "sum tree header does not match arity " + std::to_string(K)};
+    SumTreeHeader expect{};
+    size_t need = plan(h->capacity, &expect);
+    if (need > size || h->region_size != need || h->levels != expect.levels ||
+        std::memcmp(h->level_offset, expect.level_offset, sizeof(expect.level_offset)) != 0 ||
+        h->dense_offset != expect.dense_offset || h->pos_offset != expect.pos_offset || h->occupied > h->capacity)
+      return Status{Errc::corrupt, "sum tree header is inconsistent with its capacity"};
+    return SumTree(h);
+  }
+
+  uint32_t capacity() const noexcept { return h_->capacity; }
+  uint32_t occupied() const noexcept { return h_->occupied; }
+  double total() const noexcept { return level_[0][0]; }
+  double get(uint32_t i) const noexcept { return leaves()[i]; }
+  bool is_occupied(uint32_t i) const noexcept { return occupancy().contains(i); }
+
+  // Sets leaf i (< capacity) to weight w (finite, >= 0; the caller validates)
+  // and marks it occupied. O(K log_K N).
+  void set(uint32_t i, double w) noexcept {
+    assert(i < h_->capacity && w >= 0 && std::isfinite(w));
+    occupancy().insert(i);
+    leaves()[i] = w;
+    propagate(i);
+  }
+
+  // Empties leaf i: weight 0, not occupied.
+  void clear(uint32_t i) noexcept {
+    assert(i < h_->capacity);
+    if (!occupancy().contains(i)) return;
+    occupancy().erase(i);
+    leaves()[i] = 0.0;
+    propagate(i);
+  }
+
+  // Sets n leaves, then recomputes every touched ancestor once, level by level.
+  // `scratch` must hold n entries. Equivalent to n calls of set().
+  void set_batch(const uint32_t* idx, const double* w, size_t n, uint32_t* scratch) noexcept {
+    double* leaf = leaves();
+    for (size_t q = 0; q < n; ++q) {
+      occupancy().insert(idx[q]);
+      leaf[idx[q]] = w[q];
+      scratch[q] = idx[q] / K;
+    }
+    std::sort(scratch, scratch + n);
+    size_t m = std::unique(scratch, scratch + n) - scratch;
+    for (uint32_t l = h_->levels - 1; l-- > 0;) {
+      double* parent = level_[l];
+      const double* child = level_[l + 1];
+      size_t out = 0;
+      for (size_t q = 0; q < m; ++q) {
+        uint32_t node = scratch[q];
+        parent[node] = sum_group<K>(child + static_cast<size_t>(node) * K);
+        uint32_t up = node / K;
+        if (out == 0 || scratch[out - 1] != up) scratch[out++] = up;  // sorted input => sorted, unique output
+      }
+      m = out;
+    }
+  }
+
+  // Maps u in [0, 1) to an occupied leaf: with probability weight/total, or
+  // uniformly when total() == 0. Requires occupied() > 0.
+  uint32_t sample(double u) const noexcept {
+    assert(h_->occupied > 0);
+    double total = level_[0][0];
+    if (!(total > 0.0)) return occupancy().pick(u);
+    double target = u * total;
+    uint32_t node = 0;
+    for (uint32_t l = 1; l < h_->levels; ++l) node = descend(level_[l] + static_cast<size_t>(node) * K, node, target);
+    return node;
+  }
+
+  // n independent samples; descends all of them level by level with the next
+  // groups prefetched, so their cache misses overlap instead of queueing.
+  // `scratch` must hold 2n doubles.
+  void sample_batch(const double* u, uint32_t* out, size_t n, double* scratch) const noexcept {
+    assert(h_->occupied > 0);
+    double total = level_[0][0];
+    if (!(total > 0.0)) {
+      for (size_t q = 0; q < n; ++q) out[q] = occupancy().pick(u[q]);
+      return;
+    }
+    double* target = scratch;
+    for (size_t q = 0; q < n; ++q) {
+      target[q] = u[q] * total;
+      out[q] = 0;
+    }
+    constexpr size_t kAhead = 8;
+    for (uint32_t l = 1; l < h_->levels; ++l) {
+      const double* lv = level_[l];
+      for (size_t q = 0; q < n && q < kAhead; ++q) prefetch_group(lv + static_cast<size_t>(out[q]) * K);
+      for (size_t q = 0; q < n; ++q) {
+        if (q + kAhead < n) prefetch_group(lv + static_cast<size_t>(out[q + kAhead]) * K);
+        out[q] = descend(lv + static_cast<size_t>(out[q]) * K, out[q], target[q]);
+      }
+    }
+  }
+
+  // Empties every leaf.
+  void clear_all() noexcept {
+    for (uint32_t l = 0; l < h_->levels; ++l) std::fill(level_[l], level_[l] + h_->level_length[l], 0.0);
+    occupancy().clear(h_->capacity);
+  }
+
+  // The root recomputed from the leaves alone, bottom-up in tree order, by code
+  // that shares nothing with the update path except sum_group: equals total()
+  // exactly when no drift happened.
+  double fresh_total() const {
+    uint64_t n = h_->level_length[h_->levels - 1];
+    std::vector<double> cur(leaves(), leaves() + n), next;
+    while (cur.size() > 1) {
+      uint64_t groups = cur.size() / K;
+      next.assign(groups == 1 ? 1 : align_up(groups, K), 0.0);
+      for (uint64_t g = 0; g < groups; ++g) next[g] = sum_group<K>(cur.data() + g * K);
+      cur.swap(next);
+    }
+    return cur[0];
+  }
+
+  uint32_t levels() const noexcept { return h_->levels; }
+  const uint32_t* dense() const noexcept { return dense_; }
+
+ private:
+  explicit SumTree(SumTreeHeader* h) : h_(h) {
+    char* base = reinterpret_cast<char*>(h);
+    for (uint32_t l = 0; l < h->levels; ++l) level_[l] = reinterpret_cast<double*>(base + h->level_offset[l]);
+    dense_ = reinterpret_cast<uint32_t*>(base + h->dense_offset);
+    pos_ = reinterpret_cast<uint32_t*>(base + h->pos_offset);
+  }
+
+  // Computes the layout for `capacity` leaves into h; returns the region size.
+  static size_t plan(uint32_t capacity, SumTreeHeader* h) {
+    uint64_t len[kSumTreeMaxLevels];
+    uint32_t n = 0;
+    uint64_t count = align_up(capacity, K);
+    len[n++] = count;
+    while (count > 1) {
+      uint64_t groups = count / K;
+      count = groups == 1 ? 1 : align_up(groups, K);
+      len[n++] = count;
+    }
+    if (n == 1) len[n++] = 1;  // unreachable for K >= 2, kept for clarity
+    h->k = K;
+    h->capacity = capacity;
+    h->levels = n;
+    h->occupied = 0;
+    size_t off = sizeof(SumTreeHeader);
+    for (uint32_t l = 0; l < n; ++l) {  // level 0 = root = len[n-1]
+      h->level_offset[l] = off;
+      h->level_length[l] = len[n - 1 - l];
+      off = align_up(off + h->level_length[l] * sizeof(double), kCacheLine);  // root padded to a line
+    }
+    h->dense_offset = off;
+    off = align_up(off + uint64_t{capacity} * 4, kCacheLine);
+    h->pos_offset = off;
+    off = align_up(off + uint64_t{capacity} * 4, kCacheLine);
+    h->region_size = off;
+    return off;
+  }
+
+  double* leaves() const noexcept { return level_[h_->levels - 1]; }
+
+  DenseSet occupancy() const noexcept { return {dense_, pos_, &h_->occupied}; }
+
+  void propagate(uint32_t i) noexcept {
+    uint32_t node = i / K;
+    for (uint32_t l = h_->levels - 1; l-- > 0;) {
+      level_[l][node] = sum_group<K>(level_[l + 1] + static_cast<size_t>(node) * K);
+      node /= K;
+    }
+  }
+
+  // Picks the child of `node` (children at c[0..K)) that holds `target`, among
+  // non-zero children only; rounding that pushes target past the last one
+  // clamps to the last non-zero child. Updates target to be relative to it.
+  static uint32_t descend(const double* c, uint32_t node, double& target) noexcept {
+    double cum = 0.0;
+    unsigned last = 0;
+    double last_cum = 0.0;
+    for (unsigned j = 0; j < K; ++j) {
+      double w = c[j];
+      if (w > 0.0) {
+        if (target < cum + w) {
+          target -= cum;
+          return node * K + j;
+        }
+        last = j;
+        last_cum = cum;
+      }
+      cum += w;
+    }
+    target = std::min(target - last_cum, c[last]);
+    target = std::nextafter(target, 0.0);
+    return node * K + last;
+  }
+
+  static void prefetch_group(const double* g) noexcept {
+    for (unsigned b = 0; b < K * sizeof(double); b += kCacheLine) __builtin_prefetch(reinterpret_cast<const char*>(g) + b);
+  }
+
+  SumTreeHeader* h_ = nullptr;
+  double* level_[kSumTreeMaxLevels] = {};
+  uint32_t* dense_ = nullptr;
+  uint32_t* pos_ = nullptr;
+};
+
+}  // namespace engram

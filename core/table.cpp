@@ -1,0 +1,283 @@
+#include "core/table.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/priority.hpp"
+
+namespace engram {
+
+namespace {
+
+size_t plan(const TableOptions& o, TableHeader* h) {
+  *h = TableHeader{};
+  std::strncpy(h->name, o.name.c_str(), kMaxTableName - 1);
+  h->capacity = o.capacity;
+  h->max_times_sampled = o.max_times_sampled;
+  h->max_refs_per_item = o.max_refs_per_item;
+  h->num_columns = static_cast<uint32_t>(o.signature.size());
+  for (size_t i = 0; i < o.signature.size() && i < kMaxColumns; ++i) h->columns[i] = o.signature[i];
+  h->limiter_config = o.rate_limiter;
+  size_t off = sizeof(TableHeader);
+  auto take = [&off](size_t bytes) {
+    size_t at = off;
+    off = align_up(off + bytes, kCacheLine);
+    return at;
+  };
+  h->off_items = take(sizeof(ItemSlot) * o.capacity);
+  h->off_refs = take(sizeof(ChunkRef) * o.capacity * size_t{o.max_refs_per_item});
+  h->off_free = take(sizeof(uint32_t) * o.capacity);
+  h->sampler_size = Selector::bytes_needed(o.sampler, o.capacity);
+  h->off_sampler = take(h->sampler_size);
+  h->remover_size = Selector::bytes_needed(o.remover, o.capacity);
+  h->off_remover = take(h->remover_size);
+  h->region_size = off;
+  return off;
+}
+
+}  // namespace
+
+Status Table::validate(const TableOptions& o) {
+  if (o.name.empty()) return {Errc::invalid_argument, "table name is empty"};
+  if (o.name.size() >= kMaxTableName)
+    return {Errc::invalid_argument, "table name '" + o.name + "' is " + std::to_string(o.name.size()) +
+                                        " bytes; at most " + std::to_string(kMaxTableName - 1) + " are allowed"};
+  std::string t = "table '" + o.name + "': ";
+  if (o.capacity == 0) return {Errc::invalid_capacity, t + "capacity (max_size) must be at least 1"};
+  if (o.capacity > (1u << 31)) return {Errc::invalid_capacity, t + "capacity (max_size) must be at most 2^31"};
+  if (o.max_refs_per_item == 0 || o.max_refs_per_item > 4096)
+    return {Errc::invalid_argument, t + "max_refs_per_item must be between 1 and 4096"};
+  if (Status s = Selector::validate(o.sampler); !s.ok()) return {s.code(), t + "sampler: " + s.message()};
+  if (Status s = Selector::validate(o.remover); !s.ok()) return {s.code(), t + "remover: " + s.message()};
+  if (Status s = o.rate_limiter.validate(); !s.ok()) return {s.code(), t + s.message()};
+  if (Status s = validate_signature(o.signature.data(), o.signature.size()); !s.ok())
+    return {s.code(), t + "signature: " + s.message()};
+  return Status::Ok();
+}
+
+size_t Table::bytes_needed(const TableOptions& o) {
+  if (!validate(o).ok()) return 0;
+  TableHeader h;
+  return plan(o, &h);
+}
+
+Result<Table> Table::format(void* mem, size_t size, const TableOptions& o, uint64_t seed) {
+  if (Status s = validate(o); !s.ok()) return s;
+  if (reinterpret_cast<uintptr_t>(mem) % kCacheLine != 0)
+    return Status{Errc::invalid_argument, "table memory must be 64-byte aligned"};
+  auto* h = static_cast<TableHeader*>(mem);
+  TableHeader planned;
+  size_t need = plan(o, &planned);
+  if (size < need)
+    return Status{Errc::invalid_argument, "table '" + o.name + "' needs " + std::to_string(need) + " bytes, got " + std::to_string(size)};
+  *h = planned;
+  char* base = static_cast<char*>(mem);
+  std::memset(base + h->off_items, 0, sizeof(ItemSlot) * o.capacity);
+  if (auto s = Selector::format(base + h->off_sampler, h->sampler_size, o.sampler, o.capacity); !s.ok()) return s.status();
+  if (auto s = Selector::format(base + h->off_remover, h->remover_size, o.remover, o.capacity); !s.ok()) return s.status();
+  Table t(h, seed);
+  t.reset();
+  return t;
+}
+
+Result<Table> Table::attach(void* mem, size_t size, uint64_t seed) {
+  auto* h = static_cast<TableHeader*>(mem);
+  if (size < sizeof(TableHeader)) return Status{Errc::corrupt, "table region is smaller than its header"};
+  TableOptions o;
+  o.name.assign(h->name, strnlen(h->name, kMaxTableName - 1));
+  o.capacity = h->capacity;
+  o.max_times_sampled = h->max_times_sampled;
+  o.max_refs_per_item = h->max_refs_per_item;
+  o.rate_limiter = h->limiter_config;
+  if (h->num_columns > kMaxColumns) return Status{Errc::corrupt, "table header has too many columns"};
+  o.signature.assign(h->columns, h->columns + h->num_columns);
+  char* base = static_cast<char*>(mem);
+  if (h->off_sampler >= size || h->off_remover >= size) return Status{Errc::corrupt, "table header offsets are out of range"};
+  auto sampler = Selector::attach(base + h->off_sampler, size - h->off_sampler);
+  auto remover = Selector::attach(base + h->off_remover, size - h->off_remover);
+  if (!sampler.ok()) return sampler.status();
+  if (!remover.ok()) return remover.status();
+  o.sampler = {sampler->kind(), sampler->exponent()};
+  o.remover = {remover->kind(), remover->exponent()};
+  if (Status s = validate(o); !s.ok()) return Status{Errc::corrupt, "table header is invalid: " + s.message()};
+  TableHeader expect;
+  size_t need = plan(o, &expect);
+  if (need > size || need != h->region_size || expect.off_items != h->off_items || expect.off_refs != h->off_refs ||
+      expect.off_free != h->off_free || expect.off_sampler != h->off_sampler || expect.off_remover != h->off_remover ||
+      h->size > h->capacity || h->free_count > h->capacity || h->size + h->free_count != h->capacity)
+    return Status{Errc::corrupt, "table header is inconsistent with its options"};
+  return Table(h, seed);
+}
+
+Table::Table(TableHeader* h, uint64_t seed) : h_(h), rng_(seed) {
+  char* base = reinterpret_cast<char*>(h);
+  items_ = reinterpret_cast<ItemSlot*>(base + h->off_items);
+  refs_ = reinterpret_cast<ChunkRef*>(base + h->off_refs);
+  free_ = reinterpret_cast<uint32_t*>(base + h->off_free);
+  sampler_ = Selector::attach(base + h->off_sampler, h->sampler_size).value();
+  remover_ = Selector::attach(base + h->off_remover, h->remover_size).value();
+  limiter_ = RateLimiter(h->limiter_config);
+  limiter_.restore(h->limiter_counters);
+}
+
+// Validates up front so that both selectors accept the priority: a refusal
+// must leave the table unchanged.
+Status Table::check_weight(double priority) const {
+  if (Status s = validate_priority(priority); !s.ok()) return s;
+  for (const Selector* sel : {&sampler_, &remover_})
+    if (sel->kind() == SelectorKind::prioritized && !std::isfinite(priority_weight(priority, sel->exponent())))
+      return {Errc::invalid_priority, "priority " + std::to_string(priority) + " raised to exponent " +
+                                          std::to_string(sel->exponent()) + " overflows a double"};
+  return Status::Ok();
+}
+
+Status Table::check_key(uint64_t key, const char* op) const {
+  uint32_t slot = key_slot(key);
+  uint32_t gen = key_generation(key);
+  if (slot >= h_->capacity || gen == 0)
+    return {Errc::unknown_key, std::string(op) + ": key " + std::to_string(key) + " was never issued by table '" + h_->name + "'"};
+  const ItemSlot& it = items_[slot];
+  if (it.key != key || gen > it.generation) {
+    if (gen > it.generation)
+      return {Errc::unknown_key, std::string(op) + ": key " + std::to_string(key) + " was never issued by table '" + h_->name + "'"};
+    return {Errc::stale_key, std::string(op) + ": key " + std::to_string(key) + " names an item that has left table '" +
+                                 h_->name + "' (evicted, expired or deleted); nothing was changed"};
+  }
+  return Status::Ok();
+}
+
+const ItemSlot* Table::find(uint64_t key) const noexcept {
+  uint32_t slot = key_slot(key);
+  if (slot >= h_->capacity || items_[slot].key != key || key == 0) return nullptr;
+  return &items_[slot];
+}
+
+void Table::erase_slot(uint32_t slot) {
+  ItemSlot& it = items_[slot];
+  if (on_remove_) on_remove_(it, refs(slot));
+  sampler_.remove(slot);
+  remover_.remove(slot);
+  it.key = 0;
+  free_[h_->free_count++] = slot;
+  --h_->size;
+  limiter_.on_delete();
+  sync_limiter();
+}
+
+Result<uint64_t> Table::insert(double priority, const ChunkRef* refs, uint32_t num_refs) {
+  if (num_refs == 0 || num_refs > h_->max_refs_per_item)
+    return Status{Errc::invalid_argument, "table '" + std::string(h_->name) + "': an item needs 1 to " +
+                                              std::to_string(h_->max_refs_per_item) + " chunk references, got " + std::to_string(num_refs)};
+  if (Status s = check_weight(priority); !s.ok()) return s;
+  if (!limiter_.can_insert(1)) {
+    ++h_->stats.rate_limited;
+    return Status{Errc::rate_limited, "table '" + std::string(h_->name) + "': the rate limiter does not allow an insert now"};
+  }
+  if (h_->size == h_->capacity) {
+    auto victim = remover_.sample(uniform());
+    if (!victim.ok()) return victim.status();
+    erase_slot(victim->slot);
+    ++h_->stats.evictions;
+  }
+  uint32_t slot = free_[--h_->free_count];
+  ItemSlot& it = items_[slot];
+  ++it.generation;
+  if (it.generation == 0) it.generation = 1;  // 0 marks "never issued"
+  it.key = (uint64_t{it.generation} << 32) | slot;
+  it.priority = priority;
+  it.inserted_seq = h_->next_seq++;
+  it.times_sampled = 0;
+  it.num_refs = num_refs;
+  std::memcpy(refs_ + size_t{slot} * h_->max_refs_per_item, refs, sizeof(ChunkRef) * num_refs);
+  // Cannot fail: priority validated, slot free in both selectors.
+  (void)sampler_.insert(slot, priority);
+  (void)remover_.insert(slot, priority);
+  ++h_->size;
+  ++h_->stats.inserts;
+  limiter_.on_insert();
+  sync_limiter();
+  return it.key;
+}
+
+Status Table::sample(uint32_t n, SampleBatch* out) {
+  if (n == 0) return {Errc::invalid_argument, "sample batch size must be at least 1"};
+  if (!limiter_.can_sample(n)) {
+    ++h_->stats.rate_limited;
+    return {Errc::rate_limited, "table '" + std::string(h_->name) + "': the rate limiter does not allow sampling " +
+                                    std::to_string(n) + " items now"};
+  }
+  for (uint32_t i = 0; i < n && h_->size > 0; ++i) {
+    auto s = sampler_.sample(uniform());
+    if (!s.ok()) return s.status();
+    uint32_t slot = s->slot;
+    ItemSlot& it = items_[slot];
+    ++it.times_sampled;
+    SampledItem si{it.key, it.priority, s->probability, it.times_sampled, h_->size,
+                   static_cast<uint32_t>(out->refs.size()), it.num_refs};
+    out->items.push_back(si);
+    const ChunkRef* r = refs(slot);
+    out->refs.insert(out->refs.end(), r, r + it.num_refs);
+    ++h_->stats.samples;
+    limiter_.on_sample();
+    if (h_->max_times_sampled != 0 && it.times_sampled >= h_->max_times_sampled) {
+      erase_slot(slot);
+      ++h_->stats.expirations;
+    }
+  }
+  sync_limiter();
+  return Status::Ok();
+}
+
+Status Table::update(uint64_t key, double priority) {
+  if (Status s = check_key(key, "update"); !s.ok()) {
+    ++h_->stats.stale;
+    return s;
+  }
+  uint32_t slot = key_slot(key);
+  if (Status s = check_weight(priority); !s.ok()) return s;
+  (void)sampler_.update(slot, priority);
+  (void)remover_.update(slot, priority);
+  items_[slot].priority = priority;
+  ++h_->stats.updates;
+  return Status::Ok();
+}
+
+Status Table::remove(uint64_t key) {
+  if (Status s = check_key(key, "delete"); !s.ok()) {
+    ++h_->stats.stale;
+    return s;
+  }
+  erase_slot(key_slot(key));
+  ++h_->stats.deletes;
+  return Status::Ok();
+}
+
+void Table::reset() {
+  for (uint32_t s = 0; s < h_->capacity; ++s)
+    if (items_[s].key != 0 && on_remove_) on_remove_(items_[s], refs(s));
+  for (uint32_t s = 0; s < h_->capacity; ++s) {
+    items_[s].key = 0;
+    free_[s] = h_->capacity - 1 - s;  // pop order 0, 1, 2, ...
+  }
+  h_->free_count = h_->capacity;
+  h_->size = 0;
+  h_->stats = {};
+  sampler_.clear();
+  remover_.clear();
+  limiter_.reset();
+  sync_limiter();
+}
+
+Status Table::set_rate_limiter(const RateLimiterConfig& c) {
+  if (Status s = limiter_.reconfigure(c); !s.ok()) return {s.code(), "table '" + std::string(h_->name) + "': " + s.message()};
+  h_->limiter_config = c;
+  return Status::Ok();
+}
+
+TableInfo Table::info() const {
+  return TableInfo{h_->name,         h_->capacity,          h_->size,           h_->max_times_sampled,
+                   sampler_.kind(),  remover_.kind(),       limiter_.config(),  limiter_.counters(),
+                   h_->stats,        limiter_.can_sample(1), limiter_.can_insert(1)};
+}
+
+}  // namespace engram

@@ -1,0 +1,192 @@
+// A replay table: items (key, priority, times_sampled, insertion order, chunk
+// references) in a fixed number of slots, a sampler and a remover selector, a
+// rate limiter, and a signature. It is a view over one region of (shared)
+// memory, driven by exactly one owner thread; it needs no locks.
+//
+// Region layout (offsets from its start, each 64-aligned):
+//   TableHeader | ItemSlot[capacity] | ChunkRef[capacity * max_refs_per_item]
+//   | free slot stack u32[capacity] | sampler region | remover region
+//
+// Invariants:
+//  - an item's key is (generation << 32 | slot); a slot's generation grows by
+//    one each time the slot is filled, so a key whose generation no longer
+//    matches is stale, and updates/deletes with it are reported, not applied;
+//  - an occupied slot is a member of both the sampler and the remover, a free
+//    slot of neither, and is on the free stack;
+//  - rate-limiter deletes count every removal (eviction, max_times_sampled,
+//    explicit delete), so size() == inserts - deletes.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/rate_limiter.hpp"
+#include "core/segment_header.hpp"
+#include "core/selector.hpp"
+#include "core/signature.hpp"
+#include "core/status.hpp"
+
+namespace engram {
+
+inline constexpr size_t kMaxTableName = 64;  // bytes, including the NUL
+
+// A slice of a sealed chunk: steps [offset, offset + length) of block
+// `block` as of generation `generation`.
+struct ChunkRef {
+  uint32_t block;
+  uint32_t generation;
+  uint32_t offset;
+  uint32_t length;
+};
+static_assert(sizeof(ChunkRef) == 16);
+
+struct ItemSlot {
+  uint64_t key;            // 0 when the slot is free
+  double priority;
+  uint64_t inserted_seq;   // insertion order across the table's life
+  uint32_t times_sampled;
+  uint32_t num_refs;
+  uint32_t generation;     // of the current or last occupant
+  uint32_t pad_;
+};
+static_assert(sizeof(ItemSlot) == 40);
+
+struct TableOptions {
+  std::string name;
+  uint32_t capacity = 0;  // max_size
+  SelectorOptions sampler{SelectorKind::uniform, 1.0};
+  SelectorOptions remover{SelectorKind::fifo, 1.0};
+  uint32_t max_times_sampled = 0;  // 0 = unlimited
+  RateLimiterConfig rate_limiter{};
+  std::vector<Column> signature;
+  uint32_t max_refs_per_item = 8;
+};
+
+// Per-operation counts since creation or reset.
+struct TableStats {
+  uint64_t inserts, samples, updates, deletes;
+  uint64_t evictions;   // removed by the remover to make room
+  uint64_t expirations; // removed on reaching max_times_sampled
+  uint64_t stale;       // updates / deletes with stale keys (not applied)
+  uint64_t rate_limited;// insert / sample attempts refused by the limiter
+};
+
+struct alignas(kCacheLine) TableHeader {
+  char name[kMaxTableName];
+  uint32_t capacity;
+  uint32_t max_times_sampled;
+  uint32_t max_refs_per_item;
+  uint32_t num_columns;
+  uint32_t size;
+  uint32_t free_count;
+  uint64_t next_seq;
+  uint64_t region_size;
+  RateLimiterConfig limiter_config;
+  RateLimiterCounters limiter_counters;
+  TableStats stats;
+  uint64_t off_items, off_refs, off_free, off_sampler, off_remover;
+  uint64_t sampler_size, remover_size;
+  Column columns[kMaxColumns];
+};
+
+struct TableInfo {
+  std::string name;
+  uint32_t capacity;
+  uint32_t size;
+  uint32_t max_times_sampled;
+  SelectorKind sampler, remover;
+  RateLimiterConfig limiter;
+  RateLimiterCounters counters;
+  TableStats stats;
+  bool can_sample, can_insert;
+};
+
+// One sampled item; its chunk references are batch.refs[first_ref, first_ref + num_refs).
+struct SampledItem {
+  uint64_t key;
+  double priority;
+  double probability;
+  uint32_t times_sampled;  // including this sample
+  uint32_t table_size;     // size when it was drawn
+  uint32_t first_ref;
+  uint32_t num_refs;
+};
+
+struct SampleBatch {
+  std::vector<SampledItem> items;
+  std::vector<ChunkRef> refs;
+  void clear() {
+    items.clear();
+    refs.clear();
+  }
+};
+
+class Table {
+ public:
+  // Called for every item leaving the table (eviction, expiry, delete, reset),
+  // before its slot is reused, so the owner can release chunk references.
+  using RemoveHook = std::function<void(const ItemSlot&, const ChunkRef* refs)>;
+
+  Table() = default;
+
+  static Status validate(const TableOptions& o);
+  static size_t bytes_needed(const TableOptions& o);  // 0 when invalid
+  static Result<Table> format(void* mem, size_t size, const TableOptions& o, uint64_t seed = 1);
+  static Result<Table> attach(void* mem, size_t size, uint64_t seed = 1);
+
+  void set_remove_hook(RemoveHook hook) { on_remove_ = std::move(hook); }
+
+  // Inserts one item referencing `refs`; evicts with the remover when full.
+  // Errc::rate_limited when the limiter does not allow it now (nothing changes).
+  Result<uint64_t> insert(double priority, const ChunkRef* refs, uint32_t num_refs);
+  // Samples up to n items (Errc::rate_limited if the limiter refuses n now).
+  // Fewer than n come back only when max_times_sampled empties the table
+  // mid-batch. Each sample counts; items reaching max_times_sampled go.
+  // Appends to *out.
+  Status sample(uint32_t n, SampleBatch* out);
+  // Errc::stale_key for a key whose item is gone (nothing is changed),
+  // Errc::unknown_key for one that never named a slot of this table.
+  Status update(uint64_t key, double priority);
+  Status remove(uint64_t key);
+  // Empties the table and its counters; keys issued before stay stale.
+  void reset();
+  Status set_rate_limiter(const RateLimiterConfig& c);
+
+  TableInfo info() const;
+  uint32_t size() const noexcept { return h_->size; }
+  uint32_t capacity() const noexcept { return h_->capacity; }
+  std::string name() const { return h_->name; }
+  const Column* columns() const noexcept { return h_->columns; }
+  uint32_t num_columns() const noexcept { return h_->num_columns; }
+  const RateLimiter& limiter() const noexcept { return limiter_; }
+  // The item a live key names, or nullptr.
+  const ItemSlot* find(uint64_t key) const noexcept;
+  const ChunkRef* refs(uint32_t slot) const noexcept { return refs_ + size_t{slot} * h_->max_refs_per_item; }
+  const Selector& sampler() const noexcept { return sampler_; }
+  const Selector& remover() const noexcept { return remover_; }
+
+  static uint32_t key_slot(uint64_t key) noexcept { return static_cast<uint32_t>(key); }
+  static uint32_t key_generation(uint64_t key) noexcept { return static_cast<uint32_t>(key >> 32); }
+
+ private:
+  explicit Table(TableHeader* h, uint64_t seed);
+  Status check_weight(double priority) const;
+  Status check_key(uint64_t key, const char* op) const;
+  void erase_slot(uint32_t slot);
+  void sync_limiter() noexcept { h_->limiter_counters = limiter_.counters(); }
+  double uniform() noexcept { return std::uniform_real_distribution<double>(0.0, 1.0)(rng_); }
+
+  TableHeader* h_ = nullptr;
+  ItemSlot* items_ = nullptr;
+  ChunkRef* refs_ = nullptr;
+  uint32_t* free_ = nullptr;
+  Selector sampler_, remover_;
+  RateLimiter limiter_;  // mirrored into the header after each change
+  std::mt19937_64 rng_;
+  RemoveHook on_remove_;
+};
+
+}  // namespace engram
