@@ -230,7 +230,7 @@ Status Table::sample(uint32_t n, SampleBatch* out) {
 
 Status Table::update(uint64_t key, double priority) {
   if (Status s = check_key(key, "update"); !s.ok()) {
-    ++h_->stats.stale;
+    if (s.code() == Errc::stale_key) ++h_->stats.stale;
     return s;
   }
   uint32_t slot = key_slot(key);
@@ -244,7 +244,7 @@ Status Table::update(uint64_t key, double priority) {
 
 Status Table::remove(uint64_t key) {
   if (Status s = check_key(key, "delete"); !s.ok()) {
-    ++h_->stats.stale;
+    if (s.code() == Errc::stale_key) ++h_->stats.stale;
     return s;
   }
   erase_slot(key_slot(key));

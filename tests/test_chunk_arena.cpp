@@ -1,0 +1,273 @@
+#include "core/chunk_arena.hpp"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "core/futex.hpp"
+#include "core/shm.hpp"
+#include "test_util.hpp"
+
+namespace engram {
+namespace {
+
+ArenaConfig small_config() { return ArenaConfig{{{64, 40}, {256, 20}, {4096, 10}}}; }
+
+// An arena in an anonymous shared mapping (shared with forked children),
+// followed by one page of test control words.
+struct SharedArena {
+  explicit SharedArena(const ArenaConfig& c) {
+    bytes = ChunkArena::bytes_needed(c);
+    auto s = ShmSegment::anonymous(bytes + 4096);
+    EXPECT_TRUE(s.ok());
+    seg = std::move(s.value());
+    auto a = ChunkArena::format(seg.data(), bytes, c);
+    EXPECT_TRUE(a.ok()) << a.status().to_string();
+    arena = a.value();
+    stop = new (static_cast<char*>(seg.data()) + bytes) std::atomic<uint32_t>(0);
+  }
+  size_t bytes;
+  ShmSegment seg;
+  ChunkArena arena;
+  std::atomic<uint32_t>* stop;
+};
+
+void expect_all_free(const ChunkArena& a) {
+  auto audit = a.audit();
+  ASSERT_TRUE(audit.ok()) << audit.status().to_string();
+  EXPECT_EQ(audit->free, a.total_blocks());
+  EXPECT_EQ(audit->listed, a.total_blocks());
+  EXPECT_EQ(audit->reserved, 0u);
+  EXPECT_EQ(audit->sealed, 0u);
+}
+
+TEST(ChunkArena, AllocFreeSealAcquireRelease) {
+  SharedArena s(small_config());
+  ChunkArena& a = s.arena;
+  expect_all_free(a);
+  EXPECT_EQ(*a.class_for(1), 0u);
+  EXPECT_EQ(*a.class_for(65), 1u);
+  EXPECT_EQ(*a.class_for(4096), 2u);
+  EXPECT_EQ(a.class_for(4097).status().code(), Errc::invalid_argument);
+
+  std::vector<BlockRef> got;
+  for (int i = 0; i < 10; ++i) {
+    auto b = a.alloc(1, 2);
+    ASSERT_TRUE(b.ok()) << b.status().to_string();
+    EXPECT_EQ(a.kind(b->index), BlockKind::reserved);
+    EXPECT_EQ(a.refcount_or_owner(b->index), 1u);
+    std::memset(a.data(*b), i, 4096);
+    got.push_back(*b);
+  }
+  Status oom = a.alloc(1, 2).status();
+  EXPECT_EQ(oom.code(), Errc::out_of_memory);
+  EXPECT_NE(oom.message().find("4096"), std::string::npos);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(static_cast<unsigned char*>(a.data(got[i]))[4095], i) << "blocks overlap";
+
+  EXPECT_EQ(a.free_reserved(2, got[0]).code(), Errc::double_free) << "client 2 does not own it";
+  ASSERT_TRUE(a.free_reserved(1, got[0]).ok());
+  EXPECT_EQ(a.free_reserved(1, got[0]).code(), Errc::double_free);
+  EXPECT_EQ(a.generation(got[0].index), got[0].generation + 1);
+
+  // Sealed: reference counted; the last release frees; stale refs fail.
+  BlockRef b = got[1];
+  ASSERT_TRUE(a.seal(1, b, 1).ok());
+  EXPECT_EQ(a.seal(1, b, 1).code(), Errc::stale_reference);
+  ASSERT_TRUE(a.acquire(b).ok());
+  EXPECT_EQ(a.refcount_or_owner(b.index), 2u);
+  ASSERT_TRUE(a.release(3, b).ok());
+  ASSERT_TRUE(a.release(3, b).ok());
+  EXPECT_EQ(a.kind(b.index), BlockKind::free);
+  EXPECT_EQ(a.acquire(b).code(), Errc::stale_reference) << "a stale generation must not pin a recycled block";
+  EXPECT_EQ(a.release(3, b).code(), Errc::double_free);
+  auto again = a.alloc(4, 2);  // takes a recycled block: a new generation
+  ASSERT_TRUE(again.ok());
+  EXPECT_GT(again->generation, 1u);
+  ASSERT_TRUE(a.seal(4, *again, 1).ok());
+  BlockRef old{again->index, again->generation - 1};
+  EXPECT_EQ(a.acquire(old).code(), Errc::stale_reference);
+  EXPECT_EQ(a.acquire({a.total_blocks(), 1}).code(), Errc::invalid_argument);
+  ASSERT_TRUE(a.release(4, *again).ok());
+  for (int i = 2; i < 10; ++i) ASSERT_TRUE(a.free_reserved(1, got[i]).ok());
+  expect_all_free(a);
+}
+
+TEST(ChunkArena, ConfigValidationAndAttach) {
+  EXPECT_EQ(ChunkArena::validate({}).code(), Errc::invalid_argument);
+  EXPECT_EQ(ChunkArena::validate({{{100, 1}}}).code(), Errc::invalid_argument);         // not a multiple of 64
+  EXPECT_EQ(ChunkArena::validate({{{128, 1}, {64, 1}}}).code(), Errc::invalid_argument); // not ascending
+  EXPECT_EQ(ChunkArena::validate({{{64, 0}}}).code(), Errc::invalid_argument);
+  SharedArena s(small_config());
+  EXPECT_TRUE(ChunkArena::attach(s.seg.data(), s.bytes).ok());
+  EXPECT_EQ(ChunkArena::attach(s.seg.data(), s.bytes / 2).status().code(), Errc::corrupt);
+  static_cast<ArenaHeader*>(s.seg.data())->classes[1].data_offset += 64;
+  EXPECT_EQ(ChunkArena::attach(s.seg.data(), s.bytes).status().code(), Errc::corrupt);
+}
+
+// What each hammering client does: take blocks of random classes, stamp them,
+// check stamps, give them back. With `refs`, it also plays the daemon's part
+// on some blocks: seal, take and drop references (the last one frees).
+// Returns false on any inconsistency.
+bool hammer(ChunkArena& a, uint32_t client, uint64_t seed, const std::atomic<uint32_t>& stop, int64_t until_ns,
+            bool refs = true) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::pair<BlockRef, bool>> held;  // (block, sealed)
+  uint64_t stamp = uint64_t{client} << 40;
+  auto check = [&](BlockRef b) { return *static_cast<uint64_t*>(a.data(b)) == (stamp | b.index); };
+  while (stop.load(std::memory_order_relaxed) == 0 && (until_ns < 0 || monotonic_ns() < until_ns)) {
+    if (held.size() < 6 && rng() % 2) {
+      auto b = a.alloc(client, static_cast<uint32_t>(rng() % a.num_classes()));
+      if (!b.ok()) {
+        if (b.status().code() != Errc::out_of_memory) return false;
+        continue;
+      }
+      *static_cast<uint64_t*>(a.data(*b)) = stamp | b->index;
+      bool sealed = refs && rng() % 2;
+      if (sealed && !a.seal(client, *b, 1).ok()) return false;
+      if (sealed && !a.acquire(*b).ok()) return false;  // 2 references
+      if (sealed && !a.release(client, *b).ok()) return false;
+      held.push_back({*b, sealed});
+    } else if (!held.empty()) {
+      size_t i = rng() % held.size();
+      auto [b, sealed] = held[i];
+      if (!check(b)) return false;
+      Status s = sealed ? a.release(client, b) : a.free_reserved(client, b);
+      if (!s.ok()) return false;
+      held.erase(held.begin() + static_cast<long>(i));
+    }
+  }
+  for (auto [b, sealed] : held) {
+    if (!check(b)) return false;
+    if (!(sealed ? a.release(client, b) : a.free_reserved(client, b)).ok()) return false;
+  }
+  return true;
+}
+
+TEST(ChunkArena, ThreadsHammerAndEveryBlockIsAccountedFor) {
+  SharedArena s(small_config());
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  int64_t until = monotonic_ns() + static_cast<int64_t>(test::scaled(2'000'000'000, 4));
+  for (uint32_t c = 1; c <= 4; ++c)
+    threads.emplace_back([&, c] {
+      if (!hammer(s.arena, c, c, *s.stop, until)) ++failures;
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  expect_all_free(s.arena);
+}
+
+TEST(ChunkArena, ProcessesHammerAndEveryBlockIsAccountedFor) {
+  SharedArena s(small_config());
+  std::vector<pid_t> pids;
+  int64_t until = monotonic_ns() + static_cast<int64_t>(test::scaled(2'000'000'000, 4));
+  for (uint32_t c = 1; c <= 4; ++c) {
+    pid_t pid = fork();
+    if (pid == 0) _exit(hammer(s.arena, c, c * 31, *s.stop, until) ? 0 : 1);
+    pids.push_back(pid);
+  }
+  for (pid_t pid : pids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child failed: " << status;
+  }
+  expect_all_free(s.arena);
+}
+
+// Clients are SIGKILLed at random moments while others keep going; reclaim
+// of the dead client's id, run while the others live, recovers everything it
+// held, including a free-list operation it died in the middle of. Victims do
+// what clients do (take, write, give back); references to sealed chunks are
+// the daemon's to count, so the survivor does those.
+TEST(ChunkArena, KilledClientsAreReclaimedWhileOthersRun) {
+  SharedArena s(ArenaConfig{{{64, 16}, {128, 8}}});  // small: lists are contended
+  std::mt19937_64 rng(99);
+  pid_t survivor = fork();
+  if (survivor == 0) _exit(hammer(s.arena, 1, 1, *s.stop, -1) ? 0 : 1);
+  const int rounds = static_cast<int>(test::scaled(200, 4));
+  uint64_t reclaimed = 0;
+  for (int round = 0; round < rounds; ++round) {
+    uint32_t victim_id = 2 + round % 8;
+    pid_t victim = fork();
+    if (victim == 0) _exit(hammer(s.arena, victim_id, 1000 + round, *s.stop, -1, false) ? 0 : 1);
+    usleep(200 + rng() % 3000);
+    kill(victim, SIGKILL);
+    int status = 0;
+    waitpid(victim, &status, 0);
+    ASSERT_TRUE(WIFSIGNALED(status)) << "victim exited by itself: it found an inconsistency (status " << status << ")";
+    auto n = s.arena.reclaim(victim_id);
+    ASSERT_TRUE(n.ok()) << n.status().to_string();
+    reclaimed += *n;
+  }
+  s.stop->store(1);
+  int status = 0;
+  waitpid(survivor, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the survivor saw an inconsistency";
+  EXPECT_GT(reclaimed, 0u) << "victims should have died holding blocks";
+  expect_all_free(s.arena);
+}
+
+// A marker left in a free-list head by a client that died between its two
+// phases is completed by the next operation of anybody.
+TEST(ChunkArena, DeadClientsHalfDoneOperationIsCompletedByOthers) {
+  SharedArena s(small_config());
+  ChunkArena& a = s.arena;
+  auto* h = static_cast<ArenaHeader*>(s.seg.data());
+  auto* intents = reinterpret_cast<ArenaIntent*>(static_cast<char*>(s.seg.data()) + h->intents_offset);
+  auto* blocks = reinterpret_cast<BlockHeader*>(static_cast<char*>(s.seg.data()) + h->blocks_offset);
+  // Client 7 "dies" right after announcing a pop of the top block of class 0
+  // and installing its marker (phase 1), before completing it.
+  uint64_t head = h->lists[0].word.load();
+  uint32_t top = static_cast<uint32_t>(head);
+  uint64_t st = blocks[top].state.load();
+  intents[7].op.store(0);
+  intents[7].block.store(top);
+  intents[7].from.store(st);
+  intents[7].to.store((st & ~((uint64_t{1} << 32) - 1)) | (uint64_t{1} << 30) | 7);  // reserved by 7
+  h->lists[0].word.store((((head >> 32) + 1) << 32) | 0x80000000u | 7);
+  auto b = a.alloc(1, 0);  // helps finish client 7's pop, then takes the next block
+  ASSERT_TRUE(b.ok());
+  EXPECT_NE(b->index, top);
+  EXPECT_EQ(a.kind(top), BlockKind::reserved);
+  EXPECT_EQ(a.refcount_or_owner(top), 7u);
+  EXPECT_EQ(*a.reclaim(7), 1u);
+  ASSERT_TRUE(a.free_reserved(1, *b).ok());
+  expect_all_free(a);
+}
+
+// The last release turns a sealed block into one reserved by the releaser in
+// the same CAS, so a releaser that dies before listing it loses nothing.
+TEST(ChunkArena, ReleaserKilledAfterLastReferenceIsReclaimed) {
+  SharedArena s(small_config());
+  ChunkArena& a = s.arena;
+  auto b = a.alloc(1, 1);
+  ASSERT_TRUE(b.ok());
+  ASSERT_TRUE(a.seal(1, *b, 1).ok());
+  pid_t pid = fork();
+  if (pid == 0) {
+    // Drop the last reference exactly as release() does, then die before the push.
+    auto* h = static_cast<ArenaHeader*>(s.seg.data());
+    auto* blocks = reinterpret_cast<BlockHeader*>(static_cast<char*>(s.seg.data()) + h->blocks_offset);
+    uint64_t st = blocks[b->index].state.load();
+    uint64_t reserved_by_5 = (st & ~((uint64_t{1} << 32) - 1)) | (uint64_t{1} << 30) | 5;
+    if (!blocks[b->index].state.compare_exchange_strong(st, reserved_by_5)) _exit(1);
+    raise(SIGKILL);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(a.kind(b->index), BlockKind::reserved);
+  EXPECT_EQ(a.acquire(*b).code(), Errc::stale_reference) << "nobody may pin a block on its way out";
+  EXPECT_EQ(*a.reclaim(5), 1u);
+  expect_all_free(a);
+}
+
+}  // namespace
+}  // namespace engram

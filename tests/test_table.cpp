@@ -1,0 +1,367 @@
+#include "core/table.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <vector>
+
+#include "core/priority.hpp"
+#include "test_util.hpp"
+
+namespace engram {
+namespace {
+
+using test::AlignedBuffer;
+
+TableOptions options(SelectorOptions sampler, SelectorOptions remover, uint32_t cap, uint32_t max_times = 0) {
+  TableOptions o;
+  o.name = "replay";
+  o.capacity = cap;
+  o.sampler = sampler;
+  o.remover = remover;
+  o.max_times_sampled = max_times;
+  o.signature = {make_column("obs", DType::u8, {84, 84}), make_column("reward", DType::f32, {})};
+  o.max_refs_per_item = 2;
+  return o;
+}
+
+struct OwnedTable {
+  explicit OwnedTable(const TableOptions& o, uint64_t seed = 1) : buf(Table::bytes_needed(o)) {
+    auto r = Table::format(buf.data(), buf.size, o, seed);
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    table = r.value();
+    table.set_remove_hook([this](const ItemSlot& it, const ChunkRef* refs) {
+      removed.push_back(it.key);
+      removed_ref0.push_back(refs[0].block);
+    });
+  }
+  AlignedBuffer buf;
+  Table table;
+  std::vector<uint64_t> removed;
+  std::vector<uint32_t> removed_ref0;
+};
+
+ChunkRef ref_for(uint64_t n) { return ChunkRef{static_cast<uint32_t>(n), 1, 0, 1}; }
+
+// Reference model of a table: a vector and linear scans.
+struct TableModel {
+  struct Item {
+    uint64_t key;
+    double priority;
+    uint32_t times_sampled;
+    uint64_t inserted, touched;
+    uint32_t ref0;
+  };
+  std::vector<Item> items;
+  uint64_t clock = 0;
+
+  Item* find(uint64_t key) {
+    for (auto& i : items)
+      if (i.key == key) return &i;
+    return nullptr;
+  }
+  void erase(uint64_t key) {
+    items.erase(std::find_if(items.begin(), items.end(), [key](const Item& i) { return i.key == key; }));
+  }
+  // Which items a selector of kind k may pick now (one for deterministic kinds).
+  std::vector<uint64_t> candidates(SelectorOptions s) const {
+    std::vector<uint64_t> out;
+    if (s.kind == SelectorKind::uniform || s.kind == SelectorKind::prioritized) {
+      double total = 0;
+      for (const auto& i : items) total += priority_weight(i.priority, s.exponent);
+      for (const auto& i : items)
+        if (s.kind == SelectorKind::uniform || total == 0 || priority_weight(i.priority, s.exponent) > 0) out.push_back(i.key);
+      return out;
+    }
+    auto best = items.begin();
+    for (auto it = items.begin(); it != items.end(); ++it) {
+      bool better = false;
+      switch (s.kind) {
+        case SelectorKind::fifo: better = it->inserted < best->inserted; break;
+        case SelectorKind::lifo: better = it->inserted > best->inserted; break;
+        case SelectorKind::max_heap:
+          better = it->priority > best->priority || (it->priority == best->priority && it->touched < best->touched);
+          break;
+        case SelectorKind::min_heap:
+          better = it->priority < best->priority || (it->priority == best->priority && it->touched < best->touched);
+          break;
+        default: break;
+      }
+      if (better) best = it;
+    }
+    out.push_back(best->key);
+    return out;
+  }
+  double probability(SelectorOptions s, uint64_t key) const {
+    if (s.kind == SelectorKind::uniform) return 1.0 / items.size();
+    if (s.kind != SelectorKind::prioritized) return 1.0;
+    double total = 0, w = 0;
+    for (const auto& i : items) {
+      total += priority_weight(i.priority, s.exponent);
+      if (i.key == key) w = priority_weight(i.priority, s.exponent);
+    }
+    return total > 0 ? w / total : 1.0 / items.size();
+  }
+};
+
+bool contains(const std::vector<uint64_t>& v, uint64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+struct ModelCase {
+  SelectorOptions sampler, remover;
+  uint32_t max_times;
+};
+
+class TableModelTest : public ::testing::TestWithParam<ModelCase> {};
+
+TEST_P(TableModelTest, RandomOperationsMatchReferenceModel) {
+  const ModelCase mc = GetParam();
+  const uint32_t cap = 64;
+  for (uint64_t seed : {1, 2, 3}) {
+    OwnedTable o(options(mc.sampler, mc.remover, cap, mc.max_times), seed);
+    Table& t = o.table;
+    TableModel model;
+    std::vector<uint64_t> issued;
+    std::mt19937_64 rng(seed * 7919);
+    uint64_t next_ref = 0;
+    const uint64_t ops = test::scaled(100'000, 4);
+    for (uint64_t step = 0; step < ops; ++step) {
+      o.removed.clear();
+      o.removed_ref0.clear();
+      switch (rng() % 6) {
+        case 0:
+        case 1: {  // insert, evicting with the remover when full
+          double p = static_cast<double>(rng() % 5);
+          std::vector<uint64_t> victims;
+          if (model.items.size() == cap) victims = model.candidates(mc.remover);
+          ChunkRef r[2] = {ref_for(next_ref), ref_for(next_ref + 1)};
+          auto key = t.insert(p, r, 1 + rng() % 2);
+          ASSERT_TRUE(key.ok()) << key.status().to_string();
+          if (!victims.empty()) {
+            ASSERT_EQ(o.removed.size(), 1u);
+            ASSERT_TRUE(contains(victims, o.removed[0])) << "remover evicted the wrong item at step " << step;
+            ASSERT_EQ(o.removed_ref0[0], model.find(o.removed[0])->ref0);
+            model.erase(o.removed[0]);
+          } else {
+            ASSERT_TRUE(o.removed.empty());
+          }
+          model.items.push_back({*key, p, 0, model.clock, model.clock, static_cast<uint32_t>(next_ref)});
+          ++model.clock;
+          next_ref += 2;
+          issued.push_back(*key);
+          break;
+        }
+        case 2: {  // sample a small batch
+          uint32_t n = 1 + rng() % 3;
+          SampleBatch b;
+          Status s = t.sample(n, &b);
+          if (model.items.empty()) {
+            ASSERT_EQ(s.code(), Errc::rate_limited);
+            break;
+          }
+          ASSERT_TRUE(s.ok()) << s.to_string();
+          ASSERT_GE(b.items.size(), 1u);
+          size_t removed_seen = 0;
+          for (const SampledItem& si : b.items) {
+            ASSERT_FALSE(model.items.empty()) << "sampled from an empty table at step " << step;
+            ASSERT_TRUE(contains(model.candidates(mc.sampler), si.key)) << "sampler picked the wrong item at step " << step;
+            ASSERT_NEAR(si.probability, model.probability(mc.sampler, si.key), 1e-9);
+            ASSERT_EQ(si.table_size, model.items.size());
+            TableModel::Item* it = model.find(si.key);
+            ASSERT_EQ(si.priority, it->priority);
+            ASSERT_EQ(b.refs[si.first_ref].block, it->ref0);
+            ASSERT_EQ(si.times_sampled, ++it->times_sampled);
+            if (mc.max_times && it->times_sampled >= mc.max_times) {
+              ASSERT_LT(removed_seen, o.removed.size());
+              ASSERT_EQ(o.removed[removed_seen++], si.key);
+              model.erase(si.key);
+            }
+          }
+          ASSERT_EQ(removed_seen, o.removed.size());
+          if (!model.items.empty()) {
+            ASSERT_EQ(b.items.size(), n) << "a short batch only when the table ran dry";
+          }
+          break;
+        }
+        case 3:
+        case 4: {  // update a random issued key, live or stale
+          if (issued.empty()) break;
+          uint64_t key = issued[rng() % issued.size()];
+          double p = static_cast<double>(rng() % 5);
+          Status s = t.update(key, p);
+          if (TableModel::Item* it = model.find(key)) {
+            ASSERT_TRUE(s.ok()) << s.to_string();
+            it->priority = p;
+            it->touched = model.clock++;
+          } else {
+            ASSERT_EQ(s.code(), Errc::stale_key);
+          }
+          break;
+        }
+        case 5: {  // delete a random issued key, live or stale
+          if (issued.empty()) break;
+          uint64_t key = issued[rng() % issued.size()];
+          Status s = t.remove(key);
+          if (model.find(key)) {
+            ASSERT_TRUE(s.ok());
+            ASSERT_EQ(o.removed, std::vector<uint64_t>{key});
+            model.erase(key);
+          } else {
+            ASSERT_EQ(s.code(), Errc::stale_key);
+            ASSERT_TRUE(o.removed.empty());
+          }
+          break;
+        }
+      }
+      ASSERT_EQ(t.size(), model.items.size()) << "step " << step;
+      const auto& c = t.limiter().counters();
+      ASSERT_EQ(c.inserts - c.deletes, static_cast<int64_t>(model.items.size()));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Kinds, TableModelTest,
+    ::testing::Values(ModelCase{{SelectorKind::uniform, 1}, {SelectorKind::fifo, 1}, 0},
+                      ModelCase{{SelectorKind::prioritized, 0.6}, {SelectorKind::fifo, 1}, 0},
+                      ModelCase{{SelectorKind::prioritized, 1.0}, {SelectorKind::min_heap, 1}, 3},
+                      ModelCase{{SelectorKind::fifo, 1}, {SelectorKind::fifo, 1}, 1},
+                      ModelCase{{SelectorKind::lifo, 1}, {SelectorKind::uniform, 1}, 2},
+                      ModelCase{{SelectorKind::max_heap, 1}, {SelectorKind::lifo, 1}, 0},
+                      ModelCase{{SelectorKind::min_heap, 1}, {SelectorKind::prioritized, 1}, 5}));
+
+TEST(Table, StaleAndUnknownKeysChangeNothing) {
+  OwnedTable o(options({SelectorKind::max_heap, 1}, {SelectorKind::fifo, 1}, 2));
+  Table& t = o.table;
+  ChunkRef r = ref_for(1);
+  uint64_t a = *t.insert(1.0, &r, 1);
+  uint64_t b = *t.insert(2.0, &r, 1);
+  uint64_t c = *t.insert(3.0, &r, 1);  // evicts a (FIFO)
+  EXPECT_EQ(o.removed, std::vector<uint64_t>{a});
+  EXPECT_EQ(Table::key_slot(a), Table::key_slot(c)) << "c reuses a's slot";
+  Status s = t.update(a, 100.0);
+  EXPECT_EQ(s.code(), Errc::stale_key);
+  EXPECT_NE(s.message().find("nothing was changed"), std::string::npos);
+  EXPECT_EQ(t.find(c)->priority, 3.0) << "a stale update must not touch the newcomer";
+  EXPECT_EQ(t.remove(a).code(), Errc::stale_key);
+  EXPECT_EQ(t.size(), 2u);
+  EXPECT_EQ(t.update(0, 1.0).code(), Errc::unknown_key);
+  EXPECT_EQ(t.update((uint64_t{5} << 32) | 1, 1.0).code(), Errc::unknown_key) << "generation never issued";
+  EXPECT_EQ(t.update((uint64_t{1} << 32) | 99, 1.0).code(), Errc::unknown_key) << "slot beyond capacity";
+  EXPECT_TRUE(t.update(b, 5.0).ok());
+  EXPECT_EQ(t.info().stats.stale, 2u);
+}
+
+TEST(Table, InvalidInputIsRefusedWithoutChanges) {
+  OwnedTable o(options({SelectorKind::prioritized, 2.0}, {SelectorKind::fifo, 1}, 4));
+  Table& t = o.table;
+  ChunkRef r = ref_for(1);
+  EXPECT_EQ(t.insert(std::nan(""), &r, 1).status().code(), Errc::invalid_priority);
+  EXPECT_EQ(t.insert(-1.0, &r, 1).status().code(), Errc::invalid_priority);
+  EXPECT_EQ(t.insert(INFINITY, &r, 1).status().code(), Errc::invalid_priority);
+  EXPECT_EQ(t.insert(1e200, &r, 1).status().code(), Errc::invalid_priority);  // 1e400 overflows
+  EXPECT_EQ(t.insert(1.0, &r, 0).status().code(), Errc::invalid_argument);
+  EXPECT_EQ(t.insert(1.0, &r, 3).status().code(), Errc::invalid_argument);
+  EXPECT_EQ(t.size(), 0u);
+  uint64_t k = *t.insert(1.0, &r, 1);
+  EXPECT_EQ(t.update(k, std::nan("")).code(), Errc::invalid_priority);
+  EXPECT_EQ(t.find(k)->priority, 1.0);
+  SampleBatch b;
+  EXPECT_EQ(t.sample(0, &b).code(), Errc::invalid_argument);
+  EXPECT_EQ(t.info().stats.inserts, 1u);
+}
+
+TEST(Table, OptionValidation) {
+  auto base = options({SelectorKind::uniform, 1}, {SelectorKind::fifo, 1}, 10);
+  auto with = [&](auto f) {
+    TableOptions o = base;
+    f(o);
+    return Table::validate(o);
+  };
+  EXPECT_TRUE(Table::validate(base).ok());
+  EXPECT_EQ(with([](TableOptions& o) { o.capacity = 0; }).code(), Errc::invalid_capacity);
+  EXPECT_EQ(with([](TableOptions& o) { o.name = ""; }).code(), Errc::invalid_argument);
+  EXPECT_EQ(with([](TableOptions& o) { o.name = std::string(100, 'x'); }).code(), Errc::invalid_argument);
+  EXPECT_EQ(with([](TableOptions& o) { o.sampler = {SelectorKind::prioritized, NAN}; }).code(), Errc::invalid_exponent);
+  EXPECT_EQ(with([](TableOptions& o) { o.rate_limiter.samples_per_insert = 0; }).code(), Errc::invalid_rate_limiter);
+  EXPECT_EQ(with([](TableOptions& o) { o.signature.clear(); }).code(), Errc::invalid_argument);
+  EXPECT_EQ(with([](TableOptions& o) { o.signature.push_back(make_column("obs", DType::u8, {1})); }).code(),
+            Errc::invalid_argument);
+  EXPECT_EQ(with([](TableOptions& o) { o.signature.push_back(make_column("z", DType::u8, {0})); }).code(),
+            Errc::invalid_argument);
+  EXPECT_EQ(with([](TableOptions& o) { o.signature.push_back(make_column(std::string(40, 'n'), DType::u8, {})); }).code(),
+            Errc::invalid_argument);
+  EXPECT_EQ(with([](TableOptions& o) { o.signature.push_back(make_column("d", static_cast<DType>(77), {})); }).code(),
+            Errc::invalid_argument);
+  Status s = with([](TableOptions& o) { o.capacity = 0; });
+  EXPECT_NE(s.message().find("replay"), std::string::npos) << "message names the table: " << s.message();
+}
+
+TEST(Table, QueueDeliversEachItemOnceAndRateLimits) {
+  auto o = options({SelectorKind::fifo, 1}, {SelectorKind::fifo, 1}, 10, 1);
+  o.rate_limiter = RateLimiterConfig::queue(3).value();
+  OwnedTable ot(o);
+  Table& t = ot.table;
+  ChunkRef r = ref_for(0);
+  std::vector<uint64_t> keys;
+  for (int i = 0; i < 3; ++i) keys.push_back(*t.insert(1.0, &r, 1));
+  EXPECT_EQ(t.insert(1.0, &r, 1).status().code(), Errc::rate_limited);
+  EXPECT_EQ(t.size(), 3u) << "a refused insert changes nothing";
+  SampleBatch b;
+  ASSERT_TRUE(t.sample(2, &b).ok());
+  ASSERT_EQ(b.items.size(), 2u);
+  EXPECT_EQ(b.items[0].key, keys[0]);
+  EXPECT_EQ(b.items[1].key, keys[1]);
+  EXPECT_EQ(t.sample(2, &b).code(), Errc::rate_limited) << "only one item waits";
+  ASSERT_TRUE(t.sample(1, &b).ok());
+  EXPECT_EQ(b.items[2].key, keys[2]);
+  EXPECT_EQ(t.size(), 0u);
+  EXPECT_EQ(t.info().stats.expirations, 3u);
+  EXPECT_EQ(t.info().stats.rate_limited, 2u);
+  EXPECT_EQ(t.sample(1, &b).code(), Errc::rate_limited);
+}
+
+TEST(Table, ResetEmptiesAndOldKeysStayStale) {
+  OwnedTable o(options({SelectorKind::uniform, 1}, {SelectorKind::fifo, 1}, 4));
+  Table& t = o.table;
+  ChunkRef r = ref_for(0);
+  uint64_t k = *t.insert(1.0, &r, 1);
+  t.reset();
+  EXPECT_EQ(o.removed, std::vector<uint64_t>{k}) << "reset reports every item so chunk references are released";
+  EXPECT_EQ(t.size(), 0u);
+  EXPECT_EQ(t.limiter().counters().inserts, 0);
+  uint64_t k2 = *t.insert(1.0, &r, 1);
+  EXPECT_NE(k, k2);
+  EXPECT_EQ(t.update(k, 2.0).code(), Errc::stale_key);
+}
+
+TEST(Table, RateLimiterChangesAtRunTimeAndInfoReportsIt) {
+  auto o = options({SelectorKind::uniform, 1}, {SelectorKind::fifo, 1}, 100);
+  o.rate_limiter = RateLimiterConfig::min_size(5).value();
+  OwnedTable ot(o);
+  Table& t = ot.table;
+  ChunkRef r = ref_for(0);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(t.insert(1.0, &r, 1).ok());
+  SampleBatch b;
+  EXPECT_EQ(t.sample(1, &b).code(), Errc::rate_limited);
+  EXPECT_FALSE(t.info().can_sample);
+  ASSERT_TRUE(t.set_rate_limiter(RateLimiterConfig::min_size(2).value()).ok());
+  EXPECT_TRUE(t.sample(1, &b).ok());
+  TableInfo info = t.info();
+  EXPECT_EQ(info.size, 3u);
+  EXPECT_EQ(info.counters.inserts, 3);
+  EXPECT_EQ(info.counters.samples, 1);
+  EXPECT_EQ(info.limiter.min_size_to_sample, 2);
+  RateLimiterConfig bad;
+  bad.min_size_to_sample = 0;
+  EXPECT_EQ(t.set_rate_limiter(bad).code(), Errc::invalid_rate_limiter);
+  // The table survives a re-attach with the same contents (the daemon restarts its view).
+  auto again = Table::attach(ot.buf.data(), ot.buf.size);
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  EXPECT_EQ(again->size(), 3u);
+  EXPECT_EQ(again->limiter().counters().samples, 1);
+  EXPECT_EQ(again->limiter().config().min_size_to_sample, 2);
+}
+
+}  // namespace
+}  // namespace engram
