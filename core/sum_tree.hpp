@@ -69,6 +69,19 @@ inline double sum_group(const double* c) noexcept {
   }
 }
 
+// Caller-owned working memory for the batch operations (no allocation on the
+// hot path; one per owner thread). Batches larger than kMaxBatch are split.
+struct SumTreeScratch {
+  static constexpr size_t kMaxBatch = 256;
+  static constexpr size_t kTable = 1024;  // open-addressing set, > 2 * kMaxBatch
+  uint32_t nodes[kMaxBatch];
+  uint32_t next[kMaxBatch];
+  double target[kMaxBatch];
+  uint64_t table[kTable];  // stamp << 32 | node; stale stamps count as empty
+  uint32_t stamp = 0;
+  SumTreeScratch() { std::fill(table, table + kTable, 0); }
+};
+
 template <unsigned K>
 class SumTree {
   static_assert(K >= 2 && (K & (K - 1)) == 0, "K must be a power of two >= 2");
@@ -142,28 +155,24 @@ class SumTree {
     propagate(i);
   }
 
-  // Sets n leaves, then recomputes every touched ancestor once, level by level.
-  // `scratch` must hold n entries. Equivalent to n calls of set().
-  void set_batch(const uint32_t* idx, const double* w, size_t n, uint32_t* scratch) noexcept {
-    double* leaf = leaves();
-    for (size_t q = 0; q < n; ++q) {
-      occupancy().insert(idx[q]);
-      leaf[idx[q]] = w[q];
-      scratch[q] = idx[q] / K;
-    }
-    std::sort(scratch, scratch + n);
-    size_t m = std::unique(scratch, scratch + n) - scratch;
-    for (uint32_t l = h_->levels - 1; l-- > 0;) {
-      double* parent = level_[l];
-      const double* child = level_[l + 1];
-      size_t out = 0;
+  // Sets n leaves, then recomputes every touched ancestor once, level by level
+  // (a parent shared by several leaves is summed once). Equivalent to n
+  // calls of set(); a repeated leaf keeps its last weight.
+  void set_batch(const uint32_t* idx, const double* w, size_t n, SumTreeScratch& sc) noexcept {
+    for (size_t base = 0; base < n; base += SumTreeScratch::kMaxBatch) {
+      size_t m = std::min(n - base, SumTreeScratch::kMaxBatch);
+      double* leaf = leaves();
       for (size_t q = 0; q < m; ++q) {
-        uint32_t node = scratch[q];
-        parent[node] = sum_group<K>(child + static_cast<size_t>(node) * K);
-        uint32_t up = node / K;
-        if (out == 0 || scratch[out - 1] != up) scratch[out++] = up;  // sorted input => sorted, unique output
+        occupancy().insert(idx[base + q]);
+        leaf[idx[base + q]] = w[base + q];
+        sc.nodes[q] = idx[base + q];
       }
-      m = out;
+      for (uint32_t l = h_->levels - 1; l-- > 0;) {
+        m = unique_parents(sc, m);
+        double* parent = level_[l];
+        const double* child = level_[l + 1];
+        for (size_t q = 0; q < m; ++q) parent[sc.nodes[q]] = sum_group<K>(child + static_cast<size_t>(sc.nodes[q]) * K);
+      }
     }
   }
 
@@ -180,29 +189,45 @@ class SumTree {
   }
 
   // n independent samples; descends all of them level by level with the next
-  // groups prefetched, so their cache misses overlap instead of queueing.
-  // `scratch` must hold 2n doubles.
-  void sample_batch(const double* u, uint32_t* out, size_t n, double* scratch) const noexcept {
+  // groups prefetched, so that their cache misses overlap instead of queueing.
+  void sample_batch(const double* u, uint32_t* out, size_t n, SumTreeScratch& sc) const noexcept {
     assert(h_->occupied > 0);
     double total = level_[0][0];
     if (!(total > 0.0)) {
       for (size_t q = 0; q < n; ++q) out[q] = occupancy().pick(u[q]);
       return;
     }
-    double* target = scratch;
-    for (size_t q = 0; q < n; ++q) {
-      target[q] = u[q] * total;
-      out[q] = 0;
-    }
     constexpr size_t kAhead = 8;
-    for (uint32_t l = 1; l < h_->levels; ++l) {
-      const double* lv = level_[l];
-      for (size_t q = 0; q < n && q < kAhead; ++q) prefetch_group(lv + static_cast<size_t>(out[q]) * K);
-      for (size_t q = 0; q < n; ++q) {
-        if (q + kAhead < n) prefetch_group(lv + static_cast<size_t>(out[q + kAhead]) * K);
-        out[q] = descend(lv + static_cast<size_t>(out[q]) * K, out[q], target[q]);
+    for (size_t base = 0; base < n; base += SumTreeScratch::kMaxBatch) {
+      size_t m = std::min(n - base, SumTreeScratch::kMaxBatch);
+      uint32_t* node = out + base;
+      double* target = sc.target;
+      for (size_t q = 0; q < m; ++q) {
+        target[q] = u[base + q] * total;
+        node[q] = 0;
+      }
+      for (uint32_t l = 1; l < h_->levels; ++l) {
+        const double* lv = level_[l];
+        for (size_t q = 0; q < m && q < kAhead; ++q) prefetch_group(lv + static_cast<size_t>(node[q]) * K);
+        for (size_t q = 0; q < m; ++q) {
+          if (q + kAhead < m) prefetch_group(lv + static_cast<size_t>(node[q + kAhead]) * K);
+          node[q] = descend(lv + static_cast<size_t>(node[q]) * K, node[q], target[q]);
+        }
       }
     }
+  }
+
+  // Replaces the whole tree: leaves [0, n) get w[0..n) and are occupied, the
+  // rest are emptied; every parent is computed once, bottom-up. O(N), for
+  // bulk loads (restore, benchmarks).
+  void assign(const double* w, uint32_t n) noexcept {
+    assert(n <= h_->capacity);
+    clear_all();
+    for (uint32_t i = 0; i < n; ++i) occupancy().insert(i);
+    std::copy(w, w + n, leaves());
+    for (uint32_t l = h_->levels - 1; l-- > 0;)
+      for (uint64_t node = 0; node < h_->level_length[l]; ++node)
+        if (node * K < h_->level_length[l + 1]) level_[l][node] = sum_group<K>(level_[l + 1] + node * K);
   }
 
   // Empties every leaf.
@@ -279,28 +304,55 @@ class SumTree {
     }
   }
 
-  // Picks the child of `node` (children at c[0..K)) that holds `target`, among
-  // non-zero children only; rounding that pushes target past the last one
-  // clamps to the last non-zero child. Updates target to be relative to it.
+  // Picks the child of `node` (children at c[0..K)) that holds `target` and
+  // makes target relative to it. Branch-free: the first child whose running
+  // sum exceeds target is the count of running sums <= target, and it has
+  // non-zero weight (its running sum grew past target). Independent descents
+  // then overlap in the pipeline instead of waiting on mispredicted branches.
+  // Rounding that leaves target past the last running sum clamps to the last
+  // non-zero child.
   static uint32_t descend(const double* c, uint32_t node, double& target) noexcept {
+    double p[K];
     double cum = 0.0;
-    unsigned last = 0;
-    double last_cum = 0.0;
     for (unsigned j = 0; j < K; ++j) {
-      double w = c[j];
-      if (w > 0.0) {
-        if (target < cum + w) {
-          target -= cum;
-          return node * K + j;
-        }
-        last = j;
-        last_cum = cum;
-      }
-      cum += w;
+      cum += c[j];
+      p[j] = cum;
     }
-    target = std::min(target - last_cum, c[last]);
-    target = std::nextafter(target, 0.0);
-    return node * K + last;
+    unsigned j = 0;
+    for (unsigned i = 0; i < K; ++i) j += p[i] <= target;
+    if (j == K) [[unlikely]] {
+      j = K - 1;
+      while (j > 0 && !(c[j] > 0.0)) --j;
+      target = std::nextafter(c[j], 0.0);
+      return node * K + j;
+    }
+    target -= j == 0 ? 0.0 : p[j - 1];
+    return node * K + j;
+  }
+
+  // Replaces sc.nodes[0..m) by their parents, each once; returns the count.
+  static size_t unique_parents(SumTreeScratch& sc, size_t m) noexcept {
+    if (++sc.stamp == 0) {  // wrapped: forget every old entry
+      std::fill(sc.table, sc.table + SumTreeScratch::kTable, 0);
+      sc.stamp = 1;
+    }
+    const uint64_t tag = uint64_t{sc.stamp} << 32;
+    size_t out = 0;
+    for (size_t q = 0; q < m; ++q) {
+      uint32_t parent = sc.nodes[q] / K;
+      size_t h = (parent * 0x9E3779B1u) >> 22;  // top 10 bits: kTable = 1024
+      for (;; h = (h + 1) & (SumTreeScratch::kTable - 1)) {
+        uint64_t e = sc.table[h];
+        if ((e & ~uint64_t{0xffffffff}) != tag) {  // empty for this stamp
+          sc.table[h] = tag | parent;
+          sc.next[out++] = parent;
+          break;
+        }
+        if (static_cast<uint32_t>(e) == parent) break;
+      }
+    }
+    std::copy(sc.next, sc.next + out, sc.nodes);
+    return out;
   }
 
   static void prefetch_group(const double* g) noexcept {

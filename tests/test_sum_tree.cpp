@@ -101,8 +101,9 @@ TYPED_TEST(SumTreeTest, BatchOperationsMatchSingleOnes) {
   std::mt19937_64 rng(11);
   std::uniform_int_distribution<uint32_t> slot(0, cap - 1);
   std::uniform_real_distribution<double> U(0, 1);
-  std::vector<uint32_t> idx(256), scratch(256), out(256);
-  std::vector<double> w(256), u(256), dscratch(512);
+  std::vector<uint32_t> idx(256), out(256);
+  std::vector<double> w(256), u(256);
+  SumTreeScratch sc;
   for (int round = 0; round < 200; ++round) {
     for (int q = 0; q < 256; ++q) {
       idx[q] = slot(rng);
@@ -110,10 +111,10 @@ TYPED_TEST(SumTreeTest, BatchOperationsMatchSingleOnes) {
       u[q] = U(rng);
     }
     for (int q = 0; q < 256; ++q) a.tree.set(idx[q], w[q]);  // later duplicates win in both
-    b.tree.set_batch(idx.data(), w.data(), 256, scratch.data());
+    b.tree.set_batch(idx.data(), w.data(), 256, sc);
     ASSERT_EQ(a.tree.total(), b.tree.total());
     ASSERT_EQ(b.tree.total(), b.tree.fresh_total());
-    b.tree.sample_batch(u.data(), out.data(), 256, dscratch.data());
+    b.tree.sample_batch(u.data(), out.data(), 256, sc);
     for (int q = 0; q < 256; ++q) ASSERT_EQ(out[q], a.tree.sample(u[q]));
   }
   ASSERT_EQ(0, std::memcmp(a.buf.data(), b.buf.data(), a.buf.size)) << "batched and single updates built different trees";
@@ -133,14 +134,15 @@ void check_no_drift(uint64_t updates, uint32_t cap) {
   for (uint32_t i = 0; i < cap; ++i) t.set(i, U(rng));
   // Weights spanning 12 orders of magnitude make delta updates drift quickly.
   const uint32_t kBatch = 256;
-  std::vector<uint32_t> idx(kBatch), scratch(kBatch);
+  std::vector<uint32_t> idx(kBatch);
   std::vector<double> w(kBatch);
+  SumTreeScratch sc;
   for (uint64_t n = 0; n < updates; n += kBatch) {
     for (uint32_t q = 0; q < kBatch; ++q) {
       idx[q] = static_cast<uint32_t>(rng() % cap);
       w[q] = std::ldexp(U(rng), static_cast<int>(rng() % 40) - 20);
     }
-    if ((n / kBatch) % 2) t.set_batch(idx.data(), w.data(), kBatch, scratch.data());
+    if ((n / kBatch) % 2) t.set_batch(idx.data(), w.data(), kBatch, sc);
     else
       for (uint32_t q = 0; q < kBatch; ++q) t.set(idx[q], w[q]);
   }

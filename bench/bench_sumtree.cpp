@@ -1,0 +1,122 @@
+// Sum-tree micro benchmarks: K-ary trees (K in 2, 8, 16, 32, 64) against the
+// binary baseline, for update, sample and a mixed workload (batch-256 sample
+// followed by 256 updates of the sampled leaves, as a PER learner does), at
+// N = 1e3 .. 1e7 leaves. Names: sumtree/<op>/<impl>/<N>; each iteration
+// handles one batch of 256 items, so items_per_second is comparable.
+#include <benchmark/benchmark.h>
+
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "baseline_sum_tree.hpp"
+#include "core/sum_tree.hpp"
+
+namespace engram::bench {
+namespace {
+
+constexpr size_t kBatch = 256;
+constexpr size_t kPool = 1 << 16;  // pre-drawn random inputs, cycled
+
+struct Inputs {
+  std::vector<uint32_t> idx;
+  std::vector<double> w, u;
+  explicit Inputs(uint32_t n) : idx(kPool), w(kPool), u(kPool) {
+    std::mt19937_64 rng(n);
+    std::uniform_real_distribution<double> U(0, 1);
+    for (size_t i = 0; i < kPool; ++i) {
+      idx[i] = static_cast<uint32_t>(rng() % n);
+      w[i] = U(rng) * 10;
+      u[i] = U(rng);
+    }
+  }
+  std::vector<double> initial(uint32_t n) const {
+    std::vector<double> v(n);
+    for (uint32_t i = 0; i < n; ++i) v[i] = w[i % kPool] + 0.001;
+    return v;
+  }
+};
+
+template <unsigned K>
+struct Kary {
+  explicit Kary(uint32_t n) : mem(static_cast<char*>(std::aligned_alloc(64, align_up(SumTree<K>::bytes_needed(n), 64)))) {
+    tree = SumTree<K>::format(mem.get(), SumTree<K>::bytes_needed(n), n).value();
+  }
+  struct Free {
+    void operator()(char* p) const { std::free(p); }
+  };
+  std::unique_ptr<char, Free> mem;
+  SumTree<K> tree;
+  SumTreeScratch scratch;
+  void assign(const double* w, uint32_t n) { tree.assign(w, n); }
+  void set_batch(const uint32_t* idx, const double* w, size_t n) { tree.set_batch(idx, w, n, scratch); }
+  void sample_batch(const double* u, uint32_t* out, size_t n) { tree.sample_batch(u, out, n, scratch); }
+};
+
+struct Baseline : BaselineSumTree {
+  using BaselineSumTree::BaselineSumTree;
+};
+
+enum class Op { update, sample, mixed };
+
+template <typename Impl>
+void run(benchmark::State& state, Op op, uint32_t n) {
+  Inputs in(n);
+  auto impl = std::make_unique<Impl>(n);
+  {
+    auto init = in.initial(n);
+    impl->assign(init.data(), n);
+  }
+  uint32_t out[kBatch];
+  size_t cursor = 0;
+  for (auto _ : state) {
+    const uint32_t* idx = &in.idx[cursor];
+    const double* w = &in.w[cursor];
+    const double* u = &in.u[cursor];
+    switch (op) {
+      case Op::update: impl->set_batch(idx, w, kBatch); break;
+      case Op::sample: impl->sample_batch(u, out, kBatch); break;
+      case Op::mixed:
+        impl->sample_batch(u, out, kBatch);
+        impl->set_batch(out, w, kBatch);
+        break;
+    }
+    benchmark::DoNotOptimize(out);
+    cursor = (cursor + kBatch) % kPool;
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * kBatch));
+}
+
+template <typename Impl>
+void register_impl(const std::string& impl) {
+  for (auto [op, opname] : {std::pair{Op::update, "update"}, {Op::sample, "sample"}, {Op::mixed, "mixed"}})
+    for (uint32_t n : {1'000u, 10'000u, 100'000u, 1'000'000u, 10'000'000u})
+      benchmark::RegisterBenchmark(("sumtree/" + std::string(opname) + "/" + impl + "/" + std::to_string(n)).c_str(),
+                                   [op = op, n](benchmark::State& s) { run<Impl>(s, op, n); })
+;
+}
+
+}  // namespace
+}  // namespace engram::bench
+
+int main(int argc, char** argv) {
+  using namespace engram::bench;
+  register_impl<Baseline>("baseline");
+  register_impl<Kary<2>>("kary2");
+  register_impl<Kary<8>>("kary8");
+  register_impl<Kary<16>>("kary16");
+  register_impl<Kary<32>>("kary32");
+  register_impl<Kary<64>>("kary64");
+  // 0.2 s per benchmark unless the command line says otherwise (later flags win).
+  std::vector<char*> args(argv, argv + argc);
+  static char min_time[] = "--benchmark_min_time=0.2";
+  args.insert(args.begin() + 1, min_time);
+  argc = static_cast<int>(args.size());
+  argv = args.data();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
