@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/priority.hpp"
+#include "reference_model.hpp"
 #include "test_util.hpp"
 
 namespace engram {
@@ -51,25 +52,7 @@ struct Model {
     members.erase(std::find_if(members.begin(), members.end(), [s](const Member& m) { return m.slot == s; }));
   }
   // The member a deterministic selector must return.
-  uint32_t expected(SelectorKind k) const {
-    auto best = members.begin();
-    for (auto it = members.begin(); it != members.end(); ++it) {
-      bool better = false;
-      switch (k) {
-        case SelectorKind::fifo: better = it->inserted < best->inserted; break;
-        case SelectorKind::lifo: better = it->inserted > best->inserted; break;
-        case SelectorKind::max_heap:
-          better = it->priority > best->priority || (it->priority == best->priority && it->touched < best->touched);
-          break;
-        case SelectorKind::min_heap:
-          better = it->priority < best->priority || (it->priority == best->priority && it->touched < best->touched);
-          break;
-        default: break;
-      }
-      if (better) best = it;
-    }
-    return best->slot;
-  }
+  uint32_t expected(SelectorKind k) const { return test::deterministic_pick(k, members.begin(), members.end())->slot; }
 };
 
 void run_against_model(SelectorOptions opts, uint64_t seed, uint64_t ops) {

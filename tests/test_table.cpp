@@ -1,12 +1,16 @@
 #include "core/table.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <random>
 #include <vector>
 
 #include "core/priority.hpp"
+#include "core/shm.hpp"
+#include "reference_model.hpp"
 #include "test_util.hpp"
 
 namespace engram {
@@ -74,23 +78,7 @@ struct TableModel {
         if (s.kind == SelectorKind::uniform || total == 0 || priority_weight(i.priority, s.exponent) > 0) out.push_back(i.key);
       return out;
     }
-    auto best = items.begin();
-    for (auto it = items.begin(); it != items.end(); ++it) {
-      bool better = false;
-      switch (s.kind) {
-        case SelectorKind::fifo: better = it->inserted < best->inserted; break;
-        case SelectorKind::lifo: better = it->inserted > best->inserted; break;
-        case SelectorKind::max_heap:
-          better = it->priority > best->priority || (it->priority == best->priority && it->touched < best->touched);
-          break;
-        case SelectorKind::min_heap:
-          better = it->priority < best->priority || (it->priority == best->priority && it->touched < best->touched);
-          break;
-        default: break;
-      }
-      if (better) best = it;
-    }
-    out.push_back(best->key);
+    out.push_back(test::deterministic_pick(s.kind, items.begin(), items.end())->key);
     return out;
   }
   double probability(SelectorOptions s, uint64_t key) const {
@@ -228,7 +216,15 @@ INSTANTIATE_TEST_SUITE_P(
                       ModelCase{{SelectorKind::fifo, 1}, {SelectorKind::fifo, 1}, 1},
                       ModelCase{{SelectorKind::lifo, 1}, {SelectorKind::uniform, 1}, 2},
                       ModelCase{{SelectorKind::max_heap, 1}, {SelectorKind::lifo, 1}, 0},
-                      ModelCase{{SelectorKind::min_heap, 1}, {SelectorKind::prioritized, 1}, 5}));
+                      ModelCase{{SelectorKind::min_heap, 1}, {SelectorKind::prioritized, 1}, 5}),
+    [](const auto& info) {
+      std::string name = selector_kind_name(info.param.sampler.kind);
+      name += "_sampler_";
+      name += selector_kind_name(info.param.remover.kind);
+      name += "_remover_max_times_";
+      name += std::to_string(info.param.max_times);
+      return name;
+    });
 
 TEST(Table, StaleAndUnknownKeysChangeNothing) {
   OwnedTable o(options({SelectorKind::max_heap, 1}, {SelectorKind::fifo, 1}, 2));
@@ -361,6 +357,48 @@ TEST(Table, RateLimiterChangesAtRunTimeAndInfoReportsIt) {
   EXPECT_EQ(again->size(), 3u);
   EXPECT_EQ(again->limiter().counters().samples, 1);
   EXPECT_EQ(again->limiter().config().min_size_to_sample, 2);
+}
+
+// Position independence: a table (with its sum tree and heap) formatted and
+// driven by a forked owner process through one mapping is read correctly
+// through a second mapping of the same segment at another address.
+TEST(Table, WorksFromAnotherProcessAndAnotherAddress) {
+  auto o = options({SelectorKind::prioritized, 0.6}, {SelectorKind::min_heap, 1}, 100);
+  const std::string name = "engram-test-table-" + std::to_string(getpid());
+  ShmSegment::remove(name);
+  auto seg = ShmSegment::create(name, Table::bytes_needed(o), 0600);
+  ASSERT_TRUE(seg.ok()) << seg.status().to_string();
+  pid_t pid = fork();
+  if (pid == 0) {  // the owner: fill the table, sample, update
+    auto t = Table::format(seg->data(), seg->size(), o, 5);
+    if (!t.ok()) _exit(2);
+    for (int i = 0; i < 150; ++i) {
+      ChunkRef r = ref_for(i);
+      if (!t->insert(1.0 + i % 7, &r, 1).ok()) _exit(3);
+    }
+    SampleBatch b;
+    if (!t->sample(10, &b).ok()) _exit(4);
+    if (!t->update(b.items[0].key, 0.0).ok()) _exit(5);
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  auto other = ShmSegment::open(name, ShmSegment::Access::read_write);
+  ASSERT_TRUE(other.ok());
+  ASSERT_NE(other->data(), seg->data());
+  ShmSegment::remove(name);
+  auto t = Table::attach(other->data(), other->size());
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  EXPECT_EQ(t->size(), 100u);
+  EXPECT_EQ(t->info().stats.evictions, 50u);
+  EXPECT_EQ(t->limiter().counters().samples, 10);
+  EXPECT_EQ(t->sampler().size(), 100u);
+  // The min-heap remover evicts the lowest priority next; the sampler never
+  // picks the zero-priority item.
+  SampleBatch b;
+  ASSERT_TRUE(t->sample(200, &b).ok());
+  for (const auto& it : b.items) EXPECT_GT(it.priority, 0.0);
 }
 
 }  // namespace
