@@ -9,8 +9,10 @@ namespace engram {
 
 namespace {
 
+// Fills every field of *h except the segment header; returns the region size.
 size_t plan(const TableOptions& o, TableHeader* h) {
-  *h = TableHeader{};
+  char* body = reinterpret_cast<char*>(h) + sizeof(SegmentHeader);
+  std::memset(body, 0, sizeof(TableHeader) - sizeof(SegmentHeader));
   std::strncpy(h->name, o.name.c_str(), kMaxTableName - 1);
   h->capacity = o.capacity;
   h->max_times_sampled = o.max_times_sampled;
@@ -66,23 +68,25 @@ Result<Table> Table::format(void* mem, size_t size, const TableOptions& o, uint6
   if (reinterpret_cast<uintptr_t>(mem) % kCacheLine != 0)
     return Status{Errc::invalid_argument, "table memory must be 64-byte aligned"};
   auto* h = static_cast<TableHeader*>(mem);
-  TableHeader planned;
-  size_t need = plan(o, &planned);
+  size_t need = bytes_needed(o);
   if (size < need)
     return Status{Errc::invalid_argument, "table '" + o.name + "' needs " + std::to_string(need) + " bytes, got " + std::to_string(size)};
-  *h = planned;
+  segment_begin_format(&h->segment, SegmentKind::table, kTableLayoutHash, need);
+  plan(o, h);
   char* base = static_cast<char*>(mem);
   std::memset(base + h->off_items, 0, sizeof(ItemSlot) * o.capacity);
   if (auto s = Selector::format(base + h->off_sampler, h->sampler_size, o.sampler, o.capacity); !s.ok()) return s.status();
   if (auto s = Selector::format(base + h->off_remover, h->remover_size, o.remover, o.capacity); !s.ok()) return s.status();
   Table t(h, seed);
   t.reset();
+  segment_publish(&h->segment);
   return t;
 }
 
 Result<Table> Table::attach(void* mem, size_t size, uint64_t seed) {
   auto* h = static_cast<TableHeader*>(mem);
   if (size < sizeof(TableHeader)) return Status{Errc::corrupt, "table region is smaller than its header"};
+  if (Status s = segment_check(&h->segment, SegmentKind::table, kTableLayoutHash, size); !s.ok()) return s;
   TableOptions o;
   o.name.assign(h->name, strnlen(h->name, kMaxTableName - 1));
   o.capacity = h->capacity;

@@ -4,7 +4,7 @@
 // memory, driven by exactly one owner thread; it needs no locks.
 //
 // Region layout (offsets from its start, each 64-aligned):
-//   TableHeader | ItemSlot[capacity] | ChunkRef[capacity * max_refs_per_item]
+//   TableHeader (starting with a SegmentHeader) | ItemSlot[capacity] | ChunkRef[capacity * max_refs_per_item]
 //   | free slot stack u32[capacity] | sampler region | remover region
 //
 // Invariants:
@@ -75,6 +75,7 @@ struct TableStats {
 };
 
 struct alignas(kCacheLine) TableHeader {
+  SegmentHeader segment;  // kind table; version written last, after the whole region
   char name[kMaxTableName];
   uint32_t capacity;
   uint32_t max_times_sampled;
@@ -91,6 +92,13 @@ struct alignas(kCacheLine) TableHeader {
   uint64_t sampler_size, remover_size;
   Column columns[kMaxColumns];
 };
+
+// Everything a table region holds, selectors and sum tree included.
+inline constexpr uint64_t kTableLayoutHash = layout_hash(
+    static_cast<uint64_t>(SegmentKind::table),
+    {layout_of<TableHeader>(), layout_of<ItemSlot>(), layout_of<ChunkRef>(), layout_of<Column>(),
+     layout_of<RateLimiterConfig>(), layout_of<RateLimiterCounters>(), layout_of<TableStats>(),
+     layout_of<SelectorHeader>(), layout_of<SumTreeHeader>(), {kPrioritizedArity, 0}});
 
 struct TableInfo {
   std::string name;

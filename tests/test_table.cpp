@@ -359,6 +359,22 @@ TEST(Table, RateLimiterChangesAtRunTimeAndInfoReportsIt) {
   EXPECT_EQ(again->limiter().config().min_size_to_sample, 2);
 }
 
+TEST(Table, AttachRefusesOtherLayoutsAndCorruptHeaders) {
+  auto o = options({SelectorKind::prioritized, 1}, {SelectorKind::fifo, 1}, 10);
+  OwnedTable ot(o);
+  ASSERT_TRUE(Table::attach(ot.buf.data(), ot.buf.size).ok());
+  auto* h = static_cast<TableHeader*>(ot.buf.data());
+  h->segment.layout_hash ^= 1;
+  Status s = Table::attach(ot.buf.data(), ot.buf.size).status();
+  EXPECT_EQ(s.code(), Errc::layout_mismatch) << s.to_string();
+  h->segment.layout_hash ^= 1;
+  h->off_refs += 64;
+  EXPECT_EQ(Table::attach(ot.buf.data(), ot.buf.size).status().code(), Errc::corrupt);
+  h->off_refs -= 64;
+  h->size = 11;
+  EXPECT_EQ(Table::attach(ot.buf.data(), ot.buf.size).status().code(), Errc::corrupt);
+}
+
 // Position independence: a table (with its sum tree and heap) formatted and
 // driven by a forked owner process through one mapping is read correctly
 // through a second mapping of the same segment at another address.
