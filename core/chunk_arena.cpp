@@ -1,5 +1,6 @@
 #include "core/chunk_arena.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "core/futex.hpp"
@@ -110,7 +111,6 @@ Result<ChunkArena> ChunkArena::format(void* mem, size_t size, const ArenaConfig&
       uint32_t b = sc.first_block + j;
       a.blocks_[b].state.store(make_state(1, BlockKind::free, 0), std::memory_order_relaxed);
       a.blocks_[b].next.store(j + 1 < sc.count ? b + 1 : kNil, std::memory_order_relaxed);
-      a.blocks_[b].size_class = k;
     }
     h->lists[k].word.store(make_head(0, sc.first_block), std::memory_order_relaxed);
   }
@@ -139,20 +139,30 @@ Result<ChunkArena> ChunkArena::attach(void* mem, size_t size) {
 
 ChunkArena::ChunkArena(ArenaHeader* h)
     : h_(h),
+      num_classes_(h->num_classes),
+      total_blocks_(h->total_blocks),
       blocks_(reinterpret_cast<BlockHeader*>(reinterpret_cast<char*>(h) + h->blocks_offset)),
       intents_(reinterpret_cast<ArenaIntent*>(reinterpret_cast<char*>(h) + h->intents_offset)),
-      base_(reinterpret_cast<char*>(h)) {}
+      base_(reinterpret_cast<char*>(h)) {
+  std::copy(h->classes, h->classes + kArenaMaxClasses, classes_);
+}
+
+uint32_t ChunkArena::class_of(uint32_t index) const noexcept {
+  uint32_t k = 0;
+  while (k + 1 < num_classes_ && index >= classes_[k + 1].first_block) ++k;
+  return k;
+}
 
 Result<uint32_t> ChunkArena::class_for(uint64_t bytes) const {
-  for (uint32_t k = 0; k < h_->num_classes; ++k)
-    if (h_->classes[k].block_size >= bytes) return k;
+  for (uint32_t k = 0; k < num_classes_; ++k)
+    if (classes_[k].block_size >= bytes) return k;
   return Status{Errc::invalid_argument, "a chunk of " + std::to_string(bytes) + " bytes exceeds the largest block size " +
-                                            std::to_string(h_->classes[h_->num_classes - 1].block_size) +
+                                            std::to_string(classes_[num_classes_ - 1].block_size) +
                                             "; configure a larger size class or use a shorter chunk_length"};
 }
 
 void* ChunkArena::data(BlockRef b) const noexcept {
-  const SizeClass& sc = h_->classes[blocks_[b.index].size_class];
+  const SizeClass& sc = classes_[class_of(b.index)];
   return base_ + sc.data_offset + uint64_t{b.index - sc.first_block} * sc.block_size;
 }
 
@@ -163,9 +173,9 @@ uint32_t ChunkArena::refcount_or_owner(uint32_t i) const noexcept {
 }
 
 Status ChunkArena::check_ref(BlockRef b, const char* op) const noexcept {
-  if (b.index >= h_->total_blocks)
+  if (b.index >= total_blocks_)
     return {Errc::invalid_argument, std::string(op) + ": block " + std::to_string(b.index) + " is outside the arena (" +
-                                        std::to_string(h_->total_blocks) + " blocks)"};
+                                        std::to_string(total_blocks_) + " blocks)"};
   return Status::Ok();
 }
 
@@ -185,13 +195,13 @@ Status ChunkArena::complete(uint32_t k, uint64_t h) noexcept {
   std::atomic_thread_fence(std::memory_order_acquire);
   if (head.load(std::memory_order_acquire) != h) return Status::Ok();
   uint32_t expect_op = (head_payload(h) & kMarkerPush) ? kOpPush : kOpPop;
-  if (op != expect_op || b >= h_->total_blocks || blocks_[b].size_class != k)
+  if (op != expect_op || b >= total_blocks_ || class_of(b) != k)
     return {Errc::corrupt, "client " + std::to_string(client) + "'s intent does not match its marker on free list " +
                                std::to_string(k)};
   uint32_t next_top;
   if (op == kOpPop) {
     next_top = blocks_[b].next.load(std::memory_order_acquire);
-    if (next_top != kNil && (next_top >= h_->total_blocks || blocks_[next_top].size_class != k))
+    if (next_top != kNil && (next_top >= total_blocks_ || class_of(next_top) != k))
       return {Errc::corrupt, "free list " + std::to_string(k) + " links block " + std::to_string(b) + " to invalid block " +
                                  std::to_string(next_top)};
   } else {
@@ -205,7 +215,7 @@ Status ChunkArena::complete(uint32_t k, uint64_t h) noexcept {
 
 Result<BlockRef> ChunkArena::alloc(uint32_t client, uint32_t k) noexcept {
   if (client >= kArenaMaxClients) return Status{Errc::invalid_argument, "client id " + std::to_string(client) + " is out of range"};
-  if (k >= h_->num_classes) return Status{Errc::invalid_argument, "size class " + std::to_string(k) + " does not exist"};
+  if (k >= num_classes_) return Status{Errc::invalid_argument, "size class " + std::to_string(k) + " does not exist"};
   std::atomic<uint64_t>& head = h_->lists[k].word;
   ArenaIntent& in = intents_[client];
   for (uint64_t spins = 0;; ++spins) {
@@ -216,9 +226,9 @@ Result<BlockRef> ChunkArena::alloc(uint32_t client, uint32_t k) noexcept {
       continue;
     }
     if (p == kNil)
-      return Status{Errc::out_of_memory, "no free block of " + std::to_string(h_->classes[k].block_size) +
+      return Status{Errc::out_of_memory, "no free block of " + std::to_string(classes_[k].block_size) +
                                              " bytes is left in the arena; enlarge the arena or release chunks"};
-    if (p >= h_->total_blocks || blocks_[p].size_class != k)
+    if (p >= total_blocks_ || class_of(p) != k)
       return Status{Errc::corrupt, "free list " + std::to_string(k) + " points at invalid block " + std::to_string(p)};
     uint64_t s = blocks_[p].state.load(std::memory_order_acquire);
     if (state_kind(s) != BlockKind::free) {  // popped under us: head has moved
@@ -268,7 +278,7 @@ Status ChunkArena::free_reserved(uint32_t client, BlockRef b) noexcept {
                                    " was already freed"};
   if (state_kind(s) != BlockKind::reserved || state_low(s) != client)
     return {Errc::double_free, "block " + std::to_string(b.index) + " is not reserved by client " + std::to_string(client)};
-  return push(client, blocks_[b.index].size_class, b.index, s);
+  return push(client, class_of(b.index), b.index, s);
 }
 
 Status ChunkArena::seal(uint32_t owner, BlockRef b, uint32_t refs) noexcept {
@@ -310,7 +320,7 @@ Status ChunkArena::release(uint32_t client, BlockRef b) noexcept {
     uint64_t next = state_low(s) == 1 ? make_state(b.generation, BlockKind::reserved, client) : s - 1;
     if (st.compare_exchange_weak(s, next, std::memory_order_acq_rel)) {
       if (state_low(s) != 1) return Status::Ok();
-      return push(client, blocks_[b.index].size_class, b.index, next);
+      return push(client, class_of(b.index), b.index, next);
     }
   }
 }
@@ -318,17 +328,17 @@ Status ChunkArena::release(uint32_t client, BlockRef b) noexcept {
 Result<uint64_t> ChunkArena::reclaim(uint32_t dead) noexcept {
   if (dead >= kArenaMaxClients || dead == kArenaDaemonClient)
     return Status{Errc::invalid_argument, "cannot reclaim client id " + std::to_string(dead)};
-  for (uint32_t k = 0; k < h_->num_classes; ++k) {
+  for (uint32_t k = 0; k < num_classes_; ++k) {
     uint64_t h = h_->lists[k].word.load(std::memory_order_acquire);
     uint32_t p = head_payload(h);
     if (is_marker(p) && marker_client(p) == dead)
       if (Status s = complete(k, h); !s.ok()) return s;
   }
   uint64_t freed = 0;
-  for (uint32_t i = 0; i < h_->total_blocks; ++i) {
+  for (uint32_t i = 0; i < total_blocks_; ++i) {
     uint64_t s = blocks_[i].state.load(std::memory_order_acquire);
     if (state_kind(s) == BlockKind::reserved && state_low(s) == dead) {
-      if (Status st = push(kArenaDaemonClient, blocks_[i].size_class, i, s); !st.ok()) return st;
+      if (Status st = push(kArenaDaemonClient, class_of(i), i, s); !st.ok()) return st;
       ++freed;
     }
   }
@@ -337,7 +347,7 @@ Result<uint64_t> ChunkArena::reclaim(uint32_t dead) noexcept {
 
 Result<ArenaAudit> ChunkArena::audit() const {
   ArenaAudit a;
-  for (uint32_t i = 0; i < h_->total_blocks; ++i) {
+  for (uint32_t i = 0; i < total_blocks_; ++i) {
     switch (state_kind(blocks_[i].state.load(std::memory_order_acquire))) {
       case BlockKind::free: ++a.free; break;
       case BlockKind::reserved: ++a.reserved; break;
@@ -345,12 +355,12 @@ Result<ArenaAudit> ChunkArena::audit() const {
       default: return Status{Errc::corrupt, "block " + std::to_string(i) + " has an invalid state"};
     }
   }
-  std::vector<uint8_t> seen(h_->total_blocks, 0);
-  for (uint32_t k = 0; k < h_->num_classes; ++k) {
+  std::vector<uint8_t> seen(total_blocks_, 0);
+  for (uint32_t k = 0; k < num_classes_; ++k) {
     uint32_t p = head_payload(h_->lists[k].word.load(std::memory_order_acquire));
     if (is_marker(p)) return Status{Errc::corrupt, "free list " + std::to_string(k) + " has an operation in flight"};
     while (p != kNil) {
-      if (p >= h_->total_blocks || blocks_[p].size_class != k)
+      if (p >= total_blocks_ || class_of(p) != k)
         return Status{Errc::corrupt, "free list " + std::to_string(k) + " reaches invalid block " + std::to_string(p)};
       if (seen[p]) return Status{Errc::corrupt, "block " + std::to_string(p) + " is listed twice (cycle or double free)"};
       if (state_kind(blocks_[p].state.load(std::memory_order_acquire)) != BlockKind::free)

@@ -79,7 +79,7 @@ struct alignas(kCacheLine) FreeListHead {
 struct BlockHeader {
   std::atomic<uint64_t> state;
   std::atomic<uint32_t> next;  // free-list link; meaningful while the block is listed
-  uint32_t size_class;         // set at format, never changes
+  uint32_t pad_;
 };
 
 // A client's announcement of its one pending free-list operation.
@@ -124,9 +124,9 @@ class ChunkArena {
   // Validates the header (layout version, sizes) before use.
   static Result<ChunkArena> attach(void* mem, size_t size);
 
-  uint32_t num_classes() const noexcept { return h_->num_classes; }
-  const SizeClass& size_class(uint32_t k) const noexcept { return h_->classes[k]; }
-  uint32_t total_blocks() const noexcept { return h_->total_blocks; }
+  uint32_t num_classes() const noexcept { return num_classes_; }
+  const SizeClass& size_class(uint32_t k) const noexcept { return classes_[k]; }
+  uint32_t total_blocks() const noexcept { return total_blocks_; }
   // Smallest class whose blocks hold `bytes`, or Errc::invalid_argument.
   Result<uint32_t> class_for(uint64_t bytes) const;
 
@@ -163,7 +163,16 @@ class ChunkArena {
   Status complete(uint32_t k, uint64_t h) noexcept;
   Status push(uint32_t client, uint32_t k, uint32_t index, uint64_t from) noexcept;
 
+  // The class of block `index` (< total_blocks_), from the private copy.
+  uint32_t class_of(uint32_t index) const noexcept;
+
+  // The whole segment is client-writable, so the geometry is copied into the
+  // view once, validated, and never read back from shared memory: a client
+  // scribbling on the header cannot steer the daemon out of bounds.
   ArenaHeader* h_ = nullptr;
+  uint32_t num_classes_ = 0;
+  uint32_t total_blocks_ = 0;
+  SizeClass classes_[kArenaMaxClasses] = {};
   BlockHeader* blocks_ = nullptr;
   ArenaIntent* intents_ = nullptr;
   char* base_ = nullptr;

@@ -242,6 +242,36 @@ TEST(ChunkArena, DeadClientsHalfDoneOperationIsCompletedByOthers) {
   expect_all_free(a);
 }
 
+// The segment is client-writable: a client scribbling on the header or the
+// free-list heads gets clear errors, never an out-of-bounds access.
+TEST(ChunkArena, ScribbledSharedStateIsRejectedNotTrusted) {
+  SharedArena s(small_config());
+  ChunkArena& a = s.arena;
+  auto* h = static_cast<ArenaHeader*>(s.seg.data());
+  auto b = a.alloc(1, 1);
+  ASSERT_TRUE(b.ok());
+  void* where = a.data(*b);
+  h->num_classes = 1000;  // the view keeps its own validated geometry
+  h->total_blocks = 1u << 29;
+  h->classes[1].data_offset = uint64_t{1} << 40;
+  EXPECT_EQ(a.data(*b), where);
+  EXPECT_EQ(a.num_classes(), 3u);
+  ASSERT_TRUE(a.free_reserved(1, *b).ok());
+  EXPECT_EQ(a.alloc(1, 3).status().code(), Errc::invalid_argument);
+  // A marker naming a client id beyond the table, and a head naming a block
+  // of another class: errors, and nothing else changes.
+  uint64_t saved = h->lists[0].word.load();
+  h->lists[0].word.store((uint64_t{9} << 32) | 0x80000000u | 0x3fffffffu);
+  EXPECT_EQ(a.alloc(1, 0).status().code(), Errc::corrupt);
+  h->lists[0].word.store((uint64_t{9} << 32) | a.size_class(2).first_block);
+  EXPECT_EQ(a.alloc(1, 0).status().code(), Errc::corrupt);
+  h->lists[0].word.store(saved);
+  EXPECT_EQ(a.free_reserved(1, {a.total_blocks() + 5, 1}).code(), Errc::invalid_argument);
+  auto audit = a.audit();
+  ASSERT_TRUE(audit.ok()) << audit.status().to_string();
+  EXPECT_EQ(audit->free, a.total_blocks());
+}
+
 // The last release turns a sealed block into one reserved by the releaser in
 // the same CAS, so a releaser that dies before listing it loses nothing.
 TEST(ChunkArena, ReleaserKilledAfterLastReferenceIsReclaimed) {
