@@ -20,7 +20,8 @@ inline constexpr uint32_t kLayoutVersion = 1;
 inline constexpr uint64_t kSegmentMagic = 0x4d41524745'4e45ULL;  // "ENGRAM" little-endian
 inline constexpr size_t kCacheLine = 64;
 
-enum class SegmentKind : uint32_t { arena = 1, ring = 2, sum_tree = 3, selector = 4, table = 5, demo = 100 };
+// Selectors and sum trees live inside a table's region, under its header.
+enum class SegmentKind : uint32_t { arena = 1, ring = 2, table = 5, demo = 100 };
 
 struct alignas(kCacheLine) SegmentHeader {
   uint64_t magic;

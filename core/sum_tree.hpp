@@ -252,7 +252,6 @@ class SumTree {
   }
 
   uint32_t levels() const noexcept { return h_->levels; }
-  const uint32_t* dense() const noexcept { return dense_; }
 
  private:
   explicit SumTree(SumTreeHeader* h) : h_(h) {
