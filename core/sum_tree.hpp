@@ -272,7 +272,6 @@ class SumTree {
       count = groups == 1 ? 1 : align_up(groups, K);
       len[n++] = count;
     }
-    if (n == 1) len[n++] = 1;  // unreachable for K >= 2, kept for clarity
     h->k = K;
     h->capacity = capacity;
     h->levels = n;

@@ -138,15 +138,13 @@ Status Table::check_weight(double priority) const {
 Status Table::check_key(uint64_t key, const char* op) const {
   uint32_t slot = key_slot(key);
   uint32_t gen = key_generation(key);
-  if (slot >= h_->capacity || gen == 0)
+  // Generation 0 is never issued; a generation above the slot's was never
+  // issued yet; one below it (or the slot's own, now freed) is stale.
+  if (slot >= h_->capacity || gen == 0 || gen > items_[slot].generation)
     return {Errc::unknown_key, std::string(op) + ": key " + std::to_string(key) + " was never issued by table '" + h_->name + "'"};
-  const ItemSlot& it = items_[slot];
-  if (it.key != key || gen > it.generation) {
-    if (gen > it.generation)
-      return {Errc::unknown_key, std::string(op) + ": key " + std::to_string(key) + " was never issued by table '" + h_->name + "'"};
+  if (items_[slot].key != key)
     return {Errc::stale_key, std::string(op) + ": key " + std::to_string(key) + " names an item that has left table '" +
                                  h_->name + "' (evicted, expired or deleted); nothing was changed"};
-  }
   return Status::Ok();
 }
 

@@ -171,22 +171,26 @@ int main(int argc, char** argv) {
   const int64_t start = monotonic_ns(), end = start + static_cast<int64_t>(seconds * 1e9);
   int64_t next_report = start + 1'000'000'000;
   bool killed = false;
+  // The daemon's side of a request. Untrusted: seal() checks that the block
+  // exists and is reserved by this actor, in this generation.
+  auto admit = [&](uint32_t actor_id, const Request& req) {
+    BlockRef b{req.block, req.generation};
+    if (!A.seal(actor_id, b, 1).ok()) {
+      ++rejected;
+      return;
+    }
+    ChunkRef ref{b.index, b.generation, 0, 1};
+    auto key = table->insert(req.priority, &ref, 1);
+    if (!key.ok()) die(key.status(), "insert");
+    ++inserts;
+  };
   while (monotonic_ns() < end) {
     bool idle = true;
     for (uint32_t i = 0; i < kActors; ++i) {
       Request req;
       for (int k = 0; k < 64 && rings[i].try_pop(&req).ok(); ++k) {
         idle = false;
-        // Untrusted: the block must exist and be reserved by this actor.
-        BlockRef b{req.block, req.generation};
-        if (req.block >= A.total_blocks() || !A.seal(i + 1, b, 1).ok()) {
-          ++rejected;
-          continue;
-        }
-        ChunkRef ref{b.index, b.generation, 0, 1};
-        auto key = table->insert(req.priority, &ref, 1);
-        if (!key.ok()) die(key.status(), "insert");
-        ++inserts;
+        admit(i + 1, req);
       }
     }
     batch.clear();
@@ -214,11 +218,7 @@ int main(int argc, char** argv) {
       waitpid(pids[0], nullptr, 0);
       // Drain what it sent before dying, then reclaim what it still held.
       Request req;
-      while (rings[0].try_pop(&req).ok())
-        if (A.seal(1, {req.block, req.generation}, 1).ok()) {
-          ChunkRef ref{req.block, req.generation, 0, 1};
-          if (table->insert(req.priority, &ref, 1).ok()) ++inserts;
-        }
+      while (rings[0].try_pop(&req).ok()) admit(1, req);
       auto n = A.reclaim(1);
       if (!n.ok()) die(n.status(), "reclaim");
       std::printf("  actor 1 killed with SIGKILL: reclaimed %" PRIu64 " blocks it had reserved\n", *n);
