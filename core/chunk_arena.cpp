@@ -305,6 +305,16 @@ Status ChunkArena::acquire(BlockRef b) noexcept {
   }
 }
 
+Status ChunkArena::pin(uint32_t owner, BlockRef b) noexcept {
+  if (Status s = check_ref(b, "pin"); !s.ok()) return s;
+  if (owner >= kArenaMaxClients) return {Errc::invalid_argument, "client id " + std::to_string(owner) + " is out of range"};
+  uint64_t reserved = make_state(b.generation, BlockKind::reserved, owner);
+  if (blocks_[b.index].state.compare_exchange_strong(reserved, make_state(b.generation, BlockKind::sealed, 1),
+                                                     std::memory_order_acq_rel))
+    return Status::Ok();
+  return acquire(b);
+}
+
 Status ChunkArena::release(uint32_t client, BlockRef b) noexcept {
   if (Status s = check_ref(b, "release"); !s.ok()) return s;
   if (client >= kArenaMaxClients) return {Errc::invalid_argument, "client id " + std::to_string(client) + " is out of range"};

@@ -140,6 +140,11 @@ class ChunkArena {
   // One more reference to a sealed block; Errc::stale_reference if the
   // generation moved on or no reference is left.
   Status acquire(BlockRef b) noexcept;
+  // One reference to a block that `owner` may still hold reserved: seals it
+  // with one reference if it is reserved by `owner`, else acquires it. This
+  // is how the daemon takes a writer's finished chunk: whichever table
+  // owner sees it first seals it, the others add references.
+  Status pin(uint32_t owner, BlockRef b) noexcept;
   // Drops a reference; the last one frees the block, using `client`'s intent slot.
   Status release(uint32_t client, BlockRef b) noexcept;
   // After `dead` died: finishes its pending free-list operation, if any, and

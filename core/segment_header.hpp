@@ -21,7 +21,7 @@ inline constexpr uint64_t kSegmentMagic = 0x4d41524745'4e45ULL;  // "ENGRAM" lit
 inline constexpr size_t kCacheLine = 64;
 
 // Selectors and sum trees live inside a table's region, under its header.
-enum class SegmentKind : uint32_t { arena = 1, ring = 2, table = 5, demo = 100 };
+enum class SegmentKind : uint32_t { arena = 1, ring = 2, channel = 3, bells = 4, table = 5, demo = 100 };
 
 struct alignas(kCacheLine) SegmentHeader {
   uint64_t magic;

@@ -1,5 +1,6 @@
 #include "core/signature.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 namespace engram {
@@ -54,6 +55,36 @@ size_t column_step_bytes(const Column& c) noexcept {
   size_t n = dtype_size(static_cast<DType>(c.dtype));
   for (uint32_t i = 0; i < c.rank && i < kMaxRank; ++i) n *= c.shape[i];
   return n;
+}
+
+uint64_t signature_hash(const Column* cols, size_t n) noexcept {
+  uint64_t h = 1469598103934665603ULL;
+  auto mix = [&h](const void* p, size_t len) {
+    const auto* b = static_cast<const unsigned char*>(p);
+    for (size_t i = 0; i < len; ++i) {
+      h ^= b[i];
+      h *= 1099511628211ULL;
+    }
+  };
+  mix(&n, sizeof n);
+  for (size_t i = 0; i < n; ++i) {
+    mix(cols[i].name, strnlen(cols[i].name, kMaxColumnName));
+    mix(&cols[i].dtype, sizeof cols[i].dtype);
+    mix(&cols[i].rank, sizeof cols[i].rank);
+    mix(cols[i].shape, sizeof(uint32_t) * std::min<size_t>(cols[i].rank, kMaxRank));
+  }
+  return h;
+}
+
+bool same_signature(const Column* a, size_t na, const Column* b, size_t nb) noexcept {
+  if (na != nb) return false;
+  for (size_t i = 0; i < na; ++i) {
+    if (strncmp(a[i].name, b[i].name, kMaxColumnName) != 0 || a[i].dtype != b[i].dtype || a[i].rank != b[i].rank)
+      return false;
+    for (uint32_t d = 0; d < std::min<uint32_t>(a[i].rank, kMaxRank); ++d)
+      if (a[i].shape[d] != b[i].shape[d]) return false;
+  }
+  return true;
 }
 
 Status validate_signature(const Column* cols, size_t n) {

@@ -31,6 +31,11 @@ size_t dtype_size(DType t) noexcept;  // 0 for an unknown dtype
 Column make_column(const std::string& name, DType dtype, std::vector<uint32_t> shape);
 // Bytes of one step of the column (product of shape times dtype size).
 size_t column_step_bytes(const Column& c) noexcept;
+// A fingerprint of names, dtypes and shapes: two signatures with the same
+// hash lay out their steps identically (chunks carry it; see chunk_format.hpp).
+uint64_t signature_hash(const Column* cols, size_t n) noexcept;
+// Same columns, in the same order.
+bool same_signature(const Column* a, size_t na, const Column* b, size_t nb) noexcept;
 // Names non-empty, NUL-terminated, unique; known dtypes; rank <= kMaxRank; dims >= 1.
 Status validate_signature(const Column* cols, size_t n);
 

@@ -30,7 +30,7 @@ Result<SpscRing> SpscRing::format(void* mem, size_t size, uint32_t capacity, uin
   h->data.seq.store(0, std::memory_order_relaxed);
   h->data.sleepers.store(0, std::memory_order_relaxed);
   segment_publish(&h->segment);
-  return SpscRing(h);
+  return SpscRing(h, capacity, record_size);
 }
 
 Result<SpscRing> SpscRing::attach(void* mem, size_t size) {
@@ -40,23 +40,23 @@ Result<SpscRing> SpscRing::attach(void* mem, size_t size) {
   if (cap < 2 || (cap & (cap - 1)) != 0 || rs < 8 || rs % 8 != 0 || h->region_size != bytes_needed(cap, rs) ||
       h->region_size > size)
     return Status{Errc::corrupt, "ring header has an invalid capacity or record size"};
-  return SpscRing(h);
+  return SpscRing(h, cap, rs);
 }
 
 Result<uint64_t> SpscRing::readable() const noexcept {
   uint64_t tail = h_->tail.load(std::memory_order_acquire);
   uint64_t head = h_->head.load(std::memory_order_relaxed);
-  if (tail - head > h_->capacity)
+  if (tail - head > capacity_)
     return Status{Errc::corrupt, "ring producer position is " + std::to_string(tail) + " with consumer at " +
-                                     std::to_string(head) + " and capacity " + std::to_string(h_->capacity)};
+                                     std::to_string(head) + " and capacity " + std::to_string(capacity_)};
   return tail - head;
 }
 
 Status SpscRing::try_push(const void* record) noexcept {
   uint64_t tail = h_->tail.load(std::memory_order_relaxed);
   uint64_t head = h_->head.load(std::memory_order_acquire);
-  if (tail - head >= h_->capacity) return {Errc::full, {}};
-  std::memcpy(slot(tail), record, h_->record_size);
+  if (tail - head >= capacity_) return {Errc::full, {}};
+  std::memcpy(slot(tail), record, record_size_);
   h_->tail.store(tail + 1, std::memory_order_release);
   h_->data.ring();
   return Status::Ok();
@@ -68,7 +68,7 @@ Status SpscRing::push(const void* record, int64_t timeout_ns) noexcept {
     if (s.code() != Errc::full) return s;
     bool room = h_->space.wait(
         [this] {
-          return h_->tail.load(std::memory_order_relaxed) - h_->head.load(std::memory_order_acquire) < h_->capacity;
+          return h_->tail.load(std::memory_order_relaxed) - h_->head.load(std::memory_order_acquire) < capacity_;
         },
         timeout_ns);
     if (!room) return {Errc::timeout, "ring stayed full for the whole timeout"};
@@ -80,7 +80,7 @@ Status SpscRing::try_pop(void* record) noexcept {
   if (!n.ok()) return n.status();
   if (*n == 0) return {Errc::empty, {}};
   uint64_t head = h_->head.load(std::memory_order_relaxed);
-  std::memcpy(record, slot(head), h_->record_size);
+  std::memcpy(record, slot(head), record_size_);
   h_->head.store(head + 1, std::memory_order_release);
   h_->space.ring();
   return Status::Ok();

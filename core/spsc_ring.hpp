@@ -47,8 +47,8 @@ class SpscRing {
   static Result<SpscRing> format(void* mem, size_t size, uint32_t capacity, uint32_t record_size);
   static Result<SpscRing> attach(void* mem, size_t size);
 
-  uint32_t capacity() const noexcept { return h_->capacity; }
-  uint32_t record_size() const noexcept { return h_->record_size; }
+  uint32_t capacity() const noexcept { return capacity_; }
+  uint32_t record_size() const noexcept { return record_size_; }
 
   // Producer. Copies one record (record_size bytes); Errc::full if no room.
   Status try_push(const void* record) noexcept;
@@ -62,11 +62,18 @@ class SpscRing {
   Result<uint64_t> readable() const noexcept;
 
  private:
-  explicit SpscRing(RingHeader* h) : h_(h), records_(reinterpret_cast<char*>(h) + sizeof(RingHeader)) {}
-  char* slot(uint64_t pos) const noexcept { return records_ + (pos & (h_->capacity - 1)) * h_->record_size; }
+  SpscRing(RingHeader* h, uint32_t capacity, uint32_t record_size)
+      : h_(h), records_(reinterpret_cast<char*>(h) + sizeof(RingHeader)), capacity_(capacity),
+        record_size_(record_size) {}
+  char* slot(uint64_t pos) const noexcept { return records_ + (pos & (capacity_ - 1)) * record_size_; }
 
+  // The other side can write the header, so the geometry is copied once,
+  // validated, and never read back: a scribbled capacity cannot move a slot
+  // out of bounds.
   RingHeader* h_ = nullptr;
   char* records_ = nullptr;
+  uint32_t capacity_ = 0;
+  uint32_t record_size_ = 0;
 };
 
 }  // namespace engram

@@ -1,0 +1,132 @@
+// The control plane between a client and the server: messages over a Unix
+// SOCK_SEQPACKET socket (the kernel keeps message boundaries, and a hang-up
+// means the peer is gone). Bulk data never travels here: only attach, table
+// management and information.
+//
+// Every message is a ControlHeader followed by `size` payload bytes (at most
+// kMaxControlPayload). A reply carries the request's type and a status:
+// Errc as int (0 = ok); on error the payload is the message text.
+// All payload structs are plain data; strings are fixed NUL-terminated arrays.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/channel.hpp"
+#include "core/rate_limiter.hpp"
+#include "core/signature.hpp"
+#include "core/status.hpp"
+#include "core/table.hpp"
+
+namespace engram {
+
+inline constexpr uint32_t kControlMagic = 0x4c525443;  // "CTRL"
+inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint32_t kMaxControlPayload = 1 << 16;
+inline constexpr size_t kMaxSegmentName = 128;
+
+enum class ControlType : uint32_t {
+  hello = 1,        // HelloRequest -> HelloReply
+  create_table = 2, // TableSpec -> OpenReply (the table, opened)
+  open_table = 3,   // NameRequest -> OpenReply
+  close_table = 4,  // NameRequest -> nothing
+  drop_table = 5,   // NameRequest -> nothing
+  reset_table = 6,  // NameRequest -> nothing
+  table_info = 7,   // NameRequest -> TableInfoWire
+  list_tables = 8,  // nothing -> TableInfoWire[]
+  set_rate_limiter = 9,  // RateLimiterRequest -> nothing
+  status = 10,      // nothing -> StatusReply
+  goodbye = 11,     // server -> client, unsolicited: the server is stopping
+};
+
+struct ControlHeader {
+  uint32_t magic;
+  uint32_t type;    // ControlType
+  int32_t status;   // replies: Errc
+  uint32_t size;    // payload bytes
+};
+
+struct HelloRequest {
+  uint32_t protocol_version;
+  uint32_t layout_version;
+  uint64_t arena_hash, channel_hash, bells_hash;
+};
+
+struct HelloReply {
+  uint32_t client_id;   // the client's arena id
+  uint32_t ring_records;
+  uint32_t max_batch;   // largest sample batch
+  uint32_t reserved_;
+  uint64_t arena_size, bells_size;
+  uint64_t server_pid;
+  char arena_name[kMaxSegmentName];
+  char bells_name[kMaxSegmentName];
+};
+
+// A table's full configuration, as created.
+struct TableSpec {
+  char name[kMaxTableName];
+  uint32_t capacity;
+  uint32_t max_times_sampled;
+  uint32_t sampler;  // SelectorKind
+  uint32_t remover;
+  double sampler_exponent;
+  double remover_exponent;
+  RateLimiterConfig limiter;
+  uint32_t num_columns;
+  uint32_t max_refs_per_item;
+  Column columns[kMaxColumns];
+};
+
+struct NameRequest {
+  char name[kMaxTableName];
+};
+
+struct OpenReply {
+  uint32_t table_id;  // also the index of the table's doorbell
+  uint32_t reserved_;
+  uint64_t channel_size;
+  char channel_name[kMaxSegmentName];
+  TableSpec spec;
+};
+
+struct TableInfoWire {
+  TableSpec spec;
+  uint32_t size;
+  uint32_t can_sample;
+  uint32_t can_insert;
+  uint32_t clients;  // channels open on the table
+  RateLimiterCounters counters;
+  TableStats stats;
+};
+
+struct RateLimiterRequest {
+  char name[kMaxTableName];
+  RateLimiterConfig limiter;
+};
+
+struct StatusReply {
+  uint64_t pid;
+  uint64_t uptime_ms;
+  uint32_t clients;
+  uint32_t tables;
+  uint64_t arena_bytes;
+  uint64_t blocks_total, blocks_free, blocks_reserved, blocks_sealed;
+  char version[32];
+};
+
+TableSpec to_spec(const TableOptions& o);
+TableOptions from_spec(const TableSpec& s);
+// A C string from a fixed array that may lack its NUL.
+std::string fixed_string(const char* s, size_t cap);
+// Copies s into a fixed array; Errc::invalid_argument naming `what` if it does not fit.
+Status copy_fixed(char* dst, size_t cap, const std::string& s, const char* what);
+
+// Sends one message (header + payload) on a SOCK_SEQPACKET socket.
+Status send_message(int fd, ControlType type, int32_t status, const void* payload, size_t size);
+// Receives one message; Errc::system with "hung up" when the peer closed.
+// timeout_ms < 0 waits for ever.
+Status recv_message(int fd, ControlHeader* h, std::vector<char>* payload, int timeout_ms);
+
+}  // namespace engram

@@ -1,0 +1,106 @@
+// The records that travel through a table channel's two SPSC rings: requests
+// from one client to the table's owner thread, responses back. Both are 192
+// bytes, plain data. Requests are client-written and therefore untrusted:
+// the owner copies a record out of the ring, then checks it with
+// check_request before looking at anything else.
+//
+// Ordering: the owner answers a channel's requests in the order they were
+// pushed. A request that must wait for the rate limiter holds back the ones
+// behind it on the same channel until it is applied or its deadline passes;
+// it is never applied after its deadline.
+//
+// Responses per request:
+//   insert  -> 1 record (payload.key, or an error)
+//   sample  -> `count` item records with index 0..count-1 (count <= n), or 1
+//              error record with count 0; the chunks behind the items stay
+//              pinned until the client sends `release` with the same id
+//   update, remove -> 1 record (applied / stale / unknown masks)
+//   release, drop  -> none
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/chunk_arena.hpp"
+#include "core/status.hpp"
+#include "core/table.hpp"
+
+namespace engram {
+
+inline constexpr uint32_t kRecordSize = 192;
+inline constexpr uint32_t kRecordRefs = 8;       // chunk slices per item
+inline constexpr uint32_t kRecordUpdates = 10;   // (key, priority) per update record
+inline constexpr uint32_t kRecordKeys = 20;      // keys per remove record, blocks per drop record
+inline constexpr int64_t kNoDeadline = -1;       // wait for ever
+
+enum class RequestOp : uint32_t {
+  insert = 1,   // count = refs; payload.insert
+  sample = 2,   // count = n items
+  release = 3,  // unpin the chunks of sample `id`
+  drop = 4,     // count = blocks; the writer no longer needs these chunks
+  update = 5,   // count = entries; payload.updates
+  remove = 6,   // count = keys; payload.keys
+};
+const char* request_op_name(uint32_t op) noexcept;
+
+struct KeyPriority {
+  uint64_t key;
+  double priority;
+};
+
+struct RequestRecord {
+  uint32_t op;  // RequestOp
+  uint32_t count;
+  uint64_t id;           // chosen by the client, echoed in responses
+  int64_t deadline_ns;   // CLOCK_MONOTONIC; kNoDeadline, or 0 to never wait
+  uint64_t reserved_;
+  union {
+    struct {
+      double priority;
+      uint64_t reserved_;
+      ChunkRef refs[kRecordRefs];
+    } insert;
+    KeyPriority updates[kRecordUpdates];
+    uint64_t keys[kRecordKeys];
+    BlockRef blocks[kRecordKeys];
+  } payload;
+};
+static_assert(sizeof(RequestRecord) == kRecordSize);
+
+struct SampledItemWire {
+  uint64_t key;
+  double priority;
+  double probability;
+  uint32_t times_sampled;
+  uint32_t table_size;
+  uint32_t num_refs;
+  uint32_t reserved_;
+  ChunkRef refs[kRecordRefs];
+};
+
+struct ResponseRecord {
+  uint32_t op;      // echo of the request's op
+  int32_t status;   // Errc as int; 0 = ok
+  uint64_t id;      // echo of the request's id
+  uint32_t index;   // sample: item index
+  uint32_t count;   // sample: items in this response
+  union {
+    uint64_t key;  // insert
+    struct {
+      uint32_t applied, stale_mask, unknown_mask, reserved_;
+    } keys;                 // update / remove, bit i = entry i
+    SampledItemWire item;   // sample
+    char message[168];      // error: NUL-terminated
+  } payload;
+};
+static_assert(sizeof(ResponseRecord) == kRecordSize);
+
+// Structural checks of a request copied out of a ring: a known op, a count
+// in range for it (max_batch for samples). Semantic checks (priorities,
+// chunk references) belong to the owner.
+Status check_request(const RequestRecord& r, uint32_t max_batch) noexcept;
+
+// An error response carrying `s`'s code and message (truncated to fit).
+ResponseRecord error_response(const RequestRecord& r, const Status& s) noexcept;
+
+}  // namespace engram
