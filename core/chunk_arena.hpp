@@ -156,7 +156,9 @@ class ChunkArena {
   // if a free block is not listed exactly once or a listed one is not free.
   Result<ArenaAudit> audit() const;
 
+  // The block's bytes; `b.index` must be < total_blocks().
   void* data(BlockRef b) const noexcept;
+  uint64_t block_size(uint32_t index) const noexcept { return classes_[class_of(index)].block_size; }
   BlockKind kind(uint32_t index) const noexcept;
   uint32_t generation(uint32_t index) const noexcept;
   uint32_t refcount_or_owner(uint32_t index) const noexcept;

@@ -58,6 +58,10 @@ class SpscRing {
   // Consumer. Copies the oldest record out; Errc::empty if none.
   Status try_pop(void* record) noexcept;
   Status pop(void* record, int64_t timeout_ns) noexcept;
+  // The doorbells, for waiting on a ring together with other conditions.
+  Doorbell& data_bell() const noexcept { return h_->data; }
+  Doorbell& space_bell() const noexcept { return h_->space; }
+
   // Number of records ready; Errc::corrupt if the producer wrote nonsense.
   Result<uint64_t> readable() const noexcept;
 

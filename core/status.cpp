@@ -22,6 +22,12 @@ const char* errc_name(Errc c) noexcept {
     case Errc::corrupt: return "corrupt shared memory";
     case Errc::system: return "system error";
     case Errc::timeout: return "timeout";
+    case Errc::not_found: return "not found";
+    case Errc::already_exists: return "already exists";
+    case Errc::permission_denied: return "permission denied";
+    case Errc::disconnected: return "disconnected";
+    case Errc::signature_mismatch: return "signature mismatch";
+    case Errc::closed: return "closed";
   }
   return "unknown error";
 }

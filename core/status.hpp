@@ -27,6 +27,12 @@ enum class Errc : int {
   corrupt,               // shared memory failed validation
   system,                // an OS call failed (message has errno text)
   timeout,
+  not_found,             // no table (or other named thing) of that name
+  already_exists,        // a table of that name exists
+  permission_denied,     // the peer's credentials do not allow it
+  disconnected,          // the server went away; reconnect
+  signature_mismatch,    // columns (count, dtype, shape) differ from the table's
+  closed,                // the handle's table was dropped or its channel closed
 };
 
 const char* errc_name(Errc c) noexcept;

@@ -169,6 +169,7 @@ class Table {
   std::string name() const { return h_->name; }
   const Column* columns() const noexcept { return h_->columns; }
   uint32_t num_columns() const noexcept { return h_->num_columns; }
+  uint32_t refs_per_item() const noexcept { return h_->max_refs_per_item; }
   const RateLimiter& limiter() const noexcept { return limiter_; }
   // The item a live key names, or nullptr.
   const ItemSlot* find(uint64_t key) const noexcept;

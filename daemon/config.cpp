@@ -1,0 +1,336 @@
+#include "daemon/config.hpp"
+
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <toml++/toml.h>
+
+#include "core/priority.hpp"
+#include "core/rate_limiter.hpp"
+#include "core/signature.hpp"
+
+namespace engram {
+namespace {
+
+Status bad(const std::string& where, const std::string& what) { return {Errc::invalid_argument, where + ": " + what}; }
+
+std::string at(const std::string& path, const std::string& key) { return path.empty() ? key : path + "." + key; }
+
+// Refuses keys outside `allowed`, naming them all.
+Status only_keys(const toml::table& t, const std::string& path, std::initializer_list<const char*> allowed) {
+  for (auto&& [k, v] : t) {
+    bool ok = false;
+    for (const char* a : allowed) ok = ok || k.str() == a;
+    if (ok) continue;
+    std::string list;
+    for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+    return bad(at(path, std::string(k.str())), "unknown key; allowed here: " + list);
+  }
+  return Status::Ok();
+}
+
+Result<std::string> get_string(const toml::table& t, const std::string& path, const char* key, std::string def) {
+  const toml::node* n = t.get(key);
+  if (!n) return def;
+  if (auto v = n->value<std::string>(); v && n->is_string()) return *v;
+  return bad(at(path, key), "must be a string");
+}
+
+Result<int64_t> get_int(const toml::table& t, const std::string& path, const char* key, int64_t def, int64_t lo,
+                        int64_t hi) {
+  const toml::node* n = t.get(key);
+  if (!n) return def;
+  if (!n->is_integer()) return bad(at(path, key), "must be an integer in " + std::to_string(lo) + ".." + std::to_string(hi));
+  int64_t v = *n->value<int64_t>();
+  if (v < lo || v > hi)
+    return bad(at(path, key), std::to_string(v) + " is out of range; allowed " + std::to_string(lo) + ".." + std::to_string(hi));
+  return v;
+}
+
+Result<double> get_double(const toml::table& t, const std::string& path, const char* key, double def) {
+  const toml::node* n = t.get(key);
+  if (!n) return def;
+  if (!n->is_number()) return bad(at(path, key), "must be a number");
+  double v = *n->value<double>();
+  if (!std::isfinite(v)) return bad(at(path, key), "must be finite");
+  return v;
+}
+
+Result<uint64_t> get_size(const toml::table& t, const std::string& path, const char* key) {
+  const toml::node* n = t.get(key);
+  if (!n) return bad(at(path, key), "is required (bytes, or a string like \"64KiB\")");
+  if (n->is_integer()) {
+    int64_t v = *n->value<int64_t>();
+    if (v <= 0) return bad(at(path, key), "must be positive");
+    return static_cast<uint64_t>(v);
+  }
+  if (n->is_string()) {
+    auto r = parse_size(*n->value<std::string>());
+    if (!r.ok()) return bad(at(path, key), r.status().message());
+    return r;
+  }
+  return bad(at(path, key), "must be a byte count or a string like \"64KiB\"");
+}
+
+Result<SelectorKind> parse_selector(const std::string& s, const std::string& where) {
+  static const std::pair<const char*, SelectorKind> kinds[] = {
+      {"uniform", SelectorKind::uniform}, {"prioritized", SelectorKind::prioritized},
+      {"fifo", SelectorKind::fifo},       {"lifo", SelectorKind::lifo},
+      {"max_heap", SelectorKind::max_heap}, {"min_heap", SelectorKind::min_heap}};
+  for (auto& [n, k] : kinds)
+    if (s == n) return k;
+  return bad(where, "\"" + s + "\" is not a selector; allowed: uniform, prioritized, fifo, lifo, max_heap, min_heap");
+}
+
+Result<DType> parse_dtype(const std::string& s, const std::string& where) {
+  for (uint32_t d = static_cast<uint32_t>(DType::u8); d <= static_cast<uint32_t>(DType::boolean); ++d)
+    if (s == dtype_name(static_cast<DType>(d))) return static_cast<DType>(d);
+  return bad(where, "\"" + s + "\" is not a dtype; allowed: uint8, int8, uint16, int16, uint32, int32, uint64, int64, "
+                    "float16, float32, float64, bool");
+}
+
+Result<RateLimiterConfig> parse_limiter(const toml::node* n, const std::string& path) {
+  if (!n) return RateLimiterConfig::min_size(1);
+  const toml::table* t = n->as_table();
+  if (!t) return bad(path, "must be a table, e.g. { kind = \"min_size\", min_size = 1 }");
+  auto kind = get_string(*t, path, "kind", "min_size");
+  if (!kind.ok()) return kind.status();
+  Result<RateLimiterConfig> r = Status{};
+  if (*kind == "min_size") {
+    if (Status s = only_keys(*t, path, {"kind", "min_size"}); !s.ok()) return s;
+    auto m = get_int(*t, path, "min_size", 1, 1, INT64_MAX);
+    if (!m.ok()) return m.status();
+    r = RateLimiterConfig::min_size(*m);
+  } else if (*kind == "sample_to_insert_ratio") {
+    if (Status s = only_keys(*t, path, {"kind", "samples_per_insert", "min_size", "error_buffer"}); !s.ok()) return s;
+    auto spi = get_double(*t, path, "samples_per_insert", 1.0);
+    auto m = get_int(*t, path, "min_size", 1, 1, INT64_MAX);
+    auto e = get_double(*t, path, "error_buffer", 100.0);
+    if (!spi.ok()) return spi.status();
+    if (!m.ok()) return m.status();
+    if (!e.ok()) return e.status();
+    r = RateLimiterConfig::sample_to_insert_ratio(*spi, *m, *e);
+  } else if (*kind == "queue") {
+    if (Status s = only_keys(*t, path, {"kind", "size"}); !s.ok()) return s;
+    auto sz = get_int(*t, path, "size", 0, 1, INT64_MAX);
+    if (!sz.ok()) return sz.status();
+    if (!t->get("size")) return bad(at(path, "size"), "is required for a queue");
+    r = RateLimiterConfig::queue(*sz);
+  } else {
+    return bad(at(path, "kind"), "\"" + *kind + "\" is not a rate limiter; allowed: min_size, sample_to_insert_ratio, queue");
+  }
+  if (!r.ok()) return bad(path, r.status().message());
+  return r;
+}
+
+Result<Column> parse_column(const toml::node& n, const std::string& path) {
+  const toml::table* t = n.as_table();
+  if (!t) return bad(path, "must be a table { name, dtype, shape }");
+  if (Status s = only_keys(*t, path, {"name", "dtype", "shape"}); !s.ok()) return s;
+  auto name = get_string(*t, path, "name", "");
+  if (!name.ok()) return name.status();
+  if (name->empty()) return bad(at(path, "name"), "is required");
+  if (name->size() >= kMaxColumnName)
+    return bad(at(path, "name"), "is longer than " + std::to_string(kMaxColumnName - 1) + " bytes");
+  auto dt = get_string(*t, path, "dtype", "");
+  if (!dt.ok()) return dt.status();
+  auto dtype = parse_dtype(*dt, at(path, "dtype"));
+  if (!dtype.ok()) return dtype.status();
+  std::vector<uint32_t> shape;
+  if (const toml::node* s = t->get("shape")) {
+    const toml::array* a = s->as_array();
+    if (!a) return bad(at(path, "shape"), "must be an array of positive integers, e.g. [84, 84]");
+    if (a->size() > kMaxRank) return bad(at(path, "shape"), "has more than " + std::to_string(kMaxRank) + " dimensions");
+    for (auto&& d : *a) {
+      if (!d.is_integer() || *d.value<int64_t>() < 1 || *d.value<int64_t>() > (1 << 30))
+        return bad(at(path, "shape"), "dimensions must be integers in 1..2^30");
+      shape.push_back(static_cast<uint32_t>(*d.value<int64_t>()));
+    }
+  }
+  return make_column(*name, *dtype, shape);
+}
+
+Result<TableOptions> parse_table(const toml::table& t, const std::string& path) {
+  if (Status s = only_keys(t, path, {"name", "max_size", "sampler", "priority_exponent", "remover",
+                                     "max_times_sampled", "rate_limiter", "column", "max_chunks_per_item"});
+      !s.ok())
+    return s;
+  TableOptions o;
+  auto name = get_string(t, path, "name", "");
+  if (!name.ok()) return name.status();
+  if (name->empty()) return bad(at(path, "name"), "is required");
+  if (name->size() >= kMaxTableName)
+    return bad(at(path, "name"), "\"" + *name + "\" is longer than " + std::to_string(kMaxTableName - 1) + " bytes");
+  o.name = *name;
+  auto cap = get_int(t, path, "max_size", 0, 1, 1 << 30);
+  if (!cap.ok()) return cap.status();
+  if (!t.get("max_size")) return bad(at(path, "max_size"), "is required (items, 1..2^30)");
+  o.capacity = static_cast<uint32_t>(*cap);
+  auto sampler = get_string(t, path, "sampler", "uniform");
+  auto remover = get_string(t, path, "remover", "fifo");
+  if (!sampler.ok()) return sampler.status();
+  if (!remover.ok()) return remover.status();
+  auto sk = parse_selector(*sampler, at(path, "sampler"));
+  auto rk = parse_selector(*remover, at(path, "remover"));
+  if (!sk.ok()) return sk.status();
+  if (!rk.ok()) return rk.status();
+  auto exponent = get_double(t, path, "priority_exponent", 1.0);
+  if (!exponent.ok()) return exponent.status();
+  if (Status s = validate_exponent(*exponent); !s.ok()) return bad(at(path, "priority_exponent"), s.message());
+  o.sampler = {*sk, *exponent};
+  o.remover = {*rk, *exponent};
+  auto mts = get_int(t, path, "max_times_sampled", 0, 0, UINT32_MAX);
+  if (!mts.ok()) return mts.status();
+  o.max_times_sampled = static_cast<uint32_t>(*mts);
+  auto mcpi = get_int(t, path, "max_chunks_per_item", 8, 1, 8);
+  if (!mcpi.ok()) return mcpi.status();
+  o.max_refs_per_item = static_cast<uint32_t>(*mcpi);
+  auto lim = parse_limiter(t.get("rate_limiter"), at(path, "rate_limiter"));
+  if (!lim.ok()) return lim.status();
+  o.rate_limiter = *lim;
+  const toml::node* cols = t.get("column");
+  const toml::array* ca = cols ? cols->as_array() : nullptr;
+  if (!ca || ca->empty()) return bad(at(path, "column"), "at least one [[table.column]] { name, dtype, shape } is required");
+  if (ca->size() > kMaxColumns) return bad(at(path, "column"), "more than " + std::to_string(kMaxColumns) + " columns");
+  for (size_t i = 0; i < ca->size(); ++i) {
+    auto c = parse_column((*ca)[i], at(path, "column[" + std::to_string(i) + "]"));
+    if (!c.ok()) return c.status();
+    o.signature.push_back(*c);
+  }
+  if (Status s = validate_signature(o.signature.data(), o.signature.size()); !s.ok()) return bad(at(path, "column"), s.message());
+  if (Status s = Table::validate(o); !s.ok()) return bad(path, s.message());
+  return o;
+}
+
+template <typename F>
+auto guarded(std::string_view text, const std::string& source, F f) -> decltype(f(std::declval<toml::table&>())) {
+  try {
+    toml::table root = toml::parse(text, source);
+    return f(root);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream os;
+    os << source << ":" << e.source().begin.line << ":" << e.source().begin.column << ": " << e.description();
+    return Status{Errc::invalid_argument, os.str()};
+  } catch (const std::exception& e) {
+    return Status{Errc::invalid_argument, source + ": " + e.what()};
+  }
+}
+
+}  // namespace
+
+ArenaConfig default_arena() {
+  return ArenaConfig{{{4096, 4096}, {64 << 10, 256}, {1 << 20, 24}, {8 << 20, 2}}};
+}
+
+Result<uint64_t> parse_size(std::string_view s) {
+  uint64_t v = 0;
+  size_t i = 0;
+  for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) {
+    if (v > (UINT64_MAX - 9) / 10) return Status{Errc::invalid_argument, "size \"" + std::string(s) + "\" is too large"};
+    v = v * 10 + static_cast<uint64_t>(s[i] - '0');
+  }
+  std::string_view unit = s.substr(i);
+  uint64_t mul = 0;
+  if (unit.empty() || unit == "B") mul = 1;
+  else if (unit == "KiB") mul = 1ull << 10;
+  else if (unit == "MiB") mul = 1ull << 20;
+  else if (unit == "GiB") mul = 1ull << 30;
+  if (i == 0 || mul == 0)
+    return Status{Errc::invalid_argument, "size \"" + std::string(s) + "\" is not a number with an optional unit B, KiB, MiB or GiB"};
+  if (v > UINT64_MAX / mul) return Status{Errc::invalid_argument, "size \"" + std::string(s) + "\" is too large"};
+  return v * mul;
+}
+
+Result<ServerConfig> parse_config(std::string_view text, const std::string& source) {
+  return guarded(text, source, [&](toml::table& root) -> Result<ServerConfig> {
+    ServerConfig c;
+    if (Status s = only_keys(root, "", {"socket", "group", "shm_prefix", "arena", "client", "table"}); !s.ok())
+      return Status{s.code(), source + ": " + s.message()};
+    auto wrap = [&](const Status& s) { return Status{s.code(), source + ": " + s.message()}; };
+    auto sock = get_string(root, "", "socket", kDefaultSocket);
+    auto group = get_string(root, "", "group", "");
+    auto prefix = get_string(root, "", "shm_prefix", "");
+    if (!sock.ok()) return wrap(sock.status());
+    if (!group.ok()) return wrap(group.status());
+    if (!prefix.ok()) return wrap(prefix.status());
+    c.socket_path = *sock;
+    c.group = *group;
+    c.shm_prefix = *prefix;
+    if (const toml::node* a = root.get("arena")) {
+      const toml::table* at_ = a->as_table();
+      if (!at_) return wrap(bad("arena", "must be a table with classes = [ { block_size, count }, ... ]"));
+      if (Status s = only_keys(*at_, "arena", {"classes"}); !s.ok()) return wrap(s);
+      const toml::node* cl = at_->get("classes");
+      const toml::array* arr = cl ? cl->as_array() : nullptr;
+      if (!arr || arr->empty()) return wrap(bad("arena.classes", "must be a non-empty array of { block_size, count }"));
+      for (size_t i = 0; i < arr->size(); ++i) {
+        std::string p = "arena.classes[" + std::to_string(i) + "]";
+        const toml::table* e = (*arr)[i].as_table();
+        if (!e) return wrap(bad(p, "must be a table { block_size, count }"));
+        if (Status s = only_keys(*e, p, {"block_size", "count"}); !s.ok()) return wrap(s);
+        auto bs = get_size(*e, p, "block_size");
+        auto n = get_int(*e, p, "count", 0, 1, kArenaMaxBlocks);
+        if (!bs.ok()) return wrap(bs.status());
+        if (!n.ok()) return wrap(n.status());
+        if (!e->get("count")) return wrap(bad(at(p, "count"), "is required"));
+        c.arena.classes.push_back({*bs, static_cast<uint32_t>(*n)});
+      }
+      if (Status s = ChunkArena::validate(c.arena); !s.ok()) return wrap(bad("arena.classes", s.message()));
+    }
+    if (const toml::node* cl = root.get("client")) {
+      const toml::table* t = cl->as_table();
+      if (!t) return wrap(bad("client", "must be a table"));
+      if (Status s = only_keys(*t, "client", {"ring_records"}); !s.ok()) return wrap(s);
+      auto rr = get_int(*t, "client", "ring_records", 1024, 16, 1 << 16);
+      if (!rr.ok()) return wrap(rr.status());
+      if ((*rr & (*rr - 1)) != 0) return wrap(bad("client.ring_records", "must be a power of two"));
+      c.ring_records = static_cast<uint32_t>(*rr);
+    }
+    if (const toml::node* tn = root.get("table")) {
+      const toml::array* arr = tn->as_array();
+      if (!arr) return wrap(bad("table", "must be an array of tables: use [[table]]"));
+      for (size_t i = 0; i < arr->size(); ++i) {
+        std::string p = "table[" + std::to_string(i) + "]";
+        const toml::table* t = (*arr)[i].as_table();
+        if (!t) return wrap(bad(p, "must be a table"));
+        auto o = parse_table(*t, p);
+        if (!o.ok()) return wrap(o.status());
+        c.tables.push_back(std::move(*o));
+      }
+    }
+    if (Status s = validate_config(c); !s.ok()) return wrap(s);
+    return c;
+  });
+}
+
+Result<TableOptions> parse_table_snippet(std::string_view text, const std::string& source) {
+  return guarded(text, source, [&](toml::table& root) -> Result<TableOptions> {
+    auto o = parse_table(root, "");
+    if (!o.ok()) return Status{o.status().code(), source + ": " + o.status().message()};
+    return o;
+  });
+}
+
+Status validate_config(const ServerConfig& c) {
+  if (c.socket_path.empty()) return bad("socket", "must not be empty");
+  if (c.socket_path.size() >= 108) return bad("socket", "path is longer than 107 bytes (a Unix socket limit)");
+  for (char ch : c.shm_prefix)
+    if (ch == '/' || ch == '\0') return bad("shm_prefix", "must not contain '/'");
+  if (c.tables.size() > kMaxTables) return bad("table", "more than " + std::to_string(kMaxTables) + " tables");
+  std::set<std::string> names;
+  for (size_t i = 0; i < c.tables.size(); ++i)
+    if (!names.insert(c.tables[i].name).second)
+      return bad("table[" + std::to_string(i) + "].name", "\"" + c.tables[i].name + "\" is defined twice");
+  return Status::Ok();
+}
+
+Result<ServerConfig> load_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status{Errc::invalid_argument, "cannot read config file " + path + ": " + std::strerror(errno)};
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_config(ss.str(), path);
+}
+
+}  // namespace engram

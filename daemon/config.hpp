@@ -1,0 +1,44 @@
+// engramd's configuration: a TOML file (see man/man5/engramd.toml.5),
+// overridden by command-line flags. Parsing never throws; every error names
+// the key and what is allowed there.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/channel.hpp"
+#include "core/chunk_arena.hpp"
+#include "core/status.hpp"
+#include "core/table.hpp"
+
+namespace engram {
+
+inline constexpr const char* kDefaultSocket = "/run/engram/engram.sock";
+
+struct ServerConfig {
+  std::string socket_path = kDefaultSocket;
+  std::string group;       // owner group of socket and segments; "" = the server's own
+  std::string shm_prefix;  // segment name prefix; "" = derived from the socket path
+  ArenaConfig arena;       // empty = default_arena()
+  uint32_t ring_records = 1024;  // per channel ring; also the largest sample batch
+  std::vector<TableOptions> tables;  // created at start
+};
+
+// 64 MiB in four size classes: enough for tests and small experiments.
+ArenaConfig default_arena();
+
+// Parses a whole config file's text; `source` names it in messages.
+Result<ServerConfig> parse_config(std::string_view text, const std::string& source);
+Result<ServerConfig> load_config(const std::string& path);
+// Parses one table definition, e.g. `engramctl create-table`'s input:
+// the keys of a [[table]] entry at top level.
+Result<TableOptions> parse_table_snippet(std::string_view text, const std::string& source);
+// Checks everything parse_config cannot see alone (tables fit the arena, ...).
+Status validate_config(const ServerConfig& c);
+
+// "64KiB", "2MiB", "1GiB", "4096": bytes. Errc::invalid_argument otherwise.
+Result<uint64_t> parse_size(std::string_view s);
+
+}  // namespace engram

@@ -1,0 +1,137 @@
+// engramd: the engram replay server as a daemon. See man/man8/engramd.8.
+#include <signal.h>
+#include <systemd/sd-daemon.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "daemon/config.hpp"
+#include "daemon/log.hpp"
+#include "daemon/server.hpp"
+
+using namespace engram;
+
+namespace {
+
+const char* kUsage =
+    "usage: engramd [--config PATH] [--socket PATH] [--check-config] [--log-level LEVEL] [--help] [--version]\n"
+    "\n"
+    "The engram experience-replay server: owns the shared-memory arena and the\n"
+    "tables, and serves clients of libengram over a Unix socket.\n"
+    "\n"
+    "  --config PATH     TOML configuration (man 5 engramd.toml)\n"
+    "  --socket PATH     control socket (default: $ENGRAM_SOCKET, the config's\n"
+    "                    `socket`, then /run/engram/engram.sock)\n"
+    "  --check-config    validate the configuration and exit (0 if valid)\n"
+    "  --log-level L     debug, info (default), warn or error\n"
+    "  --help, --version\n"
+    "\n"
+    "Signals: SIGTERM/SIGINT stop cleanly; SIGHUP reloads rate limiters from --config.\n";
+
+int usage_error(const std::string& msg) {
+  std::fprintf(stderr, "engramd: %s\n%s", msg.c_str(), kUsage);
+  return 2;
+}
+
+Result<ServerConfig> configure(const std::string& config_path, const std::string& socket_flag) {
+  Result<ServerConfig> c = config_path.empty() ? Result<ServerConfig>(ServerConfig{}) : load_config(config_path);
+  if (!c.ok()) return c;
+  if (const char* env = std::getenv("ENGRAM_SOCKET"); env && *env) c->socket_path = env;
+  if (!socket_flag.empty()) c->socket_path = socket_flag;
+  if (Status s = validate_config(*c); !s.ok()) return s;
+  return c;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string config_path, socket_flag;
+  bool check_only = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](const char* flag) -> const char* {
+      if (i + 1 >= argc) return nullptr;
+      (void)flag;
+      return argv[++i];
+    };
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (a == "--version") {
+      std::printf("engramd %s\n", ENGRAM_VERSION_STRING);
+      return 0;
+    } else if (a == "--check-config") {
+      check_only = true;
+    } else if (a == "--config") {
+      const char* v = value("--config");
+      if (!v) return usage_error("--config needs a path");
+      config_path = v;
+    } else if (a == "--socket") {
+      const char* v = value("--socket");
+      if (!v) return usage_error("--socket needs a path");
+      socket_flag = v;
+    } else if (a == "--log-level") {
+      const char* v = value("--log-level");
+      std::string l = v ? v : "";
+      if (l == "debug") set_log_level(LogLevel::debug);
+      else if (l == "info") set_log_level(LogLevel::info);
+      else if (l == "warn") set_log_level(LogLevel::warn);
+      else if (l == "error") set_log_level(LogLevel::error);
+      else return usage_error("--log-level must be debug, info, warn or error");
+    } else {
+      return usage_error("unknown argument " + a);
+    }
+  }
+
+  auto config = configure(config_path, socket_flag);
+  if (!config.ok()) {
+    std::fprintf(stderr, "engramd: %s\n", config.status().message().c_str());
+    return 1;
+  }
+  if (check_only) {
+    std::printf("engramd: %s is valid (%zu tables, socket %s)\n", config_path.empty() ? "(defaults)" : config_path.c_str(),
+                config->tables.size(), config->socket_path.c_str());
+    return 0;
+  }
+
+  // Signals are taken synchronously by this thread only; every thread the
+  // server starts inherits the blocked mask.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  auto server = Server::start(*config);
+  if (!server.ok()) {
+    log_error("cannot start: " + server.status().message());
+    return 1;
+  }
+  sd_notify(0, "READY=1");
+  for (;;) {
+    int sig = 0;
+    if (sigwait(&set, &sig) != 0) continue;
+    if (sig == SIGHUP) {
+      if (config_path.empty()) {
+        log_warn("SIGHUP: no --config to reload");
+        continue;
+      }
+      auto next = configure(config_path, socket_flag);
+      if (!next.ok()) {
+        log_warn("SIGHUP: keeping the running configuration: " + next.status().message());
+        continue;
+      }
+      log_info("SIGHUP: reloading " + config_path);
+      (*server)->reload(*next);
+      continue;
+    }
+    log_info(std::string("received ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT") + "; stopping");
+    sd_notify(0, "STOPPING=1");
+    (*server)->stop();
+    return 0;
+  }
+}

@@ -1,0 +1,662 @@
+#include "daemon/server.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <pwd.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <new>
+#include <thread>
+#include <vector>
+
+#include "core/channel.hpp"
+#include "core/chunk_arena.hpp"
+#include "core/control_message.hpp"
+#include "core/shm.hpp"
+#include "core/table.hpp"
+#include "daemon/log.hpp"
+#include "daemon/table_owner.hpp"
+
+#ifndef ENGRAM_VERSION_STRING
+#define ENGRAM_VERSION_STRING "0.0.0"
+#endif
+
+namespace engram {
+namespace {
+
+Status sys_error(const std::string& what) { return {Errc::system, what + ": " + std::strerror(errno)}; }
+
+// Ids handed out lowest first, so that logs stay readable.
+class IdPool {
+ public:
+  IdPool(uint32_t first, uint32_t end) {
+    for (uint32_t i = end; i-- > first;) free_.push_back(i);
+  }
+  Result<uint32_t> take(const char* what) {
+    if (free_.empty()) return Status{Errc::full, std::string("no free ") + what + " id left"};
+    uint32_t id = free_.back();
+    free_.pop_back();
+    return id;
+  }
+  void give(uint32_t id) { free_.push_back(id); }
+
+ private:
+  std::vector<uint32_t> free_;
+};
+
+struct TableEntry {
+  uint32_t id = 0;
+  std::string name;
+  std::string segment_name;
+  ShmSegment segment;
+  std::unique_ptr<TableOwner> owner;
+  uint32_t owner_arena_id = 0;
+};
+
+struct ClientChannel {
+  std::string segment_name;
+  ShmSegment segment;
+};
+
+struct Client {
+  int fd = -1;
+  uint32_t id = 0;  // arena client id, after hello
+  ucred cred{};
+  bool attached = false;
+  std::map<uint32_t, ClientChannel> channels;  // by table id
+};
+
+std::string hex(uint64_t v, int digits) {
+  static const char* d = "0123456789abcdef";
+  std::string s(static_cast<size_t>(digits), '0');
+  for (int i = digits - 1; i >= 0; --i, v >>= 4) s[static_cast<size_t>(i)] = d[v & 15];
+  return s;
+}
+
+}  // namespace
+
+std::string shm_prefix_for(const ServerConfig& c) {
+  if (!c.shm_prefix.empty()) return c.shm_prefix;
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char ch : c.socket_path) h = (h ^ ch) * 1099511628211ULL;
+  return "engram-" + hex(h, 12);
+}
+
+struct Server::Impl {
+  ServerConfig config;
+  std::string prefix;
+  gid_t group = static_cast<gid_t>(-1);
+  int listen_fd = -1;
+  int wake_fd = -1;  // eventfd: stop / reload requests
+  std::thread thread;
+  std::atomic<bool> stopping{false};
+  std::atomic<bool> stopped{false};
+  std::mutex reload_mu;
+  std::unique_ptr<ServerConfig> pending_reload;
+  int64_t started_ns = monotonic_ns();
+
+  ShmSegment arena_seg, bells_seg;
+  ChunkArena arena;
+  BellsHeader* bells = nullptr;
+  IdPool arena_ids{1, kArenaMaxClients};
+  IdPool table_ids{0, kMaxTables};
+  std::map<std::string, TableEntry> tables;
+  std::map<int, Client> clients;  // by fd
+
+  ~Impl() {
+    if (listen_fd >= 0) ::close(listen_fd);
+    if (wake_fd >= 0) ::close(wake_fd);
+  }
+
+  // --- start-up --------------------------------------------------------
+  Status init(const ServerConfig& c) {
+    config = c;
+    if (config.arena.classes.empty()) config.arena = default_arena();
+    if (Status s = validate_config(config); !s.ok()) return s;
+    prefix = shm_prefix_for(config);
+    if (!config.group.empty()) {
+      struct group* g = ::getgrnam(config.group.c_str());
+      if (!g) return {Errc::invalid_argument, "group \"" + config.group + "\" does not exist; create it or change `group`"};
+      group = g->gr_gid;
+    }
+    if (Status s = claim_socket_path(); !s.ok()) return s;
+    remove_stale_segments();
+    if (Status s = make_arena(); !s.ok()) return s;
+    for (const TableOptions& o : config.tables)
+      if (Status s = create_table(o); !s.ok()) return {s.code(), "table \"" + o.name + "\": " + s.message()};
+    wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (wake_fd < 0) return sys_error("eventfd");
+    if (Status s = listen_socket(); !s.ok()) return s;
+    log_info("serving " + config.socket_path + " (segments /dev/shm/" + prefix + ".*, arena " +
+             std::to_string(arena_seg.size() >> 20) + " MiB, " + std::to_string(tables.size()) + " tables)");
+    thread = std::thread([this] { control_loop(); });
+    return Status::Ok();
+  }
+
+  Status claim_socket_path() {
+    const std::string& path = config.socket_path;
+    std::string dir = path.substr(0, path.find_last_of('/'));
+    if (!dir.empty() && ::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+      return sys_error("cannot create the socket directory " + dir);
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0) return Status::Ok();
+    if (!S_ISSOCK(st.st_mode))
+      return {Errc::already_exists, path + " exists and is not a socket; remove it or choose another --socket"};
+    int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+    int r = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    ::close(fd);
+    if (r == 0)
+      return {Errc::already_exists, "another server is live on " + path +
+                                        "; stop it first, or give this one another --socket"};
+    ::unlink(path.c_str());
+    log_warn("removed the stale socket " + path + " of a server that is gone");
+    return Status::Ok();
+  }
+
+  void remove_stale_segments() {
+    DIR* d = ::opendir("/dev/shm");
+    if (!d) return;
+    std::vector<std::string> stale;
+    while (dirent* e = ::readdir(d)) {
+      std::string n = e->d_name;
+      if (n.rfind(prefix + ".", 0) == 0) stale.push_back(n);
+    }
+    ::closedir(d);
+    for (const std::string& n : stale) ShmSegment::remove(n);
+    if (!stale.empty())
+      log_warn("removed " + std::to_string(stale.size()) + " stale segments /dev/shm/" + prefix +
+               ".* left by a server that crashed");
+  }
+
+  Result<ShmSegment> make_segment(const std::string& name, size_t size, unsigned mode) {
+    auto seg = ShmSegment::create(name, size, mode);
+    if (!seg.ok()) return seg;
+    if (group != static_cast<gid_t>(-1)) {
+      std::string path = "/dev/shm/" + name;
+      if (::chown(path.c_str(), static_cast<uid_t>(-1), group) != 0) {
+        ShmSegment::remove(name);
+        return sys_error("cannot give " + path + " to group " + config.group);
+      }
+    }
+    return seg;
+  }
+
+  Status make_arena() {
+    size_t need = ChunkArena::bytes_needed(config.arena);
+    if (need == 0) {
+      Status s = ChunkArena::validate(config.arena);
+      return {s.code(), "arena.classes: " + s.message()};
+    }
+    auto seg = make_segment(prefix + ".arena", need, 0660);
+    if (!seg.ok()) return seg.status();
+    arena_seg = std::move(*seg);
+    auto a = ChunkArena::format(arena_seg.data(), arena_seg.size(), config.arena);
+    if (!a.ok()) return a.status();
+    arena = *a;
+    auto b = make_segment(prefix + ".bells", sizeof(BellsHeader), 0660);
+    if (!b.ok()) return b.status();
+    bells_seg = std::move(*b);
+    bells = new (bells_seg.data()) BellsHeader{};
+    segment_begin_format(&bells->segment, SegmentKind::bells, kBellsLayoutHash, bells_seg.size());
+    segment_publish(&bells->segment);
+    return Status::Ok();
+  }
+
+  Status listen_socket() {
+    listen_fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (listen_fd < 0) return sys_error("socket");
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, config.socket_path.c_str(), sizeof addr.sun_path - 1);
+    mode_t old = ::umask(0117);  // the socket is born 0660: no window with wider access
+    int r = ::bind(listen_fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    ::umask(old);
+    if (r != 0) return sys_error("cannot bind " + config.socket_path);
+    if (group != static_cast<gid_t>(-1) && ::chown(config.socket_path.c_str(), static_cast<uid_t>(-1), group) != 0)
+      return sys_error("cannot give " + config.socket_path + " to group " + config.group);
+    if (::listen(listen_fd, 64) != 0) return sys_error("listen");
+    return Status::Ok();
+  }
+
+  // --- tables -------------------------------------------------------------
+  Status create_table(const TableOptions& o) {
+    if (tables.count(o.name)) return {Errc::already_exists, "a table named \"" + o.name + "\" exists"};
+    if (o.name.empty() || o.name.size() >= kMaxTableName)
+      return {Errc::invalid_argument, "table name must be 1.." + std::to_string(kMaxTableName - 1) + " bytes"};
+    if (o.max_refs_per_item < 1 || o.max_refs_per_item > kRecordRefs)
+      return {Errc::invalid_argument, "max_chunks_per_item must be 1.." + std::to_string(kRecordRefs)};
+    if (Status s = validate_signature(o.signature.data(), o.signature.size()); !s.ok()) return s;
+    if (Status s = Table::validate(o); !s.ok()) return s;
+    auto id = table_ids.take("table");
+    if (!id.ok()) return {Errc::full, "at most " + std::to_string(kMaxTables) + " tables"};
+    auto aid = arena_ids.take("arena client");
+    if (!aid.ok()) {
+      table_ids.give(*id);
+      return aid.status();
+    }
+    TableEntry e;
+    e.id = *id;
+    e.name = o.name;
+    e.owner_arena_id = *aid;
+    e.segment_name = prefix + ".t" + std::to_string(*id);
+    auto seg = make_segment(e.segment_name, Table::bytes_needed(o), 0640);
+    if (!seg.ok()) {
+      table_ids.give(*id);
+      arena_ids.give(*aid);
+      return seg.status();
+    }
+    e.segment = std::move(*seg);
+    auto t = Table::format(e.segment.data(), e.segment.size(), o, 0x5eed0000ULL + *id);
+    if (!t.ok()) {
+      ShmSegment::remove(e.segment_name);
+      table_ids.give(*id);
+      arena_ids.give(*aid);
+      return t.status();
+    }
+    e.owner = std::make_unique<TableOwner>(arena, *aid, *t, to_spec(o), &bells->slots[*id].bell, config.ring_records);
+    e.owner->start();
+    log_info("table " + o.name + ": created (max_size " + std::to_string(o.capacity) + ", sampler " +
+             selector_kind_name(o.sampler.kind) + ", remover " + selector_kind_name(o.remover.kind) + ")");
+    tables.emplace(o.name, std::move(e));
+    return Status::Ok();
+  }
+
+  void drop_table(TableEntry& e) {
+    e.owner->reset();  // releases every item's chunks
+    e.owner->stop(ChannelClosed::table_dropped);
+    for (auto& [fd, c] : clients) close_channel(c, e.id);
+    ShmSegment::remove(e.segment_name);
+    table_ids.give(e.id);
+    arena_ids.give(e.owner_arena_id);
+    std::string name = e.name;  // e dies in erase
+    log_info("table " + name + ": dropped");
+    tables.erase(name);
+  }
+
+  TableEntry* find_table(const std::string& name) {
+    auto it = tables.find(name);
+    return it == tables.end() ? nullptr : &it->second;
+  }
+  TableEntry* find_table(uint32_t id) {
+    for (auto& [n, e] : tables)
+      if (e.id == id) return &e;
+    return nullptr;
+  }
+
+  void close_channel(Client& c, uint32_t table_id) {
+    auto it = c.channels.find(table_id);
+    if (it == c.channels.end()) return;
+    ShmSegment::remove(it->second.segment_name);
+    c.channels.erase(it);
+  }
+
+  // --- the control loop ---------------------------------------------------
+  void control_loop() {
+    std::vector<pollfd> fds;
+    while (!stopping.load()) {
+      fds.clear();
+      fds.push_back({wake_fd, POLLIN, 0});
+      fds.push_back({listen_fd, POLLIN, 0});
+      for (auto& [fd, c] : clients) fds.push_back({fd, POLLIN, 0});
+      int r = ::poll(fds.data(), fds.size(), -1);
+      if (r < 0 && errno != EINTR) {
+        log_error(std::string("poll: ") + std::strerror(errno));
+        break;
+      }
+      if (fds[0].revents) {
+        uint64_t v;
+        (void)!::read(wake_fd, &v, sizeof v);
+        apply_reload();
+      }
+      if (fds[1].revents & POLLIN) accept_clients();
+      for (size_t i = 2; i < fds.size(); ++i) {
+        if (!fds[i].revents) continue;
+        auto it = clients.find(fds[i].fd);
+        if (it == clients.end()) continue;
+        if (!serve(it->second)) disconnect(it->second);
+      }
+    }
+    shutdown();
+  }
+
+  void accept_clients() {
+    for (;;) {
+      int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+          log_warn(std::string("accept: ") + std::strerror(errno));
+        return;
+      }
+      Client c;
+      c.fd = fd;
+      socklen_t len = sizeof c.cred;
+      if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c.cred, &len) != 0) {
+        log_warn(std::string("SO_PEERCRED: ") + std::strerror(errno) + "; refusing the connection");
+        ::close(fd);
+        continue;
+      }
+      clients.emplace(fd, std::move(c));
+    }
+  }
+
+  // May this peer use the server? The owner (and root) always; others only
+  // as members of the configured group.
+  bool permitted(const ucred& cr) const {
+    if (cr.uid == 0 || cr.uid == ::geteuid()) return true;
+    if (group == static_cast<gid_t>(-1)) return false;
+    if (cr.gid == group) return true;
+    passwd* pw = ::getpwuid(cr.uid);
+    if (!pw) return false;
+    int n = 64;
+    std::vector<gid_t> groups(static_cast<size_t>(n));
+    if (::getgrouplist(pw->pw_name, pw->pw_gid, groups.data(), &n) < 0) {
+      groups.resize(static_cast<size_t>(n));
+      if (::getgrouplist(pw->pw_name, pw->pw_gid, groups.data(), &n) < 0) return false;
+    }
+    for (int i = 0; i < n; ++i)
+      if (groups[static_cast<size_t>(i)] == group) return true;
+    return false;
+  }
+
+  std::string who(const Client& c) const {
+    return "client " + std::to_string(c.id) + " (pid " + std::to_string(c.cred.pid) + ", uid " +
+           std::to_string(c.cred.uid) + ")";
+  }
+
+  template <typename T>
+  static bool read_payload(const std::vector<char>& p, T* out) {
+    if (p.size() != sizeof(T)) return false;
+    std::memcpy(out, p.data(), sizeof(T));
+    return true;
+  }
+
+  bool reply(Client& c, ControlType t, const Status& s, const void* payload = nullptr, size_t size = 0) {
+    if (!s.ok()) return send_message(c.fd, t, static_cast<int32_t>(s.code()), s.message().data(), s.message().size()).ok();
+    return send_message(c.fd, t, 0, payload, size).ok();
+  }
+
+  // Serves one message; false when the client is gone or must go.
+  bool serve(Client& c) {
+    ControlHeader h;
+    std::vector<char> p;
+    Status s = recv_message(c.fd, &h, &p, 0);
+    if (s.code() == Errc::timeout) return true;
+    if (!s.ok()) {
+      if (s.message() != "peer hung up") log_warn(who(c) + ": " + s.message() + "; disconnecting it");
+      return false;
+    }
+    auto type = static_cast<ControlType>(h.type);
+    if (!c.attached && type != ControlType::hello)
+      return reply(c, type, {Errc::invalid_argument, "say hello first"}) && false;
+    switch (type) {
+      case ControlType::hello: return hello(c, p);
+      case ControlType::create_table: {
+        TableSpec spec;
+        if (!read_payload(p, &spec)) return reply(c, type, {Errc::invalid_argument, "malformed table spec"});
+        spec.name[sizeof spec.name - 1] = '\0';
+        TableOptions o = from_spec(spec);
+        o.signature.resize(std::min<size_t>(spec.num_columns, kMaxColumns));
+        if (spec.num_columns > kMaxColumns)
+          return reply(c, type, {Errc::invalid_argument, "more than " + std::to_string(kMaxColumns) + " columns"});
+        Status cs = create_table(o);
+        if (cs.ok()) log_info(who(c) + " created table " + o.name);
+        return reply(c, type, cs);
+      }
+      case ControlType::open_table: return open_table(c, p);
+      case ControlType::close_table: {
+        NameRequest n;
+        if (!read_payload(p, &n)) return reply(c, type, {Errc::invalid_argument, "malformed request"});
+        TableEntry* e = find_table(fixed_string(n.name, sizeof n.name));
+        if (e && c.channels.count(e->id)) {
+          e->owner->detach(c.id, ChannelClosed::table_dropped);
+          close_channel(c, e->id);
+        }
+        return reply(c, type, Status::Ok());
+      }
+      case ControlType::drop_table:
+      case ControlType::reset_table:
+      case ControlType::table_info: {
+        NameRequest n;
+        if (!read_payload(p, &n)) return reply(c, type, {Errc::invalid_argument, "malformed request"});
+        std::string name = fixed_string(n.name, sizeof n.name);
+        TableEntry* e = find_table(name);
+        if (!e) return reply(c, type, {Errc::not_found, "no table named \"" + name + "\"" + table_list()});
+        if (type == ControlType::drop_table) {
+          log_info(who(c) + " drops table " + name);
+          drop_table(*e);
+          return reply(c, type, Status::Ok());
+        }
+        if (type == ControlType::reset_table) {
+          e->owner->reset();
+          log_info(who(c) + " reset table " + name);
+          return reply(c, type, Status::Ok());
+        }
+        TableInfoWire w = e->owner->info();
+        return reply(c, type, Status::Ok(), &w, sizeof w);
+      }
+      case ControlType::list_tables: {
+        std::vector<TableInfoWire> all;
+        for (auto& [n, e] : tables) all.push_back(e.owner->info());
+        return reply(c, type, Status::Ok(), all.data(), all.size() * sizeof(TableInfoWire));
+      }
+      case ControlType::set_rate_limiter: {
+        RateLimiterRequest rq;
+        if (!read_payload(p, &rq)) return reply(c, type, {Errc::invalid_argument, "malformed request"});
+        std::string name = fixed_string(rq.name, sizeof rq.name);
+        TableEntry* e = find_table(name);
+        if (!e) return reply(c, type, {Errc::not_found, "no table named \"" + name + "\"" + table_list()});
+        Status rs = e->owner->set_rate_limiter(rq.limiter);
+        if (rs.ok()) log_info(who(c) + " changed the rate limiter of table " + name);
+        return reply(c, type, rs);
+      }
+      case ControlType::status: {
+        StatusReply st{};
+        st.pid = static_cast<uint64_t>(::getpid());
+        st.uptime_ms = static_cast<uint64_t>((monotonic_ns() - started_ns) / 1000000);
+        st.clients = static_cast<uint32_t>(clients.size());
+        st.tables = static_cast<uint32_t>(tables.size());
+        st.arena_bytes = arena_seg.size();
+        st.blocks_total = arena.total_blocks();
+        for (uint32_t i = 0; i < arena.total_blocks(); ++i) {
+          BlockKind k = arena.kind(i);
+          (k == BlockKind::free ? st.blocks_free : k == BlockKind::reserved ? st.blocks_reserved : st.blocks_sealed)++;
+        }
+        std::strncpy(st.version, ENGRAM_VERSION_STRING, sizeof st.version - 1);
+        return reply(c, type, Status::Ok(), &st, sizeof st);
+      }
+      case ControlType::goodbye: return false;
+    }
+    return reply(c, type, {Errc::invalid_argument, "unknown control message type " + std::to_string(h.type)});
+  }
+
+  std::string table_list() const {
+    if (tables.empty()) return " (there are no tables)";
+    std::string s = " (tables:";
+    for (auto& [n, e] : tables) s += " " + n;
+    return s + ")";
+  }
+
+  bool hello(Client& c, const std::vector<char>& p) {
+    HelloRequest rq;
+    if (c.attached) return reply(c, ControlType::hello, {Errc::invalid_argument, "hello sent twice"});
+    if (!read_payload(p, &rq)) return reply(c, ControlType::hello, {Errc::layout_mismatch, "malformed hello"}) && false;
+    if (!permitted(c.cred)) {
+      log_warn("refused pid " + std::to_string(c.cred.pid) + " uid " + std::to_string(c.cred.uid) + " gid " +
+               std::to_string(c.cred.gid) + ": not the server's user and not in group " +
+               (config.group.empty() ? "(none configured)" : config.group));
+      reply(c, ControlType::hello,
+            {Errc::permission_denied, "uid " + std::to_string(c.cred.uid) + " may not use this server; add the user to group " +
+                                          (config.group.empty() ? std::string("(set `group` in engramd.toml)") : config.group)});
+      return false;
+    }
+    if (rq.protocol_version != kProtocolVersion || rq.layout_version != kLayoutVersion ||
+        rq.arena_hash != kArenaLayoutHash || rq.channel_hash != kChannelLayoutHash || rq.bells_hash != kBellsLayoutHash) {
+      reply(c, ControlType::hello,
+            {Errc::layout_mismatch, "client speaks protocol " + std::to_string(rq.protocol_version) + " with layout " +
+                                        std::to_string(rq.layout_version) + ", server protocol " +
+                                        std::to_string(kProtocolVersion) + " with layout " +
+                                        std::to_string(kLayoutVersion) + " (or the same version built differently)"});
+      return false;
+    }
+    auto id = arena_ids.take("client");
+    if (!id.ok()) {
+      reply(c, ControlType::hello, {Errc::full, "too many clients (" + std::to_string(kArenaMaxClients) + " at most)"});
+      return false;
+    }
+    c.id = *id;
+    c.attached = true;
+    log_info(who(c) + " attached (gid " + std::to_string(c.cred.gid) + ")");
+    HelloReply hr{};
+    hr.client_id = c.id;
+    hr.ring_records = config.ring_records;
+    hr.max_batch = config.ring_records;
+    hr.arena_size = arena_seg.size();
+    hr.bells_size = bells_seg.size();
+    hr.server_pid = static_cast<uint64_t>(::getpid());
+    std::strncpy(hr.arena_name, arena_seg.name().c_str(), sizeof hr.arena_name - 1);
+    std::strncpy(hr.bells_name, bells_seg.name().c_str(), sizeof hr.bells_name - 1);
+    return reply(c, ControlType::hello, Status::Ok(), &hr, sizeof hr);
+  }
+
+  bool open_table(Client& c, const std::vector<char>& p) {
+    NameRequest n;
+    if (!read_payload(p, &n)) return reply(c, ControlType::open_table, {Errc::invalid_argument, "malformed request"});
+    std::string name = fixed_string(n.name, sizeof n.name);
+    TableEntry* e = find_table(name);
+    if (!e) return reply(c, ControlType::open_table, {Errc::not_found, "no table named \"" + name + "\"" + table_list()});
+    if (c.channels.count(e->id))
+      return reply(c, ControlType::open_table,
+                   {Errc::already_exists, "table " + name + " is already open on this connection; use that handle"});
+    ClientChannel ch;
+    ch.segment_name = prefix + ".c" + std::to_string(c.id) + ".t" + std::to_string(e->id);
+    auto seg = make_segment(ch.segment_name, Channel::bytes_needed(config.ring_records), 0660);
+    if (!seg.ok()) return reply(c, ControlType::open_table, seg.status());
+    ch.segment = std::move(*seg);
+    auto chan = Channel::format(ch.segment.data(), ch.segment.size(), e->id, config.ring_records);
+    if (!chan.ok()) {
+      ShmSegment::remove(ch.segment_name);
+      return reply(c, ControlType::open_table, chan.status());
+    }
+    e->owner->attach(c.id, *chan);
+    OpenReply r{};
+    r.table_id = e->id;
+    r.channel_size = ch.segment.size();
+    std::strncpy(r.channel_name, ch.segment_name.c_str(), sizeof r.channel_name - 1);
+    r.spec = e->owner->info().spec;
+    c.channels.emplace(e->id, std::move(ch));
+    return reply(c, ControlType::open_table, Status::Ok(), &r, sizeof r);
+  }
+
+  // Everything the client held comes back: its channels' pins and holds, its
+  // reserved blocks, its pending free-list operation.
+  void disconnect(Client& c) {
+    int64_t t0 = monotonic_ns();
+    for (auto& [tid, ch] : c.channels)
+      if (TableEntry* e = find_table(tid)) e->owner->detach(c.id, ChannelClosed::protocol_error);
+    for (auto& [tid, ch] : c.channels) ShmSegment::remove(ch.segment_name);
+    if (c.attached) {
+      auto freed = arena.reclaim(c.id);
+      if (!freed.ok()) log_error(who(c) + ": reclaim failed: " + freed.status().message());
+      arena_ids.give(c.id);
+      log_info(who(c) + " detached; reclaimed " + std::to_string(freed.ok() ? *freed : 0) + " reserved blocks and " +
+               std::to_string(c.channels.size()) + " channels in " + std::to_string((monotonic_ns() - t0) / 1000) + " us");
+    }
+    ::close(c.fd);
+    clients.erase(c.fd);
+  }
+
+  void apply_reload() {
+    std::unique_ptr<ServerConfig> next;
+    {
+      std::lock_guard<std::mutex> lk(reload_mu);
+      next.swap(pending_reload);
+    }
+    if (!next) return;
+    for (const TableOptions& o : next->tables) {
+      TableEntry* e = find_table(o.name);
+      if (!e) {
+        log_warn("reload: table " + o.name + " is new; create it with engramctl create-table or restart");
+        continue;
+      }
+      Status s = e->owner->set_rate_limiter(o.rate_limiter);
+      log_line(s.ok() ? LogLevel::info : LogLevel::warn,
+               "reload: table " + o.name + ": " + (s.ok() ? "rate limiter applied" : s.message()));
+    }
+  }
+
+  void shutdown() {
+    ::close(listen_fd);
+    listen_fd = -1;
+    ::unlink(config.socket_path.c_str());
+    for (auto& [n, e] : tables) e.owner->stop(ChannelClosed::daemon_stopping);
+    for (auto& [fd, c] : clients) {
+      (void)send_message(fd, ControlType::goodbye, 0, nullptr, 0);
+      for (auto& [tid, ch] : c.channels) ShmSegment::remove(ch.segment_name);
+      ::close(fd);
+    }
+    clients.clear();
+    for (auto& [n, e] : tables) ShmSegment::remove(e.segment_name);
+    tables.clear();
+    ShmSegment::remove(arena_seg.name());
+    ShmSegment::remove(bells_seg.name());
+    log_info("stopped; socket and segments removed");
+  }
+
+  void wake() {
+    uint64_t one = 1;
+    (void)!::write(wake_fd, &one, sizeof one);
+  }
+};
+
+Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Server::~Server() { stop(); }
+
+Result<std::unique_ptr<Server>> Server::start(const ServerConfig& config) {
+  auto impl = std::make_unique<Impl>();
+  if (Status s = impl->init(config); !s.ok()) {
+    // Undo what init made; nothing else was served yet.
+    for (auto& [n, e] : impl->tables) {
+      e.owner->stop(ChannelClosed::daemon_stopping);
+      ShmSegment::remove(e.segment_name);
+    }
+    if (!impl->arena_seg.name().empty()) ShmSegment::remove(impl->arena_seg.name());
+    if (!impl->bells_seg.name().empty()) ShmSegment::remove(impl->bells_seg.name());
+    if (impl->listen_fd >= 0) ::unlink(impl->config.socket_path.c_str());
+    return s;
+  }
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+
+void Server::stop() {
+  if (!impl_ || impl_->stopped.exchange(true)) return;
+  impl_->stopping.store(true);
+  impl_->wake();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+void Server::reload(const ServerConfig& config) {
+  {
+    std::lock_guard<std::mutex> lk(impl_->reload_mu);
+    impl_->pending_reload = std::make_unique<ServerConfig>(config);
+  }
+  impl_->wake();
+}
+
+const std::string& Server::socket_path() const noexcept { return impl_->config.socket_path; }
+const std::string& Server::shm_prefix() const noexcept { return impl_->prefix; }
+
+}  // namespace engram

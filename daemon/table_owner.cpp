@@ -1,0 +1,402 @@
+#include "daemon/table_owner.hpp"
+
+#include <future>
+#include <string>
+
+#include "core/chunk_format.hpp"
+#include "core/priority.hpp"
+#include "daemon/log.hpp"
+
+namespace engram {
+namespace {
+constexpr int kBatchPerChannel = 64;  // requests per channel per round: fairness between clients
+}
+
+TableOwner::TableOwner(ChunkArena arena, uint32_t arena_id, Table table, const TableSpec& spec, Doorbell* bell,
+                       uint32_t max_batch)
+    : arena_(arena), arena_id_(arena_id), table_(table), bell_(bell), max_batch_(max_batch), spec_(spec),
+      sig_hash_(signature_hash(table.columns(), table.num_columns())) {
+  table_.set_remove_hook([this](const ItemSlot& it, const ChunkRef* refs) {
+    for (uint32_t i = 0; i < it.num_refs; ++i)
+      if (defer_releases_) deferred_.push_back({refs[i].block, refs[i].generation});
+      else if (Status s = arena_.release(arena_id_, {refs[i].block, refs[i].generation}); !s.ok())
+        log_error("table " + table_.name() + ": releasing an item's chunk: " + s.message());
+  });
+}
+
+TableOwner::~TableOwner() {
+  if (thread_.joinable()) stop(ChannelClosed::daemon_stopping);
+}
+
+void TableOwner::start() { thread_ = std::thread([this] { run(); }); }
+
+void TableOwner::stop(ChannelClosed reason) {
+  call([&] {
+    stopping_ = true;
+    while (poll_once()) {
+    }
+    for (auto& c : channels_) close_channel(*c, reason);
+    channels_.clear();
+  });
+  stop_.store(true);
+  if (bell_) bell_->ring();
+  if (thread_.joinable()) thread_.join();
+}
+
+void TableOwner::call(std::function<void()> f) {
+  if (!thread_.joinable() || std::this_thread::get_id() == thread_.get_id()) {
+    f();
+    return;
+  }
+  std::promise<void> done;
+  auto fut = done.get_future();
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    commands_.push_back([&] {
+      f();
+      done.set_value();
+    });
+    has_commands_.store(true, std::memory_order_release);
+  }
+  bell_->ring();
+  fut.wait();
+}
+
+void TableOwner::attach(uint32_t client, Channel channel) {
+  call([&] {
+    auto c = std::make_unique<ChannelState>();
+    c->client = client;
+    c->channel = channel;
+    channels_.push_back(std::move(c));
+  });
+}
+
+void TableOwner::detach(uint32_t client, ChannelClosed reason) {
+  call([&] {
+    for (size_t i = 0; i < channels_.size(); ++i) {
+      if (channels_[i]->client != client) continue;
+      close_channel(*channels_[i], reason);
+      channels_.erase(channels_.begin() + static_cast<long>(i));
+      return;
+    }
+  });
+}
+
+void TableOwner::reset() {
+  call([&] {
+    table_.reset();
+  });
+}
+
+Status TableOwner::set_rate_limiter(const RateLimiterConfig& c) {
+  Status s;
+  call([&] {
+    s = table_.set_rate_limiter(c);
+    if (s.ok()) spec_.limiter = c;
+  });
+  return s;
+}
+
+TableInfoWire TableOwner::info() {
+  TableInfoWire w{};
+  call([&] {
+    TableInfo i = table_.info();
+    w.spec = spec_;
+    w.size = i.size;
+    w.can_sample = i.can_sample;
+    w.can_insert = i.can_insert;
+    w.clients = static_cast<uint32_t>(channels_.size());
+    w.counters = i.counters;
+    w.stats = i.stats;
+  });
+  return w;
+}
+
+void TableOwner::run() {
+  while (!stop_.load(std::memory_order_acquire)) {
+    if (poll_once()) continue;
+    int64_t deadline = next_deadline();
+    int64_t timeout = deadline < 0 ? -1 : std::max<int64_t>(0, deadline - monotonic_ns());
+    bell_->wait([this] { return stop_.load(std::memory_order_relaxed) || any_ready(); }, timeout);
+  }
+}
+
+bool TableOwner::poll_once() {
+  bool progress = run_commands();
+  for (auto& c : channels_) progress |= service(*c);
+  return progress;
+}
+
+bool TableOwner::run_commands() {
+  if (!has_commands_.load(std::memory_order_acquire)) return false;
+  std::deque<std::function<void()>> todo;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    todo.swap(commands_);
+    has_commands_.store(false, std::memory_order_relaxed);
+  }
+  for (auto& f : todo) f();
+  return !todo.empty();
+}
+
+bool TableOwner::any_ready() {
+  if (has_commands_.load(std::memory_order_acquire)) return true;
+  for (auto& c : channels_) {
+    if (c->broken || c->pending) continue;
+    auto n = c->channel.requests.readable();
+    if (!n.ok() || *n > 0) return true;
+  }
+  return false;
+}
+
+int64_t TableOwner::next_deadline() const {
+  int64_t d = -1;
+  for (auto& c : channels_)
+    if (c->pending && c->pending->deadline_ns > 0 && (d < 0 || c->pending->deadline_ns < d)) d = c->pending->deadline_ns;
+  return d;
+}
+
+bool TableOwner::service(ChannelState& c) {
+  if (c.broken) return false;
+  if (c.pending) {
+    if (apply(c, *c.pending) == Outcome::deferred) return false;
+    c.pending.reset();
+  }
+  bool progress = false;
+  RequestRecord r;
+  for (int i = 0; i < kBatchPerChannel && !c.broken; ++i) {
+    Status s = c.channel.requests.try_pop(&r);
+    if (s.code() == Errc::empty) break;
+    progress = true;
+    if (!s.ok()) {
+      log_warn("table " + table_.name() + ": client " + std::to_string(c.client) + " broke its request ring (" +
+               s.message() + "); closing its channel");
+      close_channel(c, ChannelClosed::protocol_error);
+      break;
+    }
+    if (apply(c, r) == Outcome::deferred) {
+      c.pending = r;
+      break;
+    }
+  }
+  return progress;
+}
+
+TableOwner::Outcome TableOwner::apply(ChannelState& c, const RequestRecord& r) {
+  if (Status s = check_request(r, max_batch_); !s.ok()) {
+    fail(c, r, s);
+    return Outcome::done;
+  }
+  switch (static_cast<RequestOp>(r.op)) {
+    case RequestOp::insert: return insert(c, r);
+    case RequestOp::sample: return sample(c, r);
+    case RequestOp::release: release(c, r.id); break;
+    case RequestOp::drop: drop(c, r); break;
+    case RequestOp::update: update(c, r); break;
+    case RequestOp::remove: remove(c, r); break;
+  }
+  return Outcome::done;
+}
+
+TableOwner::Outcome TableOwner::refuse(ChannelState& c, const RequestRecord& r, const char* what) {
+  if (stopping_) {
+    fail(c, r, {Errc::timeout, std::string(what) + " could not proceed before the server stopped"});
+    return Outcome::done;
+  }
+  if (r.deadline_ns == 0) {
+    fail(c, r, {Errc::rate_limited, std::string("the rate limiter of table ") + table_.name() + " does not allow " +
+                                        what + " now"});
+    return Outcome::done;
+  }
+  if (r.deadline_ns > 0 && monotonic_ns() >= r.deadline_ns) {
+    fail(c, r, {Errc::timeout, std::string(what) + " on table " + table_.name() +
+                                   " waited for the rate limiter until its deadline"});
+    return Outcome::done;
+  }
+  return Outcome::deferred;
+}
+
+TableOwner::Outcome TableOwner::insert(ChannelState& c, const RequestRecord& r) {
+  const auto& in = r.payload.insert;
+  if (Status s = validate_priority(in.priority); !s.ok()) return fail(c, r, s), Outcome::done;
+  if (r.count > table_.refs_per_item())
+    return fail(c, r, {Errc::invalid_argument, "item spans " + std::to_string(r.count) + " chunks; table " +
+                                                   table_.name() + " allows " + std::to_string(table_.refs_per_item())}),
+           Outcome::done;
+  if (!table_.limiter().can_insert(1)) return refuse(c, r, "an insert");
+
+  // Hold every chunk for the channel first (sealing the writer's new ones),
+  // so that the bytes checked below cannot be recycled under us.
+  BlockRef newly[kRecordRefs];
+  uint32_t n_new = 0, n_acquired = 0;
+  auto undo = [&] {
+    for (uint32_t i = 0; i < n_acquired; ++i) (void)arena_.release(arena_id_, {in.refs[i].block, in.refs[i].generation});
+    for (uint32_t i = 0; i < n_new; ++i) {
+      c.holds.erase(pack_block(newly[i]));
+      (void)arena_.release(arena_id_, newly[i]);
+    }
+  };
+  for (uint32_t i = 0; i < r.count; ++i) {
+    BlockRef b{in.refs[i].block, in.refs[i].generation};
+    if (c.holds.count(pack_block(b))) continue;
+    if (Status s = arena_.pin(c.client, b); !s.ok()) {
+      undo();
+      return fail(c, r, {s.code(), "item reference " + std::to_string(i) + ": " + s.message()}), Outcome::done;
+    }
+    c.holds.insert(pack_block(b));
+    newly[n_new++] = b;
+  }
+  for (uint32_t i = 0; i < r.count; ++i) {
+    const ChunkRef& ref = in.refs[i];
+    ChunkHeader h;
+    Status s = check_chunk(arena_.data({ref.block, ref.generation}), arena_.block_size(ref.block), table_.columns(),
+                           table_.num_columns(), sig_hash_, ref.offset, ref.length, &h);
+    if (!s.ok()) {
+      undo();
+      return fail(c, r, {s.code(), "item reference " + std::to_string(i) + ": " + s.message()}), Outcome::done;
+    }
+  }
+  for (; n_acquired < r.count; ++n_acquired) {
+    if (Status s = arena_.acquire({in.refs[n_acquired].block, in.refs[n_acquired].generation}); !s.ok()) {
+      undo();
+      return fail(c, r, s), Outcome::done;
+    }
+  }
+  auto key = table_.insert(in.priority, in.refs, r.count);
+  if (!key.ok()) {
+    undo();
+    return fail(c, r, key.status()), Outcome::done;
+  }
+  ResponseRecord rsp{};
+  rsp.op = r.op;
+  rsp.id = r.id;
+  rsp.payload.key = *key;
+  respond(c, rsp);
+  return Outcome::done;
+}
+
+TableOwner::Outcome TableOwner::sample(ChannelState& c, const RequestRecord& r) {
+  if (c.pins.count(r.id)) return fail(c, r, {Errc::invalid_argument, "sample id " + std::to_string(r.id) +
+                                                                          " is still pinned; release it first"}),
+                                 Outcome::done;
+  if (!table_.limiter().can_sample(r.count) || table_.size() == 0) return refuse(c, r, "a sample");
+  batch_.clear();
+  defer_releases_ = true;
+  Status sampled = table_.sample(r.count, &batch_);
+  defer_releases_ = false;
+  struct Flush {  // after the pins below, whatever happens
+    TableOwner* o;
+    ~Flush() {
+      for (BlockRef b : o->deferred_)
+        if (Status s = o->arena_.release(o->arena_id_, b); !s.ok())
+          log_error("table " + o->table_.name() + ": releasing an expired item's chunk: " + s.message());
+      o->deferred_.clear();
+    }
+  } flush{this};
+  if (!sampled.ok()) {
+    if (sampled.code() == Errc::rate_limited) return refuse(c, r, "a sample");
+    return fail(c, r, sampled), Outcome::done;
+  }
+  std::vector<BlockRef>& pins = c.pins[r.id];
+  ResponseRecord rsp{};
+  rsp.op = r.op;
+  rsp.id = r.id;
+  rsp.count = static_cast<uint32_t>(batch_.items.size());
+  for (uint32_t i = 0; i < rsp.count; ++i) {
+    const SampledItem& it = batch_.items[i];
+    SampledItemWire& w = rsp.payload.item;
+    w = {it.key, it.priority, it.probability, it.times_sampled, it.table_size, it.num_refs, 0, {}};
+    for (uint32_t k = 0; k < it.num_refs && k < kRecordRefs; ++k) {
+      w.refs[k] = batch_.refs[it.first_ref + k];
+      BlockRef b{w.refs[k].block, w.refs[k].generation};
+      // The item still holds its reference (expired items' releases are
+      // deferred until after this loop), so this fails only on corruption.
+      if (Status s = arena_.acquire(b); s.ok()) pins.push_back(b);
+      else log_error("table " + table_.name() + ": pinning a sampled chunk: " + s.message());
+    }
+    rsp.index = i;
+    respond(c, rsp);
+  }
+  if (rsp.count == 0) respond(c, rsp);
+  return Outcome::done;
+}
+
+void TableOwner::release(ChannelState& c, uint64_t id) {
+  auto it = c.pins.find(id);
+  if (it == c.pins.end()) return;  // unknown ids are a client bug with nothing to undo
+  for (BlockRef b : it->second)
+    if (Status s = arena_.release(arena_id_, b); !s.ok()) log_error("table " + table_.name() + ": unpinning: " + s.message());
+  c.pins.erase(it);
+}
+
+void TableOwner::drop(ChannelState& c, const RequestRecord& r) {
+  for (uint32_t i = 0; i < r.count; ++i) {
+    BlockRef b = r.payload.blocks[i];
+    if (!c.holds.erase(pack_block(b))) continue;  // never held here: nothing to give back
+    if (Status s = arena_.release(arena_id_, b); !s.ok())
+      log_error("table " + table_.name() + ": dropping a writer's chunk: " + s.message());
+  }
+}
+
+void TableOwner::update(ChannelState& c, const RequestRecord& r) {
+  for (uint32_t i = 0; i < r.count; ++i)
+    if (Status s = validate_priority(r.payload.updates[i].priority); !s.ok())
+      return fail(c, r, {s.code(), "update entry " + std::to_string(i) + ": " + s.message() + " (nothing applied)"});
+  ResponseRecord rsp{};
+  rsp.op = r.op;
+  rsp.id = r.id;
+  for (uint32_t i = 0; i < r.count; ++i) {
+    Status s = table_.update(r.payload.updates[i].key, r.payload.updates[i].priority);
+    if (s.ok()) ++rsp.payload.keys.applied;
+    else if (s.code() == Errc::stale_key) rsp.payload.keys.stale_mask |= 1u << i;
+    else rsp.payload.keys.unknown_mask |= 1u << i;
+  }
+  respond(c, rsp);
+}
+
+void TableOwner::remove(ChannelState& c, const RequestRecord& r) {
+  ResponseRecord rsp{};
+  rsp.op = r.op;
+  rsp.id = r.id;
+  for (uint32_t i = 0; i < r.count; ++i) {
+    Status s = table_.remove(r.payload.keys[i]);
+    if (s.ok()) ++rsp.payload.keys.applied;
+    else if (s.code() == Errc::stale_key) rsp.payload.keys.stale_mask |= 1u << i;
+    else rsp.payload.keys.unknown_mask |= 1u << i;
+  }
+  respond(c, rsp);
+}
+
+void TableOwner::respond(ChannelState& c, const ResponseRecord& rsp) {
+  if (c.broken) return;
+  // Clients keep at most ring-capacity responses outstanding, so a full
+  // response ring means the client broke the protocol, never that it is slow.
+  if (Status s = c.channel.responses.try_push(&rsp); !s.ok()) {
+    log_warn("table " + table_.name() + ": client " + std::to_string(c.client) +
+             " overran its response ring; closing its channel");
+    close_channel(c, ChannelClosed::protocol_error);
+  }
+}
+
+void TableOwner::fail(ChannelState& c, const RequestRecord& r, const Status& s) { respond(c, error_response(r, s)); }
+
+void TableOwner::close_channel(ChannelState& c, ChannelClosed reason) {
+  if (!c.broken) {
+    c.channel.header->closed.store(static_cast<uint32_t>(reason), std::memory_order_release);
+    c.channel.responses.data_bell().seq.fetch_add(1, std::memory_order_seq_cst);
+    futex_wake(&c.channel.responses.data_bell().seq, 1 << 30);
+  }
+  c.broken = true;
+  c.pending.reset();
+  give_back(c);
+}
+
+void TableOwner::give_back(ChannelState& c) {
+  for (auto& [id, blocks] : c.pins)
+    for (BlockRef b : blocks) (void)arena_.release(arena_id_, b);
+  c.pins.clear();
+  for (uint64_t h : c.holds) (void)arena_.release(arena_id_, unpack_block(h));
+  c.holds.clear();
+}
+
+}  // namespace engram

@@ -1,0 +1,127 @@
+// The owner of one table: the only thread that touches the table's index. It
+// applies the requests that clients push into their channels for this table,
+// in batches, and answers them; it sleeps on the table's doorbell when there
+// is nothing to do, so an idle table costs no CPU.
+//
+// Chunk lifetime, as the owner sees it: a writer's finished chunk is still
+// reserved by the writer when its first item arrives. The first owner to see
+// it seals it (ChunkArena::pin); every channel keeps one "hold" on each chunk
+// its client referenced, so the writer can still create items over that
+// chunk later; the client gives the hold back with a drop request once the
+// chunk left its history. Each item holds one reference per chunk slice, and
+// each sampled batch pins its chunks until the client releases it. Holds and
+// pins are per channel, so a client's death gives all of them back.
+//
+// Everything read from a channel is untrusted: a bad request gets an error
+// response, a broken ring closes that channel, never the owner.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "core/channel.hpp"
+#include "core/chunk_arena.hpp"
+#include "core/control_message.hpp"
+#include "core/table.hpp"
+
+namespace engram {
+
+class TableOwner {
+ public:
+  // `arena_id` is the arena client id this owner releases blocks with (one
+  // per owner: intent slots are single-writer). `bell` may be null when no
+  // thread runs (tests, fuzzing).
+  TableOwner(ChunkArena arena, uint32_t arena_id, Table table, const TableSpec& spec, Doorbell* bell,
+             uint32_t max_batch);
+  ~TableOwner();
+  TableOwner(const TableOwner&) = delete;
+  TableOwner& operator=(const TableOwner&) = delete;
+
+  void start();
+  // Answers what is already in the channels (deferred requests time out),
+  // marks every channel closed with `reason`, gives back every pin and hold,
+  // and joins the thread.
+  void stop(ChannelClosed reason);
+
+  // Thread-safe; each runs on the owner thread and returns when done.
+  void attach(uint32_t client, Channel channel);
+  // Gives back the channel's pins and holds; its unanswered requests are dropped.
+  void detach(uint32_t client, ChannelClosed reason);
+  void reset();
+  Status set_rate_limiter(const RateLimiterConfig& c);
+  TableInfoWire info();
+
+  // The single-threaded core, public for tests and fuzzing. Services every
+  // channel once; returns true if anything happened.
+  bool poll_once();
+  uint32_t arena_id() const noexcept { return arena_id_; }
+
+ private:
+  struct ChannelState {
+    uint32_t client = 0;
+    Channel channel;
+    std::optional<RequestRecord> pending;  // waiting for the rate limiter
+    std::unordered_map<uint64_t, std::vector<BlockRef>> pins;  // sample id -> pinned chunks
+    std::unordered_set<uint64_t> holds;                         // packed BlockRef
+    bool broken = false;
+  };
+  enum class Outcome { done, deferred };
+
+  // Runs f on the owner thread (or here, when no thread runs) and waits.
+  void call(std::function<void()> f);
+  void run();
+  bool run_commands();
+  bool service(ChannelState& c);
+  Outcome apply(ChannelState& c, const RequestRecord& r);
+  Outcome insert(ChannelState& c, const RequestRecord& r);
+  Outcome sample(ChannelState& c, const RequestRecord& r);
+  void update(ChannelState& c, const RequestRecord& r);
+  void remove(ChannelState& c, const RequestRecord& r);
+  void release(ChannelState& c, uint64_t id);
+  void drop(ChannelState& c, const RequestRecord& r);
+  // Deferred while the limiter refuses and the deadline is ahead; else a
+  // rate_limited (no wait asked) or timeout response.
+  Outcome refuse(ChannelState& c, const RequestRecord& r, const char* what);
+  void respond(ChannelState& c, const ResponseRecord& rsp);
+  void fail(ChannelState& c, const RequestRecord& r, const Status& s);
+  void close_channel(ChannelState& c, ChannelClosed reason);
+  void give_back(ChannelState& c);
+  bool any_ready();
+  int64_t next_deadline() const;
+
+  ChunkArena arena_;
+  uint32_t arena_id_;
+  Table table_;
+  Doorbell* bell_;
+  uint32_t max_batch_;
+  TableSpec spec_;
+  uint64_t sig_hash_;
+  bool stopping_ = false;  // owner thread only: refuse instead of deferring
+  std::vector<std::unique_ptr<ChannelState>> channels_;
+  SampleBatch batch_;  // reused
+  // While a sample is built, items that expire (max_times_sampled) must not
+  // free their chunks before the batch pins them: their releases wait here.
+  bool defer_releases_ = false;
+  std::vector<BlockRef> deferred_;
+
+  std::mutex mu_;  // guards commands_ only; the index has no lock
+  std::deque<std::function<void()>> commands_;
+  std::atomic<bool> has_commands_{false};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+inline uint64_t pack_block(BlockRef b) noexcept { return uint64_t{b.generation} << 32 | b.index; }
+inline BlockRef unpack_block(uint64_t v) noexcept { return {static_cast<uint32_t>(v), static_cast<uint32_t>(v >> 32)}; }
+
+}  // namespace engram
