@@ -56,6 +56,10 @@ struct BlockRef {
   uint32_t generation;
 };
 
+// A BlockRef as one integer (for sets and maps), and back.
+inline uint64_t pack_block(BlockRef b) noexcept { return uint64_t{b.generation} << 32 | b.index; }
+inline BlockRef unpack_block(uint64_t v) noexcept { return {static_cast<uint32_t>(v), static_cast<uint32_t>(v >> 32)}; }
+
 struct SizeClassConfig {
   uint64_t block_size;  // bytes, a multiple of 64
   uint32_t count;       // blocks

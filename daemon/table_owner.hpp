@@ -121,7 +121,4 @@ class TableOwner {
   std::thread thread_;
 };
 
-inline uint64_t pack_block(BlockRef b) noexcept { return uint64_t{b.generation} << 32 | b.index; }
-inline BlockRef unpack_block(uint64_t v) noexcept { return {static_cast<uint32_t>(v), static_cast<uint32_t>(v >> 32)}; }
-
 }  // namespace engram

@@ -1,0 +1,478 @@
+// Errors, versions, connection and table management of libengram.
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "capi/client.hpp"
+#include "capi/writer.hpp"
+#include "core/rate_limiter.hpp"
+#include "core/signature.hpp"
+
+using namespace engram;
+
+namespace engram {
+
+int to_code(Errc e) noexcept {
+  switch (e) {
+    case Errc::ok: return ENGRAM_OK;
+    case Errc::invalid_argument: return ENGRAM_E_INVALID;
+    case Errc::invalid_priority: return ENGRAM_E_PRIORITY;
+    case Errc::invalid_exponent:
+    case Errc::invalid_rate_limiter: return ENGRAM_E_INVALID;
+    case Errc::invalid_capacity: return ENGRAM_E_RANGE;
+    case Errc::stale_key: return ENGRAM_E_STALE_KEY;
+    case Errc::unknown_key: return ENGRAM_E_UNKNOWN_KEY;
+    case Errc::rate_limited: return ENGRAM_E_RATE_LIMITED;
+    case Errc::empty: return ENGRAM_E_RATE_LIMITED;
+    case Errc::full: return ENGRAM_E_RANGE;
+    case Errc::out_of_memory: return ENGRAM_E_NOMEM;
+    case Errc::double_free:
+    case Errc::stale_reference:
+    case Errc::corrupt: return ENGRAM_E_CORRUPT;
+    case Errc::layout_mismatch: return ENGRAM_E_VERSION;
+    case Errc::system: return ENGRAM_E_SYSTEM;
+    case Errc::timeout: return ENGRAM_E_TIMEOUT;
+    case Errc::not_found: return ENGRAM_E_NOT_FOUND;
+    case Errc::already_exists: return ENGRAM_E_EXISTS;
+    case Errc::permission_denied: return ENGRAM_E_PERMISSION;
+    case Errc::disconnected: return ENGRAM_E_DISCONNECTED;
+    case Errc::signature_mismatch: return ENGRAM_E_SIGNATURE;
+    case Errc::closed: return ENGRAM_E_CLOSED;
+  }
+  return ENGRAM_E_INVALID;
+}
+
+namespace {
+thread_local std::string t_last_error;
+}
+
+const char* last_error() noexcept { return t_last_error.c_str(); }
+
+int set_error(const Status& s) {
+  if (s.ok()) return ENGRAM_OK;
+  t_last_error = s.message().empty() ? errc_name(s.code()) : s.message();
+  return to_code(s.code());
+}
+
+}  // namespace engram
+
+extern "C" {
+
+unsigned engram_version(void) { return ENGRAM_VERSION_NUMBER; }
+
+const char* engram_version_string(void) { return ENGRAM_VERSION_STRING; }
+
+const char* engram_strerror(int code) {
+  switch (code) {
+    case ENGRAM_OK: return "success";
+    case ENGRAM_E_INVALID: return "invalid argument";
+    case ENGRAM_E_RANGE: return "value out of range";
+    case ENGRAM_E_PRIORITY: return "invalid priority (NaN, infinite or negative)";
+    case ENGRAM_E_NOT_FOUND: return "no such table";
+    case ENGRAM_E_EXISTS: return "already exists";
+    case ENGRAM_E_SIGNATURE: return "columns do not match the table's signature";
+    case ENGRAM_E_TIMEOUT: return "timed out";
+    case ENGRAM_E_RATE_LIMITED: return "rate limited";
+    case ENGRAM_E_STALE_KEY: return "stale key (the item is gone)";
+    case ENGRAM_E_UNKNOWN_KEY: return "unknown key";
+    case ENGRAM_E_NOMEM: return "out of memory";
+    case ENGRAM_E_DISCONNECTED: return "disconnected from the server";
+    case ENGRAM_E_PERMISSION: return "permission denied";
+    case ENGRAM_E_VERSION: return "client and server versions differ";
+    case ENGRAM_E_CORRUPT: return "shared memory failed validation";
+    case ENGRAM_E_CLOSED: return "table closed or dropped";
+    case ENGRAM_E_SYSTEM: return "system error";
+  }
+  return "unknown error code";
+}
+
+const char* engram_last_error(void) { return engram::last_error(); }
+
+static int preset(engram_rate_limiter* out, Result<RateLimiterConfig> r) {
+  if (!out) return fail(Errc::invalid_argument, "rate limiter output is NULL");
+  if (!r.ok()) return set_error(r.status());
+  out->samples_per_insert = r->samples_per_insert;
+  out->min_size_to_sample = r->min_size_to_sample;
+  out->min_diff = r->min_diff;
+  out->max_diff = r->max_diff;
+  return ENGRAM_OK;
+}
+
+int engram_rate_limiter_min_size(engram_rate_limiter* out, int64_t n) {
+  ENGRAM_GUARD_BEGIN
+  return preset(out, RateLimiterConfig::min_size(n));
+  ENGRAM_GUARD_END
+}
+
+int engram_rate_limiter_sample_to_insert_ratio(engram_rate_limiter* out, double spi, int64_t min_size,
+                                               double error_buffer) {
+  ENGRAM_GUARD_BEGIN
+  return preset(out, RateLimiterConfig::sample_to_insert_ratio(spi, min_size, error_buffer));
+  ENGRAM_GUARD_END
+}
+
+int engram_rate_limiter_queue(engram_rate_limiter* out, int64_t size) {
+  ENGRAM_GUARD_BEGIN
+  return preset(out, RateLimiterConfig::queue(size));
+  ENGRAM_GUARD_END
+}
+
+}  // extern "C"
+
+// --- the client ---------------------------------------------------------------
+
+Status engram_client::control(ControlType type, const void* payload, size_t size, std::vector<char>* reply) {
+  if (disconnected) return {Errc::disconnected, "the server went away; disconnect and connect again"};
+  Status s = send_message(fd, type, 0, payload, size);
+  ControlHeader h{};
+  std::vector<char> p;
+  while (s.ok()) {
+    s = recv_message(fd, &h, &p, timeout_ms);
+    if (!s.ok() || h.type != static_cast<uint32_t>(ControlType::goodbye)) break;
+    s = {Errc::disconnected, "the server is stopping"};
+  }
+  if (!s.ok()) {
+    if (s.code() == Errc::system || s.code() == Errc::disconnected) {
+      disconnected = true;
+      return {Errc::disconnected, "lost the server: " + s.message() + "; disconnect and connect again"};
+    }
+    return s;
+  }
+  if (h.type != static_cast<uint32_t>(type)) return {Errc::corrupt, "the server answered another request"};
+  if (h.status != 0) {
+    auto code = static_cast<Errc>(h.status);
+    return {code, std::string(p.begin(), p.end())};
+  }
+  if (reply) *reply = std::move(p);
+  return Status::Ok();
+}
+
+bool engram_client::alive() {
+  if (disconnected) return false;
+  pollfd p{fd, POLLIN | POLLRDHUP, 0};
+  int r = ::poll(&p, 1, 0);
+  if (r <= 0) return true;
+  // Nothing is owed on the control socket between requests, so anything
+  // readable is a goodbye or a hang-up.
+  if (p.revents & (POLLIN | POLLHUP | POLLERR | POLLRDHUP)) disconnected = true;
+  return !disconnected;
+}
+
+engram_table* engram_client::table_by_id(uint32_t id) {
+  for (engram_table* t : tables)
+    if (t->id == id) return t;
+  return nullptr;
+}
+
+static Status map_segment(const char* name, size_t cap, size_t expect, ShmSegment* out) {
+  auto seg = ShmSegment::open(fixed_string(name, cap), ShmSegment::Access::read_write);
+  if (!seg.ok()) return seg.status();
+  if (seg->size() < expect) return {Errc::corrupt, "segment " + seg->name() + " is smaller than the server said"};
+  *out = std::move(*seg);
+  return Status::Ok();
+}
+
+static Status connect_client(const engram_connect_options* o, engram_client* c) {
+  std::string path = o && o->socket_path ? o->socket_path : "";
+  if (path.empty())
+    if (const char* env = std::getenv("ENGRAM_SOCKET"); env && *env) path = env;
+  if (path.empty()) path = "/run/engram/engram.sock";
+  if (o && o->timeout_ms > 0) c->timeout_ms = o->timeout_ms;
+  sockaddr_un addr{};
+  if (path.size() >= sizeof addr.sun_path) return {Errc::invalid_argument, "socket path " + path + " is too long"};
+  c->fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (c->fd < 0) return {Errc::system, std::string("socket: ") + std::strerror(errno)};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  if (::connect(c->fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    int e = errno;
+    if (e == EACCES || e == EPERM)
+      return {Errc::permission_denied, "cannot connect to " + path + ": " + std::strerror(e) +
+                                           " (is this user in the server's group?)"};
+    return {Errc::disconnected, "no engram server on " + path + " (" + std::strerror(e) +
+                                    "); start engramd, or set ENGRAM_SOCKET"};
+  }
+  HelloRequest hr{kProtocolVersion, kLayoutVersion, kArenaLayoutHash, kChannelLayoutHash, kBellsLayoutHash};
+  std::vector<char> reply;
+  if (Status s = c->control(ControlType::hello, &hr, sizeof hr, &reply); !s.ok()) {
+    if (s.code() == Errc::disconnected && !c->disconnected) return s;
+    return s;
+  }
+  if (reply.size() != sizeof(HelloReply)) return {Errc::layout_mismatch, "the server's hello has another size"};
+  std::memcpy(&c->hello, reply.data(), sizeof c->hello);
+  if (Status s = map_segment(c->hello.arena_name, sizeof c->hello.arena_name, c->hello.arena_size, &c->arena_seg); !s.ok())
+    return s;
+  if (Status s = map_segment(c->hello.bells_name, sizeof c->hello.bells_name, c->hello.bells_size, &c->bells_seg); !s.ok())
+    return s;
+  auto arena = ChunkArena::attach(c->arena_seg.data(), c->arena_seg.size());
+  if (!arena.ok()) return arena.status();
+  c->arena = *arena;
+  auto* bells = static_cast<BellsHeader*>(c->bells_seg.data());
+  if (Status s = segment_check(&bells->segment, SegmentKind::bells, kBellsLayoutHash, c->bells_seg.size()); !s.ok())
+    return s;
+  c->bells = bells;
+  return Status::Ok();
+}
+
+static Status to_columns(const engram_column* cols, uint32_t n, std::vector<Column>* out) {
+  if (n == 0 || n > kMaxColumns)
+    return {Errc::invalid_capacity, "num_columns is " + std::to_string(n) + "; allowed 1.." + std::to_string(kMaxColumns)};
+  if (!cols) return {Errc::invalid_argument, "columns is NULL"};
+  out->clear();
+  for (uint32_t i = 0; i < n; ++i) {
+    const engram_column& c = cols[i];
+    if (!c.name) return {Errc::invalid_argument, "column " + std::to_string(i) + " has no name"};
+    if (std::strlen(c.name) >= kMaxColumnName)
+      return {Errc::invalid_capacity, "column name \"" + std::string(c.name) + "\" is longer than " +
+                                          std::to_string(kMaxColumnName - 1) + " bytes"};
+    if (c.rank > kMaxRank)
+      return {Errc::invalid_argument, "column " + std::string(c.name) + " has rank " + std::to_string(c.rank) +
+                                          "; at most " + std::to_string(kMaxRank)};
+    out->push_back(make_column(c.name, static_cast<DType>(c.dtype), std::vector<uint32_t>(c.shape, c.shape + c.rank)));
+  }
+  return validate_signature(out->data(), out->size());
+}
+
+namespace engram {
+Status columns_from_c(const engram_column* cols, uint32_t n, std::vector<Column>* out) { return to_columns(cols, n, out); }
+}  // namespace engram
+
+static Status name_request(const char* name, NameRequest* r) {
+  if (!name) return {Errc::invalid_argument, "table name is NULL"};
+  if (std::strlen(name) == 0) return {Errc::invalid_argument, "table name is empty"};
+  if (Status s = copy_fixed(r->name, sizeof r->name, name, "table name"); !s.ok()) return {Errc::invalid_capacity, s.message()};
+  return Status::Ok();
+}
+
+extern "C" {
+
+void engram_connect_options_init(engram_connect_options* o) {
+  if (!o) return;
+  std::memset(o, 0, sizeof *o);
+  o->struct_size = sizeof *o;
+  o->timeout_ms = 10000;
+}
+
+int engram_connect(const engram_connect_options* o, engram_client** out) {
+  ENGRAM_GUARD_BEGIN
+  if (!out) return fail(Errc::invalid_argument, "out is NULL");
+  *out = nullptr;
+  if (o && o->struct_size < offsetof(engram_connect_options, timeout_ms) + sizeof(int32_t))
+    return fail(Errc::invalid_argument, "engram_connect_options.struct_size is too small; call engram_connect_options_init");
+  auto* c = new engram_client;
+  if (Status s = connect_client(o, c); !s.ok()) {
+    engram_disconnect(c);
+    return set_error(s);
+  }
+  *out = c;
+  return ENGRAM_OK;
+  ENGRAM_GUARD_END
+}
+
+void engram_disconnect(engram_client* c) {
+  if (!c) return;
+  try {
+    while (!c->batches.empty()) engram_batch_release(c->batches.back());
+    while (!c->writers.empty()) engram_writer_close(c->writers.back());
+    while (!c->tables.empty()) engram_table_close(c->tables.back());
+  } catch (...) {
+  }
+  if (c->fd >= 0) ::close(c->fd);  // the server reclaims whatever is left
+  delete c;
+}
+
+void engram_table_options_init(engram_table_options* o) {
+  if (!o) return;
+  std::memset(o, 0, sizeof *o);
+  o->struct_size = sizeof *o;
+  o->sampler = ENGRAM_UNIFORM;
+  o->remover = ENGRAM_FIFO;
+  o->priority_exponent = 1.0;
+  o->max_chunks_per_item = kRecordRefs;
+  engram_rate_limiter_min_size(&o->rate_limiter, 1);
+}
+
+int engram_table_create(engram_client* c, const engram_table_options* o) {
+  ENGRAM_GUARD_BEGIN
+  if (!c || !o) return fail(Errc::invalid_argument, "client or options is NULL");
+  if (o->struct_size < offsetof(engram_table_options, num_columns) + sizeof(uint32_t))
+    return fail(Errc::invalid_argument, "engram_table_options.struct_size is too small; call engram_table_options_init");
+  NameRequest n;
+  if (Status s = name_request(o->name, &n); !s.ok()) return set_error(s);
+  if (o->max_size == 0 || o->max_size > (1u << 30))
+    return fail(Errc::invalid_capacity, "max_size is " + std::to_string(o->max_size) + "; allowed 1..2^30");
+  TableOptions t;
+  t.name = o->name;
+  t.capacity = static_cast<uint32_t>(o->max_size);
+  t.sampler = {static_cast<SelectorKind>(o->sampler), o->priority_exponent};
+  t.remover = {static_cast<SelectorKind>(o->remover), o->priority_exponent};
+  t.max_times_sampled = o->max_times_sampled;
+  t.max_refs_per_item = o->max_chunks_per_item ? o->max_chunks_per_item : kRecordRefs;
+  t.rate_limiter = {o->rate_limiter.samples_per_insert, o->rate_limiter.min_size_to_sample, o->rate_limiter.min_diff,
+                    o->rate_limiter.max_diff};
+  if (Status s = to_columns(o->columns, o->num_columns, &t.signature); !s.ok()) return set_error(s);
+  TableSpec spec = to_spec(t);
+  return set_error(c->control(ControlType::create_table, &spec, sizeof spec, nullptr));
+  ENGRAM_GUARD_END
+}
+
+int engram_table_open(engram_client* c, const char* name, engram_table** out) {
+  ENGRAM_GUARD_BEGIN
+  if (!c || !out) return fail(Errc::invalid_argument, "client or out is NULL");
+  *out = nullptr;
+  NameRequest n;
+  if (Status s = name_request(name, &n); !s.ok()) return set_error(s);
+  std::vector<char> reply;
+  if (Status s = c->control(ControlType::open_table, &n, sizeof n, &reply); !s.ok()) return set_error(s);
+  if (reply.size() != sizeof(OpenReply)) return fail(Errc::layout_mismatch, "open reply has another size");
+  OpenReply r;
+  std::memcpy(&r, reply.data(), sizeof r);
+  if (r.table_id >= kMaxTables || r.spec.num_columns == 0 || r.spec.num_columns > kMaxColumns)
+    return fail(Errc::corrupt, "the server described table " + std::string(name) + " out of range");
+  auto t = std::make_unique<engram_table>();
+  t->client = c;
+  t->id = r.table_id;
+  t->name = name;
+  t->spec = r.spec;
+  for (uint32_t i = 0; i < r.spec.num_columns; ++i)
+    t->column_names.push_back(fixed_string(r.spec.columns[i].name, kMaxColumnName));
+  t->sig_hash = signature_hash(r.spec.columns, r.spec.num_columns);
+  if (Status s = map_segment(r.channel_name, sizeof r.channel_name, r.channel_size, &t->segment); !s.ok())
+    return set_error(s);
+  auto ch = Channel::attach(t->segment.data(), t->segment.size());
+  if (!ch.ok()) return set_error(ch.status());
+  t->channel = *ch;
+  t->bell = &c->bells->slots[r.table_id].bell;
+  c->tables.push_back(t.get());
+  *out = t.release();
+  return ENGRAM_OK;
+  ENGRAM_GUARD_END
+}
+
+void engram_table_close(engram_table* t) {
+  if (!t) return;
+  try {
+    engram_client* c = t->client;
+    std::vector<engram_batch*> mine;
+    for (engram_batch* b : c->batches)
+      if (engram_batch_table(b) == t) mine.push_back(b);
+    for (engram_batch* b : mine) engram_batch_release(b);
+    // Writers keep no pointer to the table, only its id; their holds on this
+    // channel go back with it.
+    if (!c->disconnected && t->usable().ok()) {
+      (void)t->flush_drops();
+      ResponseRecord ignore;
+      (void)t->pump(0, &ignore, [t] { return t->owed.empty(); }, monotonic_ns() + 1'000'000'000LL);
+    }
+    NameRequest n{};
+    std::strncpy(n.name, t->name.c_str(), sizeof n.name - 1);
+    (void)c->control(ControlType::close_table, &n, sizeof n, nullptr);
+    c->tables.erase(std::remove(c->tables.begin(), c->tables.end(), t), c->tables.end());
+  } catch (...) {
+  }
+  delete t;
+}
+
+static int name_call(engram_client* c, const char* name, ControlType type) {
+  if (!c) return fail(Errc::invalid_argument, "client is NULL");
+  NameRequest n;
+  if (Status s = name_request(name, &n); !s.ok()) return set_error(s);
+  return set_error(c->control(type, &n, sizeof n, nullptr));
+}
+
+int engram_table_drop(engram_client* c, const char* name) {
+  ENGRAM_GUARD_BEGIN
+  return name_call(c, name, ControlType::drop_table);
+  ENGRAM_GUARD_END
+}
+
+int engram_table_reset(engram_client* c, const char* name) {
+  ENGRAM_GUARD_BEGIN
+  return name_call(c, name, ControlType::reset_table);
+  ENGRAM_GUARD_END
+}
+
+int engram_table_set_rate_limiter(engram_client* c, const char* name, const engram_rate_limiter* r) {
+  ENGRAM_GUARD_BEGIN
+  if (!c || !r) return fail(Errc::invalid_argument, "client or rate limiter is NULL");
+  RateLimiterRequest rq{};
+  NameRequest n;
+  if (Status s = name_request(name, &n); !s.ok()) return set_error(s);
+  std::memcpy(rq.name, n.name, sizeof rq.name);
+  rq.limiter = {r->samples_per_insert, r->min_size_to_sample, r->min_diff, r->max_diff};
+  if (Status s = rq.limiter.validate(); !s.ok()) return set_error(s);
+  return set_error(c->control(ControlType::set_rate_limiter, &rq, sizeof rq, nullptr));
+  ENGRAM_GUARD_END
+}
+
+void engram_table_info_init(engram_table_info* i) {
+  if (!i) return;
+  std::memset(i, 0, sizeof *i);
+  i->struct_size = sizeof *i;
+}
+
+int engram_table_info_get(engram_client* c, const char* name, engram_table_info* out) {
+  ENGRAM_GUARD_BEGIN
+  if (!c || !out) return fail(Errc::invalid_argument, "client or out is NULL");
+  if (out->struct_size < offsetof(engram_table_info, can_sample))
+    return fail(Errc::invalid_argument, "engram_table_info.struct_size is too small; call engram_table_info_init");
+  NameRequest n;
+  if (Status s = name_request(name, &n); !s.ok()) return set_error(s);
+  std::vector<char> reply;
+  if (Status s = c->control(ControlType::table_info, &n, sizeof n, &reply); !s.ok()) return set_error(s);
+  if (reply.size() != sizeof(TableInfoWire)) return fail(Errc::layout_mismatch, "table info has another size");
+  TableInfoWire w;
+  std::memcpy(&w, reply.data(), sizeof w);
+  engram_table_info i;
+  engram_table_info_init(&i);
+  std::memcpy(i.name, w.spec.name, std::min(sizeof i.name, sizeof w.spec.name));
+  i.name[sizeof i.name - 1] = '\0';
+  i.max_size = w.spec.capacity;
+  i.size = w.size;
+  i.inserts = static_cast<uint64_t>(w.counters.inserts);
+  i.samples = static_cast<uint64_t>(w.counters.samples);
+  i.deletes = static_cast<uint64_t>(w.counters.deletes);
+  i.updates = w.stats.updates;
+  i.evictions = w.stats.evictions;
+  i.expirations = w.stats.expirations;
+  i.stale_requests = w.stats.stale;
+  i.rate_limited = w.stats.rate_limited;
+  i.sampler = static_cast<int32_t>(w.spec.sampler);
+  i.remover = static_cast<int32_t>(w.spec.remover);
+  i.max_times_sampled = w.spec.max_times_sampled;
+  i.num_columns = w.spec.num_columns;
+  i.can_sample = static_cast<int32_t>(w.can_sample);
+  i.can_insert = static_cast<int32_t>(w.can_insert);
+  i.clients = w.clients;
+  i.rate_limiter = {w.spec.limiter.samples_per_insert, w.spec.limiter.min_size_to_sample, w.spec.limiter.min_diff,
+                    w.spec.limiter.max_diff};
+  size_t keep = out->struct_size;
+  std::memcpy(out, &i, std::min(keep, sizeof i));
+  out->struct_size = keep;
+  return ENGRAM_OK;
+  ENGRAM_GUARD_END
+}
+
+int engram_table_columns(const engram_table* t, engram_column* out, uint32_t cap, uint32_t* count) {
+  ENGRAM_GUARD_BEGIN
+  if (!t || !count || (cap && !out)) return fail(Errc::invalid_argument, "table, out or count is NULL");
+  *count = t->spec.num_columns;
+  for (uint32_t i = 0; i < std::min(cap, t->spec.num_columns); ++i) {
+    const Column& c = t->spec.columns[i];
+    out[i].name = t->column_names[i].c_str();
+    out[i].dtype = static_cast<int32_t>(c.dtype);
+    out[i].rank = c.rank;
+    std::memcpy(out[i].shape, c.shape, sizeof out[i].shape);
+  }
+  return ENGRAM_OK;
+  ENGRAM_GUARD_END
+}
+
+}  // extern "C"

@@ -1,0 +1,111 @@
+// libengram's internals: the handles behind engram.h. A client owns its
+// control socket and its mapping of the arena; a table handle owns one
+// channel (a request ring and a response ring to the table's owner thread).
+//
+// Responses on a channel come back in request order, so each table handle
+// keeps a FIFO of what it asked and routes every response to it: insert acks
+// to their writer, sample items to the sample call that waits for them.
+// Credit rule: a table handle never has more responses owed than its
+// response ring holds, so the owner never finds that ring full.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "core/channel.hpp"
+#include "core/chunk_arena.hpp"
+#include "core/control_message.hpp"
+#include "core/shm.hpp"
+#include "core/status.hpp"
+#include "engram/engram.h"
+
+struct engram_writer;
+
+namespace engram {
+
+// The C code for a core error; Errc values keep their meaning across the ABI.
+int to_code(Errc e) noexcept;
+// Records s as this thread's last error and returns its code (0 for ok).
+int set_error(const Status& s);
+inline int fail(Errc e, std::string msg) { return set_error({e, std::move(msg)}); }
+
+struct Owed {  // one request whose responses are still to come
+  RequestOp op;
+  uint64_t id;
+  uint32_t credit;                 // response slots reserved
+  engram_writer* writer = nullptr; // insert: who created it
+  std::vector<uint64_t> blocks;    // insert: the chunks it references (packed)
+};
+
+const engram_table* engram_batch_table(const engram_batch* b) noexcept;
+Status columns_from_c(const engram_column* cols, uint32_t n, std::vector<Column>* out);
+const char* last_error() noexcept;
+// An absolute CLOCK_MONOTONIC deadline for a timeout in ms (-1: none).
+inline int64_t deadline_after_ms(int32_t ms) { return ms < 0 ? -1 : monotonic_ns() + int64_t{ms} * 1000000; }
+
+}  // namespace engram
+
+// Every entry point catches everything: no exception crosses the C ABI.
+#define ENGRAM_GUARD_BEGIN try {
+#define ENGRAM_GUARD_END                                                                      \
+  }                                                                                           \
+  catch (const std::bad_alloc&) {                                                             \
+    return engram::fail(engram::Errc::out_of_memory, "out of memory in the client process"); \
+  }                                                                                           \
+  catch (const std::exception& e) {                                                           \
+    return engram::fail(engram::Errc::system, std::string("internal error: ") + e.what());    \
+  }
+
+struct engram_client {
+  int fd = -1;
+  engram::HelloReply hello{};
+  int timeout_ms = 10000;
+  engram::ShmSegment arena_seg, bells_seg;
+  engram::ChunkArena arena;
+  engram::BellsHeader* bells = nullptr;
+  bool disconnected = false;
+  uint64_t next_id = 1;
+  std::vector<engram_table*> tables;
+  std::vector<engram_writer*> writers;
+  std::vector<engram_batch*> batches;
+
+  // Control request and reply; ENGRAM_E_DISCONNECTED if the server is gone.
+  engram::Status control(engram::ControlType type, const void* payload, size_t size, std::vector<char>* reply);
+  // Is the server still there? Reads a goodbye if one came.
+  bool alive();
+  engram_table* table_by_id(uint32_t id);
+};
+
+struct engram_table {
+  engram_client* client = nullptr;
+  uint32_t id = 0;
+  std::string name;
+  engram::TableSpec spec{};
+  std::vector<std::string> column_names;  // for engram_table_columns
+  uint64_t sig_hash = 0;
+  engram::ShmSegment segment;
+  engram::Channel channel;
+  engram::Doorbell* bell = nullptr;
+  std::deque<engram::Owed> owed;
+  uint32_t credit_used = 0;
+  std::vector<engram::BlockRef> drops;  // chunks to give back, sent in groups
+
+  // Reserves `credit` response slots (draining responses while the ring is
+  // short of room), then pushes r and rings the owner's bell.
+  engram::Status send(const engram::RequestRecord& r, engram::Owed owed_entry, int64_t deadline_ns);
+  // Pushes a request that gets no response (release, drop).
+  engram::Status send_quiet(const engram::RequestRecord& r);
+  // Routes responses (insert acks to their writers) until one for request
+  // `id` arrives (returned in *mine) or done() holds, waiting up to the
+  // deadline (< 0: for ever). With neither id nor done it handles what is
+  // ready and returns. Errc::timeout at the deadline.
+  engram::Status pump(uint64_t id, engram::ResponseRecord* mine, const std::function<bool()>& done, int64_t deadline_ns);
+  engram::Status flush_drops();
+  // Why the channel cannot be used, or ok.
+  engram::Status usable();
+};

@@ -1,0 +1,317 @@
+/*
+ * engram.h: the C interface of engram, experience replay through shared
+ * memory. One header, C99, stable ABI (libengram.so.0).
+ *
+ * Conventions
+ *  - Every function that can fail returns int: ENGRAM_OK (0) or a negative
+ *    ENGRAM_E_* code. engram_strerror(code) names the code;
+ *    engram_last_error() returns this thread's message for the last failure,
+ *    with the detail (which table, which column, what is allowed).
+ *  - Handles are opaque. Option structs begin with `struct_size`: call the
+ *    matching *_init function, then set fields; new fields are only ever
+ *    appended, so a caller built against an older header keeps working.
+ *  - Thread-safety: an engram_client and every handle made from it (tables,
+ *    writers, batches) may be used by one thread at a time. Use one client per
+ *    thread for parallel work. engram_strerror, engram_last_error,
+ *    engram_version*, the *_init functions and the server functions may be
+ *    called from any thread.
+ *  - Disconnection: when the server goes away, calls return
+ *    ENGRAM_E_DISCONNECTED (never hang, never crash); disconnect and connect
+ *    again.
+ *
+ * See engram(7) for the model (tables, chunks, items, rate limiters) and one
+ * man page per function in section 3.
+ */
+#ifndef ENGRAM_ENGRAM_H
+#define ENGRAM_ENGRAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ENGRAM_VERSION_MAJOR 0
+#define ENGRAM_VERSION_MINOR 1
+#define ENGRAM_VERSION_PATCH 0
+#define ENGRAM_VERSION_NUMBER (ENGRAM_VERSION_MAJOR * 10000 + ENGRAM_VERSION_MINOR * 100 + ENGRAM_VERSION_PATCH)
+
+/* Status codes. Values never change meaning. */
+#define ENGRAM_OK 0
+#define ENGRAM_E_INVALID (-1)        /* a bad argument; the message says which */
+#define ENGRAM_E_RANGE (-2)          /* a count or length outside its range (batch, steps, name) */
+#define ENGRAM_E_PRIORITY (-3)       /* NaN, infinite or negative priority */
+#define ENGRAM_E_NOT_FOUND (-4)      /* no table of that name */
+#define ENGRAM_E_EXISTS (-5)         /* a table of that name exists */
+#define ENGRAM_E_SIGNATURE (-6)      /* columns (count, dtype, shape) do not match */
+#define ENGRAM_E_TIMEOUT (-7)        /* the rate limiter (or a full arena) did not allow it in time */
+#define ENGRAM_E_RATE_LIMITED (-8)   /* not allowed now, and no wait was asked for */
+#define ENGRAM_E_STALE_KEY (-9)      /* the item is gone (evicted, deleted, expired) */
+#define ENGRAM_E_UNKNOWN_KEY (-10)   /* the key never named an item of this table */
+#define ENGRAM_E_NOMEM (-11)         /* the arena (or the process) is out of memory */
+#define ENGRAM_E_DISCONNECTED (-12)  /* the server went away; reconnect */
+#define ENGRAM_E_PERMISSION (-13)    /* the server refused these credentials */
+#define ENGRAM_E_VERSION (-14)       /* client and server layouts or protocols differ */
+#define ENGRAM_E_CORRUPT (-15)       /* shared memory failed validation */
+#define ENGRAM_E_CLOSED (-16)        /* the table was dropped, or its channel closed */
+#define ENGRAM_E_SYSTEM (-17)        /* an operating-system call failed; see the message */
+
+/* Element types of a column. */
+typedef enum engram_dtype {
+  ENGRAM_UINT8 = 1, ENGRAM_INT8, ENGRAM_UINT16, ENGRAM_INT16, ENGRAM_UINT32, ENGRAM_INT32,
+  ENGRAM_UINT64, ENGRAM_INT64, ENGRAM_FLOAT16, ENGRAM_FLOAT32, ENGRAM_FLOAT64, ENGRAM_BOOL
+} engram_dtype;
+
+/* Item selection strategies, for sampling and for eviction. */
+typedef enum engram_selector {
+  ENGRAM_UNIFORM = 1, ENGRAM_PRIORITIZED, ENGRAM_FIFO, ENGRAM_LIFO, ENGRAM_MAX_HEAP, ENGRAM_MIN_HEAP
+} engram_selector;
+
+#define ENGRAM_MAX_RANK 6
+#define ENGRAM_MAX_COLUMNS 32
+#define ENGRAM_MAX_NAME 63        /* bytes of a table name */
+#define ENGRAM_MAX_COLUMN_NAME 31 /* bytes of a column name */
+
+/* One column of a step: a fixed-shape array. A plain struct of fixed size. */
+typedef struct engram_column {
+  const char* name;
+  int32_t dtype;  /* engram_dtype */
+  uint32_t rank;  /* 0 for a scalar */
+  uint32_t shape[ENGRAM_MAX_RANK];
+} engram_column;
+
+/* Reverb's rate limiter. Build one with the engram_rate_limiter_* presets. */
+typedef struct engram_rate_limiter {
+  double samples_per_insert;
+  int64_t min_size_to_sample;
+  double min_diff;
+  double max_diff;
+} engram_rate_limiter;
+
+/* --- version and errors -------------------------------------------------- */
+
+/* ENGRAM_VERSION_NUMBER of the library actually loaded. */
+unsigned engram_version(void);
+/* "MAJOR.MINOR.PATCH" of the library actually loaded. */
+const char* engram_version_string(void);
+/* A short, static description of a status code (never NULL). */
+const char* engram_strerror(int code);
+/* This thread's message for the last failed call ("" if none). Valid until the
+ * thread's next failing call. */
+const char* engram_last_error(void);
+
+/* --- rate limiter presets (thread-safe; ENGRAM_E_INVALID on bad values) ---- */
+
+/* Sampling may start once the table holds n >= 1 items; inserts never wait. */
+int engram_rate_limiter_min_size(engram_rate_limiter* out, int64_t n);
+/* Keeps samples / inserts near spi once min_size items exist, within
+ * +-error_buffer; refused when the window is narrower than 2*max(1, spi). */
+int engram_rate_limiter_sample_to_insert_ratio(engram_rate_limiter* out, double spi, int64_t min_size,
+                                               double error_buffer);
+/* A queue of at most `size` items; pair it with a FIFO sampler and
+ * max_times_sampled 1. */
+int engram_rate_limiter_queue(engram_rate_limiter* out, int64_t size);
+
+/* --- embedded server -------------------------------------------------------- */
+
+typedef struct engram_server engram_server;
+
+typedef struct engram_server_options {
+  size_t struct_size;
+  const char* socket_path;   /* NULL: the config's, else $ENGRAM_SOCKET, else /run/engram/engram.sock */
+  const char* config_path;   /* engramd.toml(5) file, or NULL */
+  const char* config_toml;   /* the same as text (used when config_path is NULL), or NULL */
+  int32_t quiet;             /* nonzero: log only warnings and errors */
+} engram_server_options;
+
+void engram_server_options_init(engram_server_options* o);
+/* Runs the server in this process (its own threads); other processes attach
+ * to it exactly as to engramd. Errors: ENGRAM_E_INVALID (config, with the
+ * key), ENGRAM_E_EXISTS (a live server on the socket), ENGRAM_E_NOMEM
+ * (/dev/shm too small), ENGRAM_E_SYSTEM. */
+int engram_server_start(const engram_server_options* o, engram_server** out);
+/* Stops cleanly (clients get ENGRAM_E_DISCONNECTED) and frees the handle. */
+int engram_server_stop(engram_server* s);
+
+/* --- connection --------------------------------------------------------------- */
+
+typedef struct engram_client engram_client;
+
+typedef struct engram_connect_options {
+  size_t struct_size;
+  const char* socket_path;  /* NULL: $ENGRAM_SOCKET, else /run/engram/engram.sock */
+  int32_t timeout_ms;       /* for control requests; default 10000 */
+} engram_connect_options;
+
+void engram_connect_options_init(engram_connect_options* o);
+/* Connects and maps the shared arena. `o` may be NULL for the defaults.
+ * Errors: ENGRAM_E_DISCONNECTED (no server on the socket), ENGRAM_E_PERMISSION,
+ * ENGRAM_E_VERSION, ENGRAM_E_SYSTEM. */
+int engram_connect(const engram_connect_options* o, engram_client** out);
+/* Closes every table, writer and batch of the client, then the connection.
+ * NULL is a no-op. */
+void engram_disconnect(engram_client* c);
+
+/* --- tables ------------------------------------------------------------------- */
+
+typedef struct engram_table engram_table;
+
+typedef struct engram_table_options {
+  size_t struct_size;
+  const char* name;              /* 1..ENGRAM_MAX_NAME bytes */
+  uint64_t max_size;             /* capacity in items, 1..2^30 */
+  int32_t sampler;               /* engram_selector; default ENGRAM_UNIFORM */
+  int32_t remover;               /* engram_selector; default ENGRAM_FIFO */
+  double priority_exponent;      /* for ENGRAM_PRIORITIZED; default 1 */
+  uint32_t max_times_sampled;    /* 0 = unlimited */
+  uint32_t max_chunks_per_item;  /* 1..8; default 8 */
+  engram_rate_limiter rate_limiter; /* default: min_size 1 */
+  const engram_column* columns;
+  uint32_t num_columns;          /* 1..ENGRAM_MAX_COLUMNS */
+} engram_table_options;
+
+void engram_table_options_init(engram_table_options* o);
+/* Creates a table. Errors: ENGRAM_E_EXISTS, ENGRAM_E_INVALID (with the field),
+ * ENGRAM_E_RANGE (name too long, max_size), ENGRAM_E_DISCONNECTED. */
+int engram_table_create(engram_client* c, const engram_table_options* o);
+/* Opens a table for writing items into it and sampling it. Errors:
+ * ENGRAM_E_NOT_FOUND, ENGRAM_E_EXISTS (already open on this client). */
+int engram_table_open(engram_client* c, const char* name, engram_table** out);
+/* Releases the table handle (not the table). NULL is a no-op. */
+void engram_table_close(engram_table* t);
+/* Deletes a table and all its items; open handles get ENGRAM_E_CLOSED. */
+int engram_table_drop(engram_client* c, const char* name);
+/* Removes every item and zeroes the counters; the table stays. */
+int engram_table_reset(engram_client* c, const char* name);
+/* Changes the rate limiter at run time; the counters are kept. */
+int engram_table_set_rate_limiter(engram_client* c, const char* name, const engram_rate_limiter* r);
+
+typedef struct engram_table_info {
+  size_t struct_size;
+  char name[ENGRAM_MAX_NAME + 1];
+  uint64_t max_size, size;
+  uint64_t inserts, samples, deletes;  /* the rate limiter's counters */
+  uint64_t updates, evictions, expirations, stale_requests, rate_limited;
+  int32_t sampler, remover;
+  uint32_t max_times_sampled;
+  uint32_t num_columns;
+  int32_t can_sample, can_insert;      /* the rate limiter would allow one now */
+  uint32_t clients;                    /* connections that have it open */
+  engram_rate_limiter rate_limiter;
+} engram_table_info;
+
+void engram_table_info_init(engram_table_info* i);
+/* Fills *out (whose struct_size the caller set, e.g. by _init). */
+int engram_table_info_get(engram_client* c, const char* name, engram_table_info* out);
+/* The table's columns: copies min(cap, count) into out and sets *count.
+ * Column names point into the handle and live as long as it. */
+int engram_table_columns(const engram_table* t, engram_column* out, uint32_t cap, uint32_t* count);
+
+/* --- writing ------------------------------------------------------------------ */
+
+typedef struct engram_writer engram_writer;
+
+typedef struct engram_writer_options {
+  size_t struct_size;
+  const engram_column* columns;  /* the step's columns; items go only to tables with the same */
+  uint32_t num_columns;
+  uint32_t chunk_length;         /* steps per chunk; default 1 */
+  uint32_t max_item_steps;       /* longest item to be created; default chunk_length */
+  int32_t insert_timeout_ms;     /* how long an item may wait for the rate limiter (and for arena
+                                    space); -1 = for ever (default) */
+  int32_t keep_keys;             /* nonzero: remember the keys of created items, see engram_writer_take_keys */
+} engram_writer_options;
+
+void engram_writer_options_init(engram_writer_options* o);
+int engram_writer_open(engram_client* c, const engram_writer_options* o, engram_writer** out);
+/* Appends one step: columns[i] points at one value of column i. Errors:
+ * ENGRAM_E_NOMEM / ENGRAM_E_TIMEOUT (no arena block within insert_timeout_ms). */
+int engram_writer_append(engram_writer* w, const void* const* columns);
+/* Appends n steps at once: columns[i] points at n consecutive values. */
+int engram_writer_append_batch(engram_writer* w, const void* const* columns, uint32_t n);
+/* Creates an item over the last num_steps steps of the current episode in
+ * table t, with `priority`. Asynchronous: errors the server finds later
+ * (rate-limiter timeouts) are returned by engram_writer_flush. Errors now:
+ * ENGRAM_E_PRIORITY, ENGRAM_E_SIGNATURE (t has other columns), ENGRAM_E_RANGE
+ * (num_steps is 0, longer than the steps held, or spans too many chunks),
+ * ENGRAM_E_CLOSED, ENGRAM_E_DISCONNECTED. */
+int engram_writer_create_item(engram_writer* w, engram_table* t, uint32_t num_steps, double priority);
+/* Ends the episode: later items never reach back into it. */
+int engram_writer_end_episode(engram_writer* w);
+/* Waits until every created item was applied or refused, at most timeout_ms
+ * (-1 = for ever). Returns the first error of those items since the last
+ * flush (ENGRAM_E_TIMEOUT for items the rate limiter held past
+ * insert_timeout_ms), or ENGRAM_E_TIMEOUT if items are still pending. */
+int engram_writer_flush(engram_writer* w, int32_t timeout_ms);
+/* With keep_keys: moves up to cap keys of applied items, in creation order,
+ * into keys and sets *count. */
+int engram_writer_take_keys(engram_writer* w, uint64_t* keys, size_t cap, size_t* count);
+/* Flushes (up to insert_timeout_ms), gives back the writer's chunks, frees w. */
+void engram_writer_close(engram_writer* w);
+
+/* --- sampling ----------------------------------------------------------------- */
+
+typedef struct engram_sample_options {
+  size_t struct_size;
+  uint32_t batch_size;  /* 1..the server's ring size (1024 by default) */
+  uint32_t num_steps;   /* steps per item; every sampled item must have exactly this many */
+  int32_t timeout_ms;   /* wait for the rate limiter: -1 for ever (default), 0 not at all */
+} engram_sample_options;
+
+/* Per sampled item. A plain struct of fixed size. */
+typedef struct engram_sample_info {
+  uint64_t key;
+  double priority;
+  double probability;     /* of drawing this item at that moment */
+  uint32_t times_sampled; /* including this time */
+  uint32_t table_size;    /* when it was drawn */
+} engram_sample_info;
+
+void engram_sample_options_init(engram_sample_options* o);
+/* Samples a batch and copies it out: buffers[i] has room for
+ * batch_size * num_steps values of column i, laid out [batch, steps, ...shape].
+ * infos (may be NULL) gets one entry per item; *count the items delivered
+ * (fewer than batch_size only when max_times_sampled emptied the table).
+ * Errors: ENGRAM_E_RANGE (batch_size 0 or too large, item length differs from
+ * num_steps), ENGRAM_E_TIMEOUT, ENGRAM_E_RATE_LIMITED (timeout_ms 0),
+ * ENGRAM_E_CLOSED, ENGRAM_E_DISCONNECTED, ENGRAM_E_CORRUPT. */
+int engram_sample(engram_table* t, const engram_sample_options* o, void* const* buffers, engram_sample_info* infos,
+                  uint32_t* count);
+
+typedef struct engram_batch engram_batch;
+
+/* One contiguous piece of an item's column: `steps` values at `data`. */
+typedef struct engram_view {
+  const void* data;
+  uint32_t steps;
+} engram_view;
+
+/* Samples a batch without copying: the data stays in shared memory, pinned,
+ * read-only, until engram_batch_release. Same errors as engram_sample. */
+int engram_sample_view(engram_table* t, const engram_sample_options* o, engram_batch** out);
+uint32_t engram_batch_size(const engram_batch* b);
+int engram_batch_info(const engram_batch* b, uint32_t item, engram_sample_info* out);
+/* The pieces of column `column` of item `item` (one per chunk it spans, at
+ * most 8), in step order: copies min(cap, n) views and sets *count. */
+int engram_batch_views(const engram_batch* b, uint32_t item, uint32_t column, engram_view* out, uint32_t cap,
+                       uint32_t* count);
+/* Unpins the batch's data and frees b. NULL is a no-op. */
+void engram_batch_release(engram_batch* b);
+
+/* --- priorities and deletes ----------------------------------------------------- */
+
+/* Sets the priorities of n items. Keys of items that are gone are reported
+ * and not applied: results[i] (if results is not NULL) becomes ENGRAM_OK,
+ * ENGRAM_E_STALE_KEY or ENGRAM_E_UNKNOWN_KEY. A NaN, infinite or negative
+ * priority anywhere returns ENGRAM_E_PRIORITY and applies nothing. */
+int engram_update_priorities(engram_table* t, const uint64_t* keys, const double* priorities, size_t n,
+                             int32_t* results);
+/* Deletes n items; results as for engram_update_priorities. */
+int engram_delete_items(engram_table* t, const uint64_t* keys, size_t n, int32_t* results);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ENGRAM_ENGRAM_H */

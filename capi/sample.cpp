@@ -1,0 +1,258 @@
+// Sampling: copy-out batches and zero-copy views, priority updates, deletes.
+#include <algorithm>
+#include <cstring>
+
+#include "capi/client.hpp"
+#include "core/chunk_format.hpp"
+#include "core/priority.hpp"
+
+using namespace engram;
+
+struct engram_batch {
+  engram_table* table = nullptr;
+  uint64_t id = 0;
+  std::vector<SampledItemWire> items;
+  std::vector<ChunkHeader> headers;  // per item and ref: items[i].refs[k] -> headers[i * kRecordRefs + k]
+};
+
+namespace engram {
+const engram_table* engram_batch_table(const engram_batch* b) noexcept { return b->table; }
+}  // namespace engram
+
+namespace {
+
+Status check_options(const engram_table* t, const engram_sample_options* o) {
+  if (o->struct_size < offsetof(engram_sample_options, timeout_ms) + sizeof(int32_t))
+    return {Errc::invalid_argument, "engram_sample_options.struct_size is too small; call engram_sample_options_init"};
+  uint32_t max = t->client->hello.max_batch;
+  if (o->batch_size == 0 || o->batch_size > max)
+    return {Errc::invalid_capacity, "batch_size " + std::to_string(o->batch_size) + " is out of range; allowed 1.." +
+                                        std::to_string(max) + " (the server's client.ring_records)"};
+  if (o->num_steps == 0) return {Errc::invalid_capacity, "num_steps must be >= 1"};
+  return Status::Ok();
+}
+
+// Sends a sample request and collects its item records. The chunks stay
+// pinned until release(id).
+Status request_sample(engram_table* t, const engram_sample_options* o, uint64_t* id, std::vector<SampledItemWire>* items) {
+  RequestRecord r{};
+  r.op = static_cast<uint32_t>(RequestOp::sample);
+  r.count = o->batch_size;
+  r.id = t->client->next_id++;
+  r.deadline_ns = o->timeout_ms == 0 ? 0 : deadline_after_ms(o->timeout_ms);
+  *id = r.id;
+  if (Status s = t->send(r, Owed{RequestOp::sample, r.id, o->batch_size, nullptr, {}}, r.deadline_ns); !s.ok()) return s;
+  items->clear();
+  for (;;) {
+    ResponseRecord rsp;
+    // The owner answers by the deadline itself; the client waits a little
+    // longer, so that an answer is never lost to a race.
+    int64_t wait_until = r.deadline_ns <= 0 ? -1 : r.deadline_ns + 1'000'000'000LL;
+    if (Status s = t->pump(r.id, &rsp, nullptr, wait_until); !s.ok()) return s;
+    if (rsp.status != 0) {
+      std::string msg(rsp.payload.message, strnlen(rsp.payload.message, sizeof rsp.payload.message));
+      return {static_cast<Errc>(rsp.status), msg};
+    }
+    if (rsp.count == 0) return Status::Ok();
+    if (rsp.index != items->size() || rsp.payload.item.num_refs == 0 || rsp.payload.item.num_refs > kRecordRefs)
+      return {Errc::corrupt, "sample response out of order or with a bad reference count"};
+    items->push_back(rsp.payload.item);
+    if (rsp.index + 1 == rsp.count) return Status::Ok();
+  }
+}
+
+void release(engram_table* t, uint64_t id) {
+  RequestRecord r{};
+  r.op = static_cast<uint32_t>(RequestOp::release);
+  r.id = id;
+  (void)t->send_quiet(r);  // if the server is gone, so are the pins
+}
+
+// Checks every chunk an item references against the table and num_steps.
+Status check_item(const engram_table* t, const SampledItemWire& it, uint32_t num_steps, ChunkHeader* headers) {
+  uint64_t steps = 0;
+  for (uint32_t k = 0; k < it.num_refs; ++k) {
+    const ChunkRef& ref = it.refs[k];
+    if (ref.block >= t->client->arena.total_blocks()) return {Errc::corrupt, "sampled chunk index out of range"};
+    if (Status s = check_chunk(t->client->arena.data({ref.block, ref.generation}), t->client->arena.block_size(ref.block),
+                               t->spec.columns, t->spec.num_columns, t->sig_hash, ref.offset, ref.length, &headers[k]);
+        !s.ok())
+      return s;
+    steps += ref.length;
+  }
+  if (steps != num_steps)
+    return {Errc::invalid_capacity, "item " + std::to_string(it.key) + " has " + std::to_string(steps) +
+                                        " steps; the sample options ask for num_steps " + std::to_string(num_steps)};
+  return Status::Ok();
+}
+
+engram_sample_info info_of(const SampledItemWire& w) {
+  return {w.key, w.priority, w.probability, w.times_sampled, w.table_size};
+}
+
+Status key_op(engram_table* t, RequestOp op, const uint64_t* keys, const double* prios, size_t n, int32_t* results) {
+  if (Status u = t->usable(); !u.ok()) return u;
+  uint32_t per = op == RequestOp::update ? kRecordUpdates : kRecordKeys;
+  for (size_t done = 0; done < n;) {
+    uint32_t m = static_cast<uint32_t>(std::min<size_t>(per, n - done));
+    RequestRecord r{};
+    r.op = static_cast<uint32_t>(op);
+    r.count = m;
+    r.id = t->client->next_id++;
+    for (uint32_t i = 0; i < m; ++i) {
+      if (op == RequestOp::update) r.payload.updates[i] = {keys[done + i], prios[done + i]};
+      else r.payload.keys[i] = keys[done + i];
+    }
+    if (Status s = t->send(r, Owed{op, r.id, 1, nullptr, {}}, -1); !s.ok()) return s;
+    ResponseRecord rsp;
+    if (Status s = t->pump(r.id, &rsp, nullptr, -1); !s.ok()) return s;
+    if (rsp.status != 0)
+      return {static_cast<Errc>(rsp.status), std::string(rsp.payload.message, strnlen(rsp.payload.message, 168))};
+    if (results)
+      for (uint32_t i = 0; i < m; ++i)
+        results[done + i] = (rsp.payload.keys.stale_mask >> i & 1)     ? ENGRAM_E_STALE_KEY
+                            : (rsp.payload.keys.unknown_mask >> i & 1) ? ENGRAM_E_UNKNOWN_KEY
+                                                                       : ENGRAM_OK;
+    done += m;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+extern "C" {
+
+void engram_sample_options_init(engram_sample_options* o) {
+  if (!o) return;
+  std::memset(o, 0, sizeof *o);
+  o->struct_size = sizeof *o;
+  o->batch_size = 1;
+  o->num_steps = 1;
+  o->timeout_ms = -1;
+}
+
+int engram_sample(engram_table* t, const engram_sample_options* o, void* const* buffers, engram_sample_info* infos,
+                  uint32_t* count) {
+  ENGRAM_GUARD_BEGIN
+  if (!t || !o || !buffers || !count) return fail(Errc::invalid_argument, "table, options, buffers or count is NULL");
+  *count = 0;
+  if (Status s = check_options(t, o); !s.ok()) return set_error(s);
+  uint64_t id = 0;
+  std::vector<SampledItemWire> items;
+  Status s = request_sample(t, o, &id, &items);
+  if (!s.ok()) {
+    if (id && s.code() != Errc::disconnected) release(t, id);
+    return set_error(s);
+  }
+  const TableSpec& spec = t->spec;
+  ChunkHeader headers[kRecordRefs];
+  for (uint32_t i = 0; i < items.size() && s.ok(); ++i) {
+    const SampledItemWire& it = items[i];
+    s = check_item(t, it, o->num_steps, headers);
+    if (!s.ok()) break;
+    for (uint32_t c = 0; c < spec.num_columns; ++c) {
+      size_t step = column_step_bytes(spec.columns[c]);
+      char* dst = static_cast<char*>(buffers[c]) + size_t{i} * o->num_steps * step;
+      for (uint32_t k = 0; k < it.num_refs; ++k) {
+        const ChunkRef& ref = it.refs[k];
+        const char* src = static_cast<const char*>(t->client->arena.data({ref.block, ref.generation})) +
+                          chunk_column_offset(spec.columns, c, headers[k].capacity_steps) + size_t{ref.offset} * step;
+        std::memcpy(dst, src, size_t{ref.length} * step);
+        dst += size_t{ref.length} * step;
+      }
+    }
+    if (infos) infos[i] = info_of(it);
+  }
+  release(t, id);
+  if (!s.ok()) return set_error(s);
+  *count = static_cast<uint32_t>(items.size());
+  return ENGRAM_OK;
+  ENGRAM_GUARD_END
+}
+
+int engram_sample_view(engram_table* t, const engram_sample_options* o, engram_batch** out) {
+  ENGRAM_GUARD_BEGIN
+  if (!t || !o || !out) return fail(Errc::invalid_argument, "table, options or out is NULL");
+  *out = nullptr;
+  if (Status s = check_options(t, o); !s.ok()) return set_error(s);
+  auto b = std::make_unique<engram_batch>();
+  b->table = t;
+  Status s = request_sample(t, o, &b->id, &b->items);
+  b->headers.resize(b->items.size() * kRecordRefs);
+  for (size_t i = 0; i < b->items.size() && s.ok(); ++i)
+    s = check_item(t, b->items[i], o->num_steps, &b->headers[i * kRecordRefs]);
+  if (!s.ok()) {
+    if (b->id && s.code() != Errc::disconnected) release(t, b->id);
+    return set_error(s);
+  }
+  t->client->batches.push_back(b.get());
+  *out = b.release();
+  return ENGRAM_OK;
+  ENGRAM_GUARD_END
+}
+
+uint32_t engram_batch_size(const engram_batch* b) { return b ? static_cast<uint32_t>(b->items.size()) : 0; }
+
+int engram_batch_info(const engram_batch* b, uint32_t item, engram_sample_info* out) {
+  ENGRAM_GUARD_BEGIN
+  if (!b || !out) return fail(Errc::invalid_argument, "batch or out is NULL");
+  if (item >= b->items.size())
+    return fail(Errc::invalid_capacity, "item " + std::to_string(item) + " of a batch of " + std::to_string(b->items.size()));
+  *out = info_of(b->items[item]);
+  return ENGRAM_OK;
+  ENGRAM_GUARD_END
+}
+
+int engram_batch_views(const engram_batch* b, uint32_t item, uint32_t column, engram_view* out, uint32_t cap,
+                       uint32_t* count) {
+  ENGRAM_GUARD_BEGIN
+  if (!b || !count || (cap && !out)) return fail(Errc::invalid_argument, "batch, out or count is NULL");
+  if (item >= b->items.size())
+    return fail(Errc::invalid_capacity, "item " + std::to_string(item) + " of a batch of " + std::to_string(b->items.size()));
+  const TableSpec& spec = b->table->spec;
+  if (column >= spec.num_columns)
+    return fail(Errc::invalid_capacity, "column " + std::to_string(column) + " of " + std::to_string(spec.num_columns));
+  const SampledItemWire& it = b->items[item];
+  size_t step = column_step_bytes(spec.columns[column]);
+  *count = it.num_refs;
+  for (uint32_t k = 0; k < std::min(cap, it.num_refs); ++k) {
+    const ChunkRef& ref = it.refs[k];
+    const char* base = static_cast<const char*>(b->table->client->arena.data({ref.block, ref.generation}));
+    out[k].data = base + chunk_column_offset(spec.columns, column, b->headers[item * kRecordRefs + k].capacity_steps) +
+                  size_t{ref.offset} * step;
+    out[k].steps = ref.length;
+  }
+  return ENGRAM_OK;
+  ENGRAM_GUARD_END
+}
+
+void engram_batch_release(engram_batch* b) {
+  if (!b) return;
+  try {
+    auto& bs = b->table->client->batches;
+    bs.erase(std::remove(bs.begin(), bs.end(), b), bs.end());
+    if (!b->table->client->disconnected) release(b->table, b->id);
+  } catch (...) {
+  }
+  delete b;
+}
+
+int engram_update_priorities(engram_table* t, const uint64_t* keys, const double* priorities, size_t n,
+                             int32_t* results) {
+  ENGRAM_GUARD_BEGIN
+  if (!t || (n && (!keys || !priorities))) return fail(Errc::invalid_argument, "table, keys or priorities is NULL");
+  for (size_t i = 0; i < n; ++i)
+    if (Status s = validate_priority(priorities[i]); !s.ok())
+      return fail(s.code(), "priority " + std::to_string(i) + ": " + s.message() + " (nothing applied)");
+  return set_error(key_op(t, RequestOp::update, keys, priorities, n, results));
+  ENGRAM_GUARD_END
+}
+
+int engram_delete_items(engram_table* t, const uint64_t* keys, size_t n, int32_t* results) {
+  ENGRAM_GUARD_BEGIN
+  if (!t || (n && !keys)) return fail(Errc::invalid_argument, "table or keys is NULL");
+  return set_error(key_op(t, RequestOp::remove, keys, nullptr, n, results));
+  ENGRAM_GUARD_END
+}
+
+}  // extern "C"

@@ -1,0 +1,54 @@
+// The embedded server: the same server core as engramd, in this process.
+#include <cstring>
+#include <memory>
+
+#include "capi/client.hpp"
+#include "daemon/config.hpp"
+#include "daemon/log.hpp"
+#include "daemon/server.hpp"
+
+using namespace engram;
+
+struct engram_server {
+  std::unique_ptr<Server> server;
+};
+
+extern "C" {
+
+void engram_server_options_init(engram_server_options* o) {
+  if (!o) return;
+  std::memset(o, 0, sizeof *o);
+  o->struct_size = sizeof *o;
+}
+
+int engram_server_start(const engram_server_options* o, engram_server** out) {
+  ENGRAM_GUARD_BEGIN
+  if (!out) return fail(Errc::invalid_argument, "out is NULL");
+  *out = nullptr;
+  if (o && o->struct_size < offsetof(engram_server_options, quiet) + sizeof(int32_t))
+    return fail(Errc::invalid_argument, "engram_server_options.struct_size is too small; call engram_server_options_init");
+  Result<ServerConfig> config = ServerConfig{};
+  if (o && o->config_path) config = load_config(o->config_path);
+  else if (o && o->config_toml) config = parse_config(o->config_toml, "config_toml");
+  if (!config.ok()) return set_error(config.status());
+  if (const char* env = std::getenv("ENGRAM_SOCKET"); env && *env && !(o && o->config_path) && !(o && o->config_toml))
+    config->socket_path = env;
+  if (o && o->socket_path) config->socket_path = o->socket_path;
+  if (o && o->quiet) set_log_level(LogLevel::warn);
+  auto server = Server::start(*config);
+  if (!server.ok()) return set_error(server.status());
+  *out = new engram_server{std::move(*server)};
+  return ENGRAM_OK;
+  ENGRAM_GUARD_END
+}
+
+int engram_server_stop(engram_server* s) {
+  ENGRAM_GUARD_BEGIN
+  if (!s) return ENGRAM_OK;
+  s->server->stop();
+  delete s;
+  return ENGRAM_OK;
+  ENGRAM_GUARD_END
+}
+
+}  // extern "C"

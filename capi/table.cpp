@@ -1,0 +1,121 @@
+// A table handle's channel: sending requests under the credit rule, and
+// routing responses.
+#include <algorithm>
+#include <string>
+
+#include "capi/client.hpp"
+#include "capi/writer.hpp"
+
+using namespace engram;
+
+namespace {
+constexpr int64_t kSliceNs = 100'000'000;  // how often a waiting client checks that the server lives
+}
+
+Status engram_table::usable() {
+  if (client->disconnected) return {Errc::disconnected, "the server went away; disconnect and connect again"};
+  switch (static_cast<ChannelClosed>(channel.header->closed.load(std::memory_order_acquire))) {
+    case ChannelClosed::open: return Status::Ok();
+    case ChannelClosed::table_dropped: return {Errc::closed, "table " + name + " was dropped or closed"};
+    case ChannelClosed::daemon_stopping:
+      client->disconnected = true;
+      return {Errc::disconnected, "the server is stopping; connect again once it is back"};
+    case ChannelClosed::protocol_error: break;
+  }
+  return {Errc::closed, "the server closed this handle's channel to table " + name +
+                            " after a protocol error; close the table and open it again"};
+}
+
+Status engram_table::pump(uint64_t id, ResponseRecord* mine, const std::function<bool()>& done, int64_t deadline_ns) {
+  for (;;) {
+    ResponseRecord r;
+    Status s = channel.responses.try_pop(&r);
+    if (s.ok()) {
+      if (owed.empty() || owed.front().id != r.id)
+        return {Errc::corrupt, "table " + name + ": a response for request " + std::to_string(r.id) + " that is not owed"};
+      Owed& o = owed.front();
+      bool last = !(o.op == RequestOp::sample && r.status == 0 && r.count > 0 && r.index + 1 < r.count);
+      bool is_mine = r.id == id && o.op != RequestOp::insert;
+      if (o.op == RequestOp::insert) writer_on_ack(o.writer, this, r, o.blocks);
+      if (last) {
+        // A sample whose caller gave up waiting still pinned its chunks.
+        bool orphan = o.op == RequestOp::sample && !is_mine && r.status == 0 && r.count > 0;
+        credit_used -= o.credit;
+        owed.pop_front();
+        if (orphan) {
+          RequestRecord rel{};
+          rel.op = static_cast<uint32_t>(RequestOp::release);
+          rel.id = r.id;
+          (void)send_quiet(rel);
+        }
+      }
+      if (is_mine) {
+        *mine = r;
+        return Status::Ok();
+      }
+      continue;
+    }
+    if (s.code() != Errc::empty) return {Errc::corrupt, "table " + name + ": response ring: " + s.message()};
+    if (done && done()) return Status::Ok();
+    if (id == 0 && !done) return Status::Ok();
+    if (Status u = usable(); !u.ok()) return u;
+    if (!client->alive()) return {Errc::disconnected, "the server went away; disconnect and connect again"};
+    int64_t now = monotonic_ns();
+    if (deadline_ns >= 0 && now >= deadline_ns) return {Errc::timeout, "timed out waiting for table " + name};
+    int64_t slice = deadline_ns < 0 ? kSliceNs : std::min(kSliceNs, deadline_ns - now);
+    channel.responses.data_bell().wait(
+        [this] {
+          auto n = channel.responses.readable();
+          return !n.ok() || *n > 0 || channel.header->closed.load(std::memory_order_relaxed) != 0;
+        },
+        slice);
+  }
+}
+
+Status engram_table::send(const RequestRecord& r, Owed o, int64_t deadline_ns) {
+  if (Status u = usable(); !u.ok()) return u;
+  uint32_t cap = channel.responses.capacity();
+  if (o.credit > cap) return {Errc::invalid_capacity, "request needs more responses than the ring holds"};
+  if (credit_used + o.credit > cap) {
+    ResponseRecord unused;
+    if (Status s = pump(0, &unused, [&] { return credit_used + o.credit <= cap; }, deadline_ns); !s.ok()) return s;
+  }
+  if (Status s = send_quiet(r); !s.ok()) return s;
+  credit_used += o.credit;
+  owed.push_back(std::move(o));
+  return Status::Ok();
+}
+
+Status engram_table::send_quiet(const RequestRecord& r) {
+  for (;;) {
+    Status s = channel.requests.try_push(&r);
+    if (s.ok()) {
+      bell->ring();
+      return s;
+    }
+    if (s.code() != Errc::full) return s;
+    // The owner drains requests without waiting on us; a full ring means it
+    // is busy (or gone): wait in slices, checking that the server lives.
+    if (Status u = usable(); !u.ok()) return u;
+    if (!client->alive()) return {Errc::disconnected, "the server went away; disconnect and connect again"};
+    bell->ring();
+    channel.requests.space_bell().wait(
+        [this] {
+          return channel.requests.readable().ok() && *channel.requests.readable() < channel.requests.capacity();
+        },
+        kSliceNs);
+  }
+}
+
+Status engram_table::flush_drops() {
+  while (!drops.empty()) {
+    RequestRecord r{};
+    r.op = static_cast<uint32_t>(RequestOp::drop);
+    uint32_t n = static_cast<uint32_t>(std::min<size_t>(drops.size(), kRecordKeys));
+    r.count = n;
+    std::copy(drops.end() - n, drops.end(), r.payload.blocks);
+    if (Status s = send_quiet(r); !s.ok()) return s;
+    drops.resize(drops.size() - n);
+  }
+  return Status::Ok();
+}

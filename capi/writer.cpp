@@ -1,0 +1,325 @@
+#include "capi/writer.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "core/priority.hpp"
+
+using namespace engram;
+
+namespace engram {
+void writer_on_ack(engram_writer* w, engram_table* t, const ResponseRecord& r, const std::vector<uint64_t>& blocks) {
+  if (w) w->on_ack(t, r, blocks);
+}
+}  // namespace engram
+
+Status engram_writer::open_chunk() {
+  // The arena may be full for a while: items get evicted and chunks come
+  // back. Wait for that (handling acks, which also give chunks back) until
+  // the insert timeout.
+  int64_t deadline = deadline_after_ms(insert_timeout_ms);
+  int64_t pause_ns = 10'000;
+  for (;;) {
+    auto b = client->arena.alloc(client->hello.client_id, size_class);
+    if (b.ok()) {
+      Chunk c;
+      c.block = *b;
+      c.data = static_cast<char*>(client->arena.data(*b));
+      ChunkHeader h{};
+      h.magic = kChunkMagic;
+      h.capacity_steps = chunk_length;
+      h.num_columns = static_cast<uint32_t>(columns.size());
+      h.signature_hash = sig_hash;
+      h.episode = episode;
+      std::memcpy(c.data, &h, sizeof h);
+      uint64_t key = pack_block(*b);
+      chunks.emplace(key, std::move(c));
+      history.push_back(key);
+      return Status::Ok();
+    }
+    if (b.status().code() != Errc::out_of_memory) return b.status();
+    for (engram_table* t : client->tables) {
+      ResponseRecord unused;
+      if (Status s = t->pump(0, &unused, nullptr, -1); !s.ok()) return s;
+    }
+    if (!client->alive()) return {Errc::disconnected, "the server went away; disconnect and connect again"};
+    if (deadline >= 0 && monotonic_ns() >= deadline)
+      return {insert_timeout_ms == 0 ? Errc::out_of_memory : Errc::timeout,
+              "the arena has no free block of " + std::to_string(client->arena.size_class(size_class).block_size) +
+                  " bytes; give the server a larger arena, or keep fewer items (max_size)"};
+    std::this_thread::sleep_for(std::chrono::nanoseconds(pause_ns));
+    pause_ns = std::min<int64_t>(pause_ns * 2, 5'000'000);
+  }
+}
+
+void engram_writer::finalize(Chunk& c) {
+  if (c.final) return;
+  auto* h = reinterpret_cast<ChunkHeader*>(c.data);
+  h->num_steps = c.steps;
+  c.final = true;
+}
+
+Status engram_writer::append(const void* const* cols, uint32_t n, size_t stride_steps) {
+  for (uint32_t s = 0; s < n; ++s) {
+    if (history.empty() || chunks.at(history.back()).final) {
+      if (Status st = open_chunk(); !st.ok()) return st;
+    }
+    Chunk& c = chunks.at(history.back());
+    for (size_t i = 0; i < columns.size(); ++i)
+      std::memcpy(c.data + column_offset[i] + c.steps * step_bytes[i],
+                  static_cast<const char*>(cols[i]) + s * stride_steps * step_bytes[i], step_bytes[i]);
+    ++c.steps;
+    ++history_steps;
+    if (c.steps == chunk_length) finalize(c);
+    trim_history();
+  }
+  return Status::Ok();
+}
+
+// Keeps the chunks that hold the last max_item_steps steps.
+void engram_writer::trim_history() {
+  while (history.size() > 1) {
+    Chunk& oldest = chunks.at(history.front());
+    if (history_steps - oldest.steps < max_item_steps) break;
+    history_steps -= oldest.steps;
+    uint64_t key = history.front();
+    history.pop_front();
+    oldest.in_history = false;
+    retire(key);
+  }
+}
+
+void engram_writer::retire(uint64_t key) {
+  auto it = chunks.find(key);
+  if (it == chunks.end()) return;
+  Chunk& c = it->second;
+  if (c.in_history || c.unacked > 0) return;
+  if (c.held_by.empty()) {
+    // No table took it (no item, or every insert failed): still ours, or
+    // already freed by an owner that undid a failed insert.
+    (void)client->arena.free_reserved(client->hello.client_id, c.block);
+  } else {
+    for (uint32_t id : c.held_by)
+      if (engram_table* t = client->table_by_id(id)) {
+        t->drops.push_back(c.block);
+        if (t->drops.size() >= kRecordKeys) (void)t->flush_drops();
+      }
+  }
+  chunks.erase(it);
+}
+
+Status engram_writer::create_item(engram_table* t, uint32_t num_steps, double priority) {
+  if (Status s = validate_priority(priority); !s.ok()) return s;
+  if (!same_signature(columns.data(), columns.size(), t->spec.columns, t->spec.num_columns))
+    return {Errc::signature_mismatch, "table " + t->name + " has other columns than this writer (" +
+                                          std::to_string(t->spec.num_columns) + " columns vs " +
+                                          std::to_string(columns.size()) + ", or other names, dtypes or shapes)"};
+  if (num_steps == 0) return {Errc::invalid_capacity, "an item needs at least one step"};
+  if (num_steps > history_steps)
+    return {Errc::invalid_capacity, "an item of " + std::to_string(num_steps) + " steps, but the writer holds " +
+                                        std::to_string(history_steps) + " steps of this episode (max_item_steps " +
+                                        std::to_string(max_item_steps) + ")"};
+  RequestRecord r{};
+  r.op = static_cast<uint32_t>(RequestOp::insert);
+  r.payload.insert.priority = priority;
+  Owed o{RequestOp::insert, 0, 1, this, {}};
+  uint32_t max_refs = std::min<uint32_t>(kRecordRefs, t->spec.max_refs_per_item);
+  uint32_t left = num_steps, n = 0;
+  ChunkRef refs[kRecordRefs];
+  for (auto it = history.rbegin(); it != history.rend() && left > 0; ++it) {
+    Chunk& c = chunks.at(*it);
+    if (n == max_refs)
+      return {Errc::invalid_capacity, "an item of " + std::to_string(num_steps) + " steps spans more than " +
+                                          std::to_string(max_refs) + " chunks; raise chunk_length"};
+    uint32_t take = std::min(left, c.steps);
+    refs[n++] = {c.block.index, c.block.generation, c.steps - take, take};
+    left -= take;
+  }
+  for (uint32_t i = 0; i < n; ++i) {
+    r.payload.insert.refs[i] = refs[n - 1 - i];  // oldest first
+    Chunk& c = chunks.at(pack_block({refs[n - 1 - i].block, refs[n - 1 - i].generation}));
+    finalize(c);
+    o.blocks.push_back(pack_block(c.block));
+  }
+  r.count = n;
+  r.id = client->next_id++;
+  r.deadline_ns = deadline_after_ms(insert_timeout_ms);
+  o.id = r.id;
+  std::vector<uint64_t> blocks = o.blocks;
+  // Credit waits may deliver acks that give chunks back; these cannot go,
+  // as they are in the history.
+  if (Status s = t->send(r, std::move(o), r.deadline_ns); !s.ok()) return s;
+  for (uint64_t b : blocks) ++chunks.at(b).unacked;
+  ++unacked;
+  return Status::Ok();
+}
+
+void engram_writer::on_ack(engram_table* t, const ResponseRecord& r, const std::vector<uint64_t>& blocks) {
+  --unacked;
+  if (r.status == 0) {
+    if (keep_keys) keys.push_back(r.payload.key);
+  } else if (first_error.ok()) {
+    std::string msg(r.payload.message, strnlen(r.payload.message, sizeof r.payload.message));
+    first_error = Status{static_cast<Errc>(r.status), "item in table " + t->name + ": " + msg};
+  }
+  for (uint64_t b : blocks) {
+    auto it = chunks.find(b);
+    if (it == chunks.end()) continue;
+    Chunk& c = it->second;
+    --c.unacked;
+    if (r.status == 0 && std::find(c.held_by.begin(), c.held_by.end(), t->id) == c.held_by.end())
+      c.held_by.push_back(t->id);
+    retire(b);
+  }
+}
+
+Status engram_writer::end_episode() {
+  for (uint64_t key : history) {
+    Chunk& c = chunks.at(key);
+    finalize(c);
+    c.in_history = false;
+  }
+  std::deque<uint64_t> old;
+  old.swap(history);
+  history_steps = 0;
+  ++episode;
+  for (uint64_t key : old) retire(key);
+  return Status::Ok();
+}
+
+Status engram_writer::flush(int64_t deadline_ns) {
+  while (unacked > 0) {
+    engram_table* waiting = nullptr;
+    for (engram_table* t : client->tables)
+      for (const Owed& o : t->owed)
+        if (o.writer == this && !waiting) waiting = t;
+    if (!waiting) break;
+    ResponseRecord unused;
+    Status s = waiting->pump(0, &unused, [&] {
+      return std::none_of(waiting->owed.begin(), waiting->owed.end(), [&](const Owed& o) { return o.writer == this; });
+    }, deadline_ns);
+    if (!s.ok()) return s;
+  }
+  for (engram_table* t : client->tables)
+    if (Status s = t->flush_drops(); !s.ok()) return s;
+  Status e = first_error;
+  first_error = Status::Ok();
+  return e;
+}
+
+void engram_writer::close() {
+  (void)end_episode();
+  (void)flush(deadline_after_ms(insert_timeout_ms < 0 ? 10000 : insert_timeout_ms));
+  // Whatever is still owed is forgotten: the acks find no writer.
+  for (engram_table* t : client->tables)
+    for (Owed& o : t->owed)
+      if (o.writer == this) o.writer = nullptr;
+  for (auto& [key, c] : chunks)
+    if (c.held_by.empty() && c.unacked == 0) (void)client->arena.free_reserved(client->hello.client_id, c.block);
+  chunks.clear();
+}
+
+extern "C" {
+
+void engram_writer_options_init(engram_writer_options* o) {
+  if (!o) return;
+  std::memset(o, 0, sizeof *o);
+  o->struct_size = sizeof *o;
+  o->chunk_length = 1;
+  o->insert_timeout_ms = -1;
+}
+
+int engram_writer_open(engram_client* c, const engram_writer_options* o, engram_writer** out) {
+  ENGRAM_GUARD_BEGIN
+  if (!c || !o || !out) return fail(Errc::invalid_argument, "client, options or out is NULL");
+  *out = nullptr;
+  if (o->struct_size < offsetof(engram_writer_options, keep_keys) + sizeof(int32_t))
+    return fail(Errc::invalid_argument, "engram_writer_options.struct_size is too small; call engram_writer_options_init");
+  if (c->disconnected) return fail(Errc::disconnected, "the server went away; disconnect and connect again");
+  auto w = std::make_unique<engram_writer>();
+  w->client = c;
+  if (Status s = columns_from_c(o->columns, o->num_columns, &w->columns); !s.ok()) return set_error(s);
+  if (o->chunk_length == 0) return fail(Errc::invalid_capacity, "chunk_length must be >= 1");
+  w->chunk_length = o->chunk_length;
+  w->max_item_steps = o->max_item_steps ? o->max_item_steps : o->chunk_length;
+  w->insert_timeout_ms = o->insert_timeout_ms;
+  w->keep_keys = o->keep_keys != 0;
+  w->sig_hash = signature_hash(w->columns.data(), w->columns.size());
+  for (uint32_t i = 0; i < w->columns.size(); ++i) {
+    w->step_bytes.push_back(column_step_bytes(w->columns[i]));
+    w->column_offset.push_back(chunk_column_offset(w->columns.data(), i, w->chunk_length));
+  }
+  size_t bytes = chunk_bytes(w->columns.data(), static_cast<uint32_t>(w->columns.size()), w->chunk_length);
+  auto k = c->arena.class_for(bytes);
+  if (!k.ok())
+    return fail(Errc::invalid_capacity, "a chunk of " + std::to_string(w->chunk_length) + " steps needs " +
+                                            std::to_string(bytes) + " bytes, more than the arena's largest block; lower "
+                                            "chunk_length or configure a larger block size");
+  w->size_class = *k;
+  c->writers.push_back(w.get());
+  *out = w.release();
+  return ENGRAM_OK;
+  ENGRAM_GUARD_END
+}
+
+int engram_writer_append(engram_writer* w, const void* const* columns) {
+  ENGRAM_GUARD_BEGIN
+  if (!w || !columns) return fail(Errc::invalid_argument, "writer or columns is NULL");
+  return set_error(w->append(columns, 1, 0));
+  ENGRAM_GUARD_END
+}
+
+int engram_writer_append_batch(engram_writer* w, const void* const* columns, uint32_t n) {
+  ENGRAM_GUARD_BEGIN
+  if (!w || !columns) return fail(Errc::invalid_argument, "writer or columns is NULL");
+  if (n == 0) return fail(Errc::invalid_capacity, "append_batch of 0 steps");
+  return set_error(w->append(columns, n, 1));
+  ENGRAM_GUARD_END
+}
+
+int engram_writer_create_item(engram_writer* w, engram_table* t, uint32_t num_steps, double priority) {
+  ENGRAM_GUARD_BEGIN
+  if (!w || !t) return fail(Errc::invalid_argument, "writer or table is NULL");
+  if (t->client != w->client) return fail(Errc::invalid_argument, "the table handle belongs to another client");
+  return set_error(w->create_item(t, num_steps, priority));
+  ENGRAM_GUARD_END
+}
+
+int engram_writer_end_episode(engram_writer* w) {
+  ENGRAM_GUARD_BEGIN
+  if (!w) return fail(Errc::invalid_argument, "writer is NULL");
+  return set_error(w->end_episode());
+  ENGRAM_GUARD_END
+}
+
+int engram_writer_flush(engram_writer* w, int32_t timeout_ms) {
+  ENGRAM_GUARD_BEGIN
+  if (!w) return fail(Errc::invalid_argument, "writer is NULL");
+  return set_error(w->flush(deadline_after_ms(timeout_ms)));
+  ENGRAM_GUARD_END
+}
+
+int engram_writer_take_keys(engram_writer* w, uint64_t* keys, size_t cap, size_t* count) {
+  ENGRAM_GUARD_BEGIN
+  if (!w || !count || (cap && !keys)) return fail(Errc::invalid_argument, "writer, keys or count is NULL");
+  size_t n = std::min(cap, w->keys.size());
+  std::copy(w->keys.begin(), w->keys.begin() + static_cast<long>(n), keys);
+  w->keys.erase(w->keys.begin(), w->keys.begin() + static_cast<long>(n));
+  *count = n;
+  return ENGRAM_OK;
+  ENGRAM_GUARD_END
+}
+
+void engram_writer_close(engram_writer* w) {
+  if (!w) return;
+  try {
+    w->close();
+    auto& ws = w->client->writers;
+    ws.erase(std::remove(ws.begin(), ws.end(), w), ws.end());
+  } catch (...) {
+  }
+  delete w;
+}
+
+}  // extern "C"

@@ -1,0 +1,69 @@
+// The writer: appends steps into chunks in arena blocks it reserved, and
+// creates items over its most recent steps.
+//
+// Chunk life, seen from the writer: a block is reserved by this client while
+// steps are appended. When an item first needs it, the writer finalizes it
+// (header written; no more steps) and the table owner that receives the
+// item seals it and holds it for this channel. The chunk stays in the
+// writer's history while it can still back a new item (the last
+// max_item_steps steps of the episode). Once it leaves the history and no
+// item over it awaits an ack, the writer gives it back: a drop request to
+// each table that holds it, or, if none does, straight to the free list.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "capi/client.hpp"
+#include "core/chunk_format.hpp"
+#include "core/signature.hpp"
+
+struct engram_writer {
+  struct Chunk {
+    engram::BlockRef block;
+    char* data = nullptr;
+    uint32_t steps = 0;
+    bool final = false;       // header written; immutable from now on
+    bool in_history = true;
+    uint32_t unacked = 0;     // items over it not yet answered
+    std::vector<uint32_t> held_by;  // table ids whose channel holds it
+  };
+
+  engram_client* client = nullptr;
+  std::vector<engram::Column> columns;
+  std::vector<size_t> step_bytes, column_offset;
+  uint64_t sig_hash = 0;
+  uint32_t chunk_length = 1;
+  uint32_t max_item_steps = 1;
+  int32_t insert_timeout_ms = -1;
+  bool keep_keys = false;
+  uint32_t size_class = 0;
+  uint64_t episode = 1;
+
+  std::deque<uint64_t> history;  // packed blocks of this episode, oldest first; back may be open
+  uint64_t history_steps = 0;
+  std::unordered_map<uint64_t, Chunk> chunks;  // every chunk not yet given back
+  uint64_t unacked = 0;
+  engram::Status first_error;  // of acks since the last flush
+  std::deque<uint64_t> keys;
+
+  engram::Status append(const void* const* cols, uint32_t n, size_t stride_steps);
+  engram::Status create_item(engram_table* t, uint32_t num_steps, double priority);
+  engram::Status end_episode();
+  engram::Status flush(int64_t deadline_ns);
+  void on_ack(engram_table* t, const engram::ResponseRecord& r, const std::vector<uint64_t>& blocks);
+  void close();
+
+ private:
+  engram::Status open_chunk();
+  void finalize(Chunk& c);
+  void trim_history();
+  void retire(uint64_t packed);
+};
+
+namespace engram {
+void writer_on_ack(engram_writer* w, engram_table* t, const ResponseRecord& r, const std::vector<uint64_t>& blocks);
+}
