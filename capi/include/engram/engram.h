@@ -32,6 +32,13 @@
 extern "C" {
 #endif
 
+/* Marks the exported functions; everything else in libengram is hidden. */
+#if defined(__GNUC__) || defined(__clang__)
+#define ENGRAM_API __attribute__((visibility("default")))
+#else
+#define ENGRAM_API
+#endif
+
 #define ENGRAM_VERSION_MAJOR 0
 #define ENGRAM_VERSION_MINOR 1
 #define ENGRAM_VERSION_PATCH 0
@@ -92,26 +99,26 @@ typedef struct engram_rate_limiter {
 /* --- version and errors -------------------------------------------------- */
 
 /* ENGRAM_VERSION_NUMBER of the library actually loaded. */
-unsigned engram_version(void);
+ENGRAM_API unsigned engram_version(void);
 /* "MAJOR.MINOR.PATCH" of the library actually loaded. */
-const char* engram_version_string(void);
+ENGRAM_API const char* engram_version_string(void);
 /* A short, static description of a status code (never NULL). */
-const char* engram_strerror(int code);
+ENGRAM_API const char* engram_strerror(int code);
 /* This thread's message for the last failed call ("" if none). Valid until the
  * thread's next failing call. */
-const char* engram_last_error(void);
+ENGRAM_API const char* engram_last_error(void);
 
 /* --- rate limiter presets (thread-safe; ENGRAM_E_INVALID on bad values) ---- */
 
 /* Sampling may start once the table holds n >= 1 items; inserts never wait. */
-int engram_rate_limiter_min_size(engram_rate_limiter* out, int64_t n);
+ENGRAM_API int engram_rate_limiter_min_size(engram_rate_limiter* out, int64_t n);
 /* Keeps samples / inserts near spi once min_size items exist, within
  * +-error_buffer; refused when the window is narrower than 2*max(1, spi). */
-int engram_rate_limiter_sample_to_insert_ratio(engram_rate_limiter* out, double spi, int64_t min_size,
+ENGRAM_API int engram_rate_limiter_sample_to_insert_ratio(engram_rate_limiter* out, double spi, int64_t min_size,
                                                double error_buffer);
 /* A queue of at most `size` items; pair it with a FIFO sampler and
  * max_times_sampled 1. */
-int engram_rate_limiter_queue(engram_rate_limiter* out, int64_t size);
+ENGRAM_API int engram_rate_limiter_queue(engram_rate_limiter* out, int64_t size);
 
 /* --- embedded server -------------------------------------------------------- */
 
@@ -125,14 +132,14 @@ typedef struct engram_server_options {
   int32_t quiet;             /* nonzero: log only warnings and errors */
 } engram_server_options;
 
-void engram_server_options_init(engram_server_options* o);
+ENGRAM_API void engram_server_options_init(engram_server_options* o);
 /* Runs the server in this process (its own threads); other processes attach
  * to it exactly as to engramd. Errors: ENGRAM_E_INVALID (config, with the
  * key), ENGRAM_E_EXISTS (a live server on the socket), ENGRAM_E_NOMEM
  * (/dev/shm too small), ENGRAM_E_SYSTEM. */
-int engram_server_start(const engram_server_options* o, engram_server** out);
+ENGRAM_API int engram_server_start(const engram_server_options* o, engram_server** out);
 /* Stops cleanly (clients get ENGRAM_E_DISCONNECTED) and frees the handle. */
-int engram_server_stop(engram_server* s);
+ENGRAM_API int engram_server_stop(engram_server* s);
 
 /* --- connection --------------------------------------------------------------- */
 
@@ -144,14 +151,14 @@ typedef struct engram_connect_options {
   int32_t timeout_ms;       /* for control requests; default 10000 */
 } engram_connect_options;
 
-void engram_connect_options_init(engram_connect_options* o);
+ENGRAM_API void engram_connect_options_init(engram_connect_options* o);
 /* Connects and maps the shared arena. `o` may be NULL for the defaults.
  * Errors: ENGRAM_E_DISCONNECTED (no server on the socket), ENGRAM_E_PERMISSION,
  * ENGRAM_E_VERSION, ENGRAM_E_SYSTEM. */
-int engram_connect(const engram_connect_options* o, engram_client** out);
+ENGRAM_API int engram_connect(const engram_connect_options* o, engram_client** out);
 /* Closes every table, writer and batch of the client, then the connection.
  * NULL is a no-op. */
-void engram_disconnect(engram_client* c);
+ENGRAM_API void engram_disconnect(engram_client* c);
 
 /* --- tables ------------------------------------------------------------------- */
 
@@ -171,21 +178,21 @@ typedef struct engram_table_options {
   uint32_t num_columns;          /* 1..ENGRAM_MAX_COLUMNS */
 } engram_table_options;
 
-void engram_table_options_init(engram_table_options* o);
+ENGRAM_API void engram_table_options_init(engram_table_options* o);
 /* Creates a table. Errors: ENGRAM_E_EXISTS, ENGRAM_E_INVALID (with the field),
  * ENGRAM_E_RANGE (name too long, max_size), ENGRAM_E_DISCONNECTED. */
-int engram_table_create(engram_client* c, const engram_table_options* o);
+ENGRAM_API int engram_table_create(engram_client* c, const engram_table_options* o);
 /* Opens a table for writing items into it and sampling it. Errors:
  * ENGRAM_E_NOT_FOUND, ENGRAM_E_EXISTS (already open on this client). */
-int engram_table_open(engram_client* c, const char* name, engram_table** out);
+ENGRAM_API int engram_table_open(engram_client* c, const char* name, engram_table** out);
 /* Releases the table handle (not the table). NULL is a no-op. */
-void engram_table_close(engram_table* t);
+ENGRAM_API void engram_table_close(engram_table* t);
 /* Deletes a table and all its items; open handles get ENGRAM_E_CLOSED. */
-int engram_table_drop(engram_client* c, const char* name);
+ENGRAM_API int engram_table_drop(engram_client* c, const char* name);
 /* Removes every item and zeroes the counters; the table stays. */
-int engram_table_reset(engram_client* c, const char* name);
+ENGRAM_API int engram_table_reset(engram_client* c, const char* name);
 /* Changes the rate limiter at run time; the counters are kept. */
-int engram_table_set_rate_limiter(engram_client* c, const char* name, const engram_rate_limiter* r);
+ENGRAM_API int engram_table_set_rate_limiter(engram_client* c, const char* name, const engram_rate_limiter* r);
 
 typedef struct engram_table_info {
   size_t struct_size;
@@ -201,12 +208,12 @@ typedef struct engram_table_info {
   engram_rate_limiter rate_limiter;
 } engram_table_info;
 
-void engram_table_info_init(engram_table_info* i);
+ENGRAM_API void engram_table_info_init(engram_table_info* i);
 /* Fills *out (whose struct_size the caller set, e.g. by _init). */
-int engram_table_info_get(engram_client* c, const char* name, engram_table_info* out);
+ENGRAM_API int engram_table_info_get(engram_client* c, const char* name, engram_table_info* out);
 /* The table's columns: copies min(cap, count) into out and sets *count.
  * Column names point into the handle and live as long as it. */
-int engram_table_columns(const engram_table* t, engram_column* out, uint32_t cap, uint32_t* count);
+ENGRAM_API int engram_table_columns(const engram_table* t, engram_column* out, uint32_t cap, uint32_t* count);
 
 /* --- writing ------------------------------------------------------------------ */
 
@@ -223,32 +230,32 @@ typedef struct engram_writer_options {
   int32_t keep_keys;             /* nonzero: remember the keys of created items, see engram_writer_take_keys */
 } engram_writer_options;
 
-void engram_writer_options_init(engram_writer_options* o);
-int engram_writer_open(engram_client* c, const engram_writer_options* o, engram_writer** out);
+ENGRAM_API void engram_writer_options_init(engram_writer_options* o);
+ENGRAM_API int engram_writer_open(engram_client* c, const engram_writer_options* o, engram_writer** out);
 /* Appends one step: columns[i] points at one value of column i. Errors:
  * ENGRAM_E_NOMEM / ENGRAM_E_TIMEOUT (no arena block within insert_timeout_ms). */
-int engram_writer_append(engram_writer* w, const void* const* columns);
+ENGRAM_API int engram_writer_append(engram_writer* w, const void* const* columns);
 /* Appends n steps at once: columns[i] points at n consecutive values. */
-int engram_writer_append_batch(engram_writer* w, const void* const* columns, uint32_t n);
+ENGRAM_API int engram_writer_append_batch(engram_writer* w, const void* const* columns, uint32_t n);
 /* Creates an item over the last num_steps steps of the current episode in
  * table t, with `priority`. Asynchronous: errors the server finds later
  * (rate-limiter timeouts) are returned by engram_writer_flush. Errors now:
  * ENGRAM_E_PRIORITY, ENGRAM_E_SIGNATURE (t has other columns), ENGRAM_E_RANGE
  * (num_steps is 0, longer than the steps held, or spans too many chunks),
  * ENGRAM_E_CLOSED, ENGRAM_E_DISCONNECTED. */
-int engram_writer_create_item(engram_writer* w, engram_table* t, uint32_t num_steps, double priority);
+ENGRAM_API int engram_writer_create_item(engram_writer* w, engram_table* t, uint32_t num_steps, double priority);
 /* Ends the episode: later items never reach back into it. */
-int engram_writer_end_episode(engram_writer* w);
+ENGRAM_API int engram_writer_end_episode(engram_writer* w);
 /* Waits until every created item was applied or refused, at most timeout_ms
  * (-1 = for ever). Returns the first error of those items since the last
  * flush (ENGRAM_E_TIMEOUT for items the rate limiter held past
  * insert_timeout_ms), or ENGRAM_E_TIMEOUT if items are still pending. */
-int engram_writer_flush(engram_writer* w, int32_t timeout_ms);
+ENGRAM_API int engram_writer_flush(engram_writer* w, int32_t timeout_ms);
 /* With keep_keys: moves up to cap keys of applied items, in creation order,
  * into keys and sets *count. */
-int engram_writer_take_keys(engram_writer* w, uint64_t* keys, size_t cap, size_t* count);
+ENGRAM_API int engram_writer_take_keys(engram_writer* w, uint64_t* keys, size_t cap, size_t* count);
 /* Flushes (up to insert_timeout_ms), gives back the writer's chunks, frees w. */
-void engram_writer_close(engram_writer* w);
+ENGRAM_API void engram_writer_close(engram_writer* w);
 
 /* --- sampling ----------------------------------------------------------------- */
 
@@ -268,7 +275,7 @@ typedef struct engram_sample_info {
   uint32_t table_size;    /* when it was drawn */
 } engram_sample_info;
 
-void engram_sample_options_init(engram_sample_options* o);
+ENGRAM_API void engram_sample_options_init(engram_sample_options* o);
 /* Samples a batch and copies it out: buffers[i] has room for
  * batch_size * num_steps values of column i, laid out [batch, steps, ...shape].
  * infos (may be NULL) gets one entry per item; *count the items delivered
@@ -276,7 +283,7 @@ void engram_sample_options_init(engram_sample_options* o);
  * Errors: ENGRAM_E_RANGE (batch_size 0 or too large, item length differs from
  * num_steps), ENGRAM_E_TIMEOUT, ENGRAM_E_RATE_LIMITED (timeout_ms 0),
  * ENGRAM_E_CLOSED, ENGRAM_E_DISCONNECTED, ENGRAM_E_CORRUPT. */
-int engram_sample(engram_table* t, const engram_sample_options* o, void* const* buffers, engram_sample_info* infos,
+ENGRAM_API int engram_sample(engram_table* t, const engram_sample_options* o, void* const* buffers, engram_sample_info* infos,
                   uint32_t* count);
 
 typedef struct engram_batch engram_batch;
@@ -289,15 +296,15 @@ typedef struct engram_view {
 
 /* Samples a batch without copying: the data stays in shared memory, pinned,
  * read-only, until engram_batch_release. Same errors as engram_sample. */
-int engram_sample_view(engram_table* t, const engram_sample_options* o, engram_batch** out);
-uint32_t engram_batch_size(const engram_batch* b);
-int engram_batch_info(const engram_batch* b, uint32_t item, engram_sample_info* out);
+ENGRAM_API int engram_sample_view(engram_table* t, const engram_sample_options* o, engram_batch** out);
+ENGRAM_API uint32_t engram_batch_size(const engram_batch* b);
+ENGRAM_API int engram_batch_info(const engram_batch* b, uint32_t item, engram_sample_info* out);
 /* The pieces of column `column` of item `item` (one per chunk it spans, at
  * most 8), in step order: copies min(cap, n) views and sets *count. */
-int engram_batch_views(const engram_batch* b, uint32_t item, uint32_t column, engram_view* out, uint32_t cap,
+ENGRAM_API int engram_batch_views(const engram_batch* b, uint32_t item, uint32_t column, engram_view* out, uint32_t cap,
                        uint32_t* count);
 /* Unpins the batch's data and frees b. NULL is a no-op. */
-void engram_batch_release(engram_batch* b);
+ENGRAM_API void engram_batch_release(engram_batch* b);
 
 /* --- priorities and deletes ----------------------------------------------------- */
 
@@ -305,10 +312,10 @@ void engram_batch_release(engram_batch* b);
  * and not applied: results[i] (if results is not NULL) becomes ENGRAM_OK,
  * ENGRAM_E_STALE_KEY or ENGRAM_E_UNKNOWN_KEY. A NaN, infinite or negative
  * priority anywhere returns ENGRAM_E_PRIORITY and applies nothing. */
-int engram_update_priorities(engram_table* t, const uint64_t* keys, const double* priorities, size_t n,
+ENGRAM_API int engram_update_priorities(engram_table* t, const uint64_t* keys, const double* priorities, size_t n,
                              int32_t* results);
 /* Deletes n items; results as for engram_update_priorities. */
-int engram_delete_items(engram_table* t, const uint64_t* keys, size_t n, int32_t* results);
+ENGRAM_API int engram_delete_items(engram_table* t, const uint64_t* keys, size_t n, int32_t* results);
 
 #ifdef __cplusplus
 }
