@@ -200,7 +200,7 @@ TableOwner::Outcome TableOwner::apply(ChannelState& c, const RequestRecord& r) {
 
 TableOwner::Outcome TableOwner::refuse(ChannelState& c, const RequestRecord& r, const char* what) {
   if (stopping_) {
-    fail(c, r, {Errc::timeout, std::string(what) + " could not proceed before the server stopped"});
+    fail(c, r, {Errc::disconnected, std::string(what) + " could not proceed before the server stopped"});
     return Outcome::done;
   }
   if (r.deadline_ns == 0) {

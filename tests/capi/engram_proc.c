@@ -12,8 +12,10 @@
  *   engram_proc consume SOCKET TABLE OUT TIMEOUT_MS
  *       samples one item at a time until a sample times out.
  *
+ * ENGRAM_PROC_INSERT_TIMEOUT_MS sets the writer's insert_timeout_ms.
+ *
  * Exit status: 0 ok, 3 data mismatch, 4 API error (message on stderr),
- * 5 timeout (sampler). */
+ * 5 timeout (a sample, or items that waited past the insert timeout). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +56,7 @@ static int writer(char** argv, int cycle) {
   wo.chunk_length = 4;
   wo.max_item_steps = PROC_ITEM_STEPS;
   wo.keep_keys = 1;
+  if (getenv("ENGRAM_PROC_INSERT_TIMEOUT_MS")) wo.insert_timeout_ms = atoi(getenv("ENGRAM_PROC_INSERT_TIMEOUT_MS"));
   engram_writer* w = NULL;
   if ((rc = engram_writer_open(c, &wo, &w))) return die("writer_open", rc);
   FILE* out = fopen(argv[6], "w");
@@ -73,7 +76,13 @@ static int writer(char** argv, int cycle) {
     }
     if (s % PROC_EPISODE == PROC_EPISODE - 1 && (rc = engram_writer_end_episode(w))) return die("end_episode", rc);
   }
-  if ((rc = engram_writer_flush(w, -1))) return die("flush", rc);
+  if ((rc = engram_writer_flush(w, -1))) {
+    if (rc == ENGRAM_E_TIMEOUT) {
+      fprintf(stderr, "engram_proc: flush: %s\n", engram_last_error());
+      return 5;
+    }
+    return die("flush", rc);
+  }
   uint64_t keys[256];
   size_t n = 0;
   uint32_t done = 0;

@@ -1,0 +1,196 @@
+// Helpers for tests that run engramd and client processes: a daemon in its
+// own temporary directory, child processes with logs, and a raw control
+// connection for what the C API does not show (arena block counts).
+#pragma once
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/control_message.hpp"
+#include "core/futex.hpp"
+
+namespace engram::test {
+
+inline std::string make_temp_dir() {
+  char tmpl[] = "/tmp/engram-test-XXXXXX";
+  const char* d = ::mkdtemp(tmpl);
+  return d ? d : "";
+}
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Starts a child with stdout and stderr appended to `log`.
+inline pid_t spawn(const std::vector<std::string>& args, const std::string& log) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+    }
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// The child's exit code, -signal if a signal ended it, or 1000 after killing
+// it when it did not end within timeout_ms.
+inline int wait_exit(pid_t pid, int timeout_ms) {
+  int64_t deadline = monotonic_ns() + int64_t{timeout_ms} * 1000000;
+  for (;;) {
+    int st = 0;
+    pid_t r = ::waitpid(pid, &st, WNOHANG);
+    if (r == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
+    if (monotonic_ns() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &st, 0);
+      return 1000;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+// A raw control connection, as a client would open one.
+class Control {
+ public:
+  explicit Control(const std::string& socket) {
+    fd_ = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::strncpy(a.sun_path, socket.c_str(), sizeof a.sun_path - 1);
+    ok_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    HelloRequest h{kProtocolVersion, kLayoutVersion, kArenaLayoutHash, kChannelLayoutHash, kBellsLayoutHash};
+    std::vector<char> r;
+    ok_ = ok_ && call(ControlType::hello, &h, sizeof h, &r).ok() && r.size() == sizeof hello_;
+    if (ok_) std::memcpy(&hello_, r.data(), sizeof hello_);
+  }
+  ~Control() { ::close(fd_); }
+  bool ok() const { return ok_; }
+  const HelloReply& hello() const { return hello_; }
+  int fd() const { return fd_; }
+
+  Status call(ControlType t, const void* p, size_t n, std::vector<char>* reply) {
+    if (Status s = send_message(fd_, t, 0, p, n); !s.ok()) return s;
+    ControlHeader h{};
+    std::vector<char> payload;
+    if (Status s = recv_message(fd_, &h, &payload, 10000); !s.ok()) return s;
+    if (h.status != 0) return {static_cast<Errc>(h.status), std::string(payload.begin(), payload.end())};
+    if (reply) *reply = std::move(payload);
+    return Status::Ok();
+  }
+  StatusReply status() {
+    std::vector<char> r;
+    StatusReply s{};
+    if (call(ControlType::status, nullptr, 0, &r).ok() && r.size() == sizeof s) std::memcpy(&s, r.data(), sizeof s);
+    return s;
+  }
+
+ private:
+  int fd_ = -1;
+  bool ok_ = false;
+  HelloReply hello_{};
+};
+
+// engramd in a temporary directory, with `body` appended to its config.
+class Daemon {
+ public:
+  explicit Daemon(const std::string& body) {
+    dir_ = make_temp_dir();
+    socket_ = dir_ + "/engram.sock";
+    config_ = dir_ + "/engramd.toml";
+    std::ofstream(config_) << "socket = \"" << socket_ << "\"\n" << body;
+    start();
+  }
+  ~Daemon() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      wait_exit(pid_, 10000);
+    }
+    std::string cmd = "rm -rf " + dir_;
+    if (std::system(cmd.c_str()) != 0) {
+    }
+  }
+  void start() {
+    pid_ = spawn({ENGRAMD_PATH, "--config", config_}, log());
+    for (int i = 0; i < 500; ++i) {
+      if (Control(socket_).ok()) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ADD_FAILURE() << "engramd did not come up; its log:\n" << read_file(log());
+  }
+  void kill9() {
+    ::kill(pid_, SIGKILL);
+    wait_exit(pid_, 10000);
+    pid_ = -1;
+  }
+  int terminate() {
+    ::kill(pid_, SIGTERM);
+    int rc = wait_exit(pid_, 10000);
+    pid_ = -1;
+    return rc;
+  }
+  const std::string& socket() const { return socket_; }
+  const std::string& dir() const { return dir_; }
+  std::string log() const { return dir_ + "/engramd.log"; }
+  std::string file(const std::string& name) const { return dir_ + "/" + name; }
+  pid_t pid() const { return pid_; }
+
+ private:
+  std::string dir_, socket_, config_;
+  pid_t pid_ = -1;
+};
+
+// The columns engram_proc writes (tests/capi/engram_proc_data.h), as TOML.
+inline const char* kProcColumns =
+    "[[table.column]]\nname = \"obs\"\ndtype = \"uint8\"\nshape = [10, 30]\n"
+    "[[table.column]]\nname = \"meta\"\ndtype = \"int64\"\nshape = [2]\n";
+
+inline std::string table_toml(const std::string& name, const std::string& body) {
+  return "[[table]]\nname = \"" + name + "\"\n" + body + "\n" + kProcColumns;
+}
+
+struct WrittenItem {
+  uint64_t key;
+  uint32_t last_step;
+  double priority;
+};
+
+inline std::vector<WrittenItem> read_keys(const std::string& path) {
+  std::vector<WrittenItem> v;
+  std::ifstream in(path);
+  WrittenItem w{};
+  while (in >> w.key >> w.last_step >> w.priority) v.push_back(w);
+  return v;
+}
+
+inline std::vector<uint64_t> read_sampled(const std::string& path) {
+  std::vector<uint64_t> v;
+  std::ifstream in(path);
+  uint64_t k;
+  while (in >> k) v.push_back(k);
+  return v;
+}
+
+}  // namespace engram::test
