@@ -225,8 +225,23 @@ TableOwner::Outcome TableOwner::insert(ChannelState& c, const RequestRecord& r) 
            Outcome::done;
   if (!table_.limiter().can_insert(1)) return refuse(c, r, "an insert");
 
-  // Hold every chunk for the channel first (sealing the writer's new ones),
-  // so that the bytes checked below cannot be recycled under us.
+  // Check the chunk headers before taking anything: a refused insert must
+  // leave a writer's blocks as they were (still reserved by it). Clients may
+  // rewrite a header later, but only samplers read chunk bytes, and they
+  // check again; the owner never reads past the header.
+  for (uint32_t i = 0; i < r.count; ++i) {
+    const ChunkRef& ref = in.refs[i];
+    if (ref.block >= arena_.total_blocks())
+      return fail(c, r, {Errc::stale_reference, "item reference " + std::to_string(i) + ": block " +
+                                                    std::to_string(ref.block) + " does not exist"}),
+             Outcome::done;
+    ChunkHeader h;
+    Status s = check_chunk(arena_.data({ref.block, ref.generation}), arena_.block_size(ref.block), table_.columns(),
+                           table_.num_columns(), sig_hash_, ref.offset, ref.length, &h);
+    if (!s.ok()) return fail(c, r, {s.code(), "item reference " + std::to_string(i) + ": " + s.message()}), Outcome::done;
+  }
+  // Hold every chunk for the channel (sealing the writer's new ones), then
+  // take the item's own references.
   BlockRef newly[kRecordRefs];
   uint32_t n_new = 0, n_acquired = 0;
   auto undo = [&] {
@@ -245,16 +260,6 @@ TableOwner::Outcome TableOwner::insert(ChannelState& c, const RequestRecord& r) 
     }
     c.holds.insert(pack_block(b));
     newly[n_new++] = b;
-  }
-  for (uint32_t i = 0; i < r.count; ++i) {
-    const ChunkRef& ref = in.refs[i];
-    ChunkHeader h;
-    Status s = check_chunk(arena_.data({ref.block, ref.generation}), arena_.block_size(ref.block), table_.columns(),
-                           table_.num_columns(), sig_hash_, ref.offset, ref.length, &h);
-    if (!s.ok()) {
-      undo();
-      return fail(c, r, {s.code(), "item reference " + std::to_string(i) + ": " + s.message()}), Outcome::done;
-    }
   }
   for (; n_acquired < r.count; ++n_acquired) {
     if (Status s = arena_.acquire({in.refs[n_acquired].block, in.refs[n_acquired].generation}); !s.ok()) {

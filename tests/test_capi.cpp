@@ -1,0 +1,483 @@
+// The C API against an embedded server: every kind of bad input gets its
+// own error code and a message that says what was wrong, and the server
+// survives clients that write garbage into their rings and chunks.
+#include <gtest/gtest.h>
+#include <grp.h>
+#include <sys/stat.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "core/chunk_format.hpp"
+#include "core/shm.hpp"
+#include "daemon_fixture.hpp"
+#include "engram/engram.h"
+
+namespace engram::test {
+namespace {
+
+std::string last() { return engram_last_error(); }
+
+class CApi : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = make_temp_dir();
+    socket_ = dir_ + "/engram.sock";
+    engram_server_options so;
+    engram_server_options_init(&so);
+    so.socket_path = socket_.c_str();
+    so.quiet = 1;
+    ASSERT_EQ(engram_server_start(&so, &server_), ENGRAM_OK) << last();
+    engram_connect_options co;
+    engram_connect_options_init(&co);
+    co.socket_path = socket_.c_str();
+    ASSERT_EQ(engram_connect(&co, &c_), ENGRAM_OK) << last();
+    cols_[0] = {"obs", ENGRAM_UINT8, 2, {4, 5}};
+    cols_[1] = {"reward", ENGRAM_FLOAT32, 0, {}};
+  }
+  void TearDown() override {
+    engram_disconnect(c_);
+    EXPECT_EQ(engram_server_stop(server_), ENGRAM_OK);
+    std::string cmd = "rm -rf " + dir_;
+    EXPECT_EQ(std::system(cmd.c_str()), 0);
+  }
+  int create(const char* name, uint64_t max_size = 100, int sampler = ENGRAM_UNIFORM) {
+    engram_table_options o;
+    engram_table_options_init(&o);
+    o.name = name;
+    o.max_size = max_size;
+    o.sampler = sampler;
+    o.columns = cols_;
+    o.num_columns = 2;
+    return engram_table_create(c_, &o);
+  }
+  engram_table* open(const char* name) {
+    engram_table* t = nullptr;
+    EXPECT_EQ(engram_table_open(c_, name, &t), ENGRAM_OK) << last();
+    return t;
+  }
+  engram_writer* writer(const engram_column* cols, uint32_t n, uint32_t chunk_length = 1, uint32_t max_steps = 0) {
+    engram_writer_options o;
+    engram_writer_options_init(&o);
+    o.columns = cols;
+    o.num_columns = n;
+    o.chunk_length = chunk_length;
+    o.max_item_steps = max_steps;
+    o.keep_keys = 1;
+    engram_writer* w = nullptr;
+    EXPECT_EQ(engram_writer_open(c_, &o, &w), ENGRAM_OK) << last();
+    return w;
+  }
+  void append(engram_writer* w, uint8_t v) {
+    uint8_t obs[20];
+    std::memset(obs, v, sizeof obs);
+    float r = v;
+    const void* cols[2] = {obs, &r};
+    ASSERT_EQ(engram_writer_append(w, cols), ENGRAM_OK) << last();
+  }
+
+  std::string dir_, socket_;
+  engram_server* server_ = nullptr;
+  engram_client* c_ = nullptr;
+  engram_column cols_[2];
+};
+
+TEST_F(CApi, VersionAndErrorStrings) {
+  EXPECT_EQ(engram_version(), unsigned{ENGRAM_VERSION_NUMBER});
+  EXPECT_STREQ(engram_version_string(), "0.1.0");
+  for (int code = 0; code >= ENGRAM_E_SYSTEM; --code) EXPECT_STRNE(engram_strerror(code), "unknown error code");
+  EXPECT_STREQ(engram_strerror(-1000), "unknown error code");
+}
+
+TEST_F(CApi, UnknownTableIsNotFoundAndNamesTheTables) {
+  ASSERT_EQ(create("replay"), ENGRAM_OK);
+  engram_table* t = nullptr;
+  EXPECT_EQ(engram_table_open(c_, "nope", &t), ENGRAM_E_NOT_FOUND);
+  EXPECT_NE(last().find("replay"), std::string::npos) << last();
+  engram_table_info i;
+  engram_table_info_init(&i);
+  EXPECT_EQ(engram_table_info_get(c_, "nope", &i), ENGRAM_E_NOT_FOUND);
+  EXPECT_EQ(engram_table_drop(c_, "nope"), ENGRAM_E_NOT_FOUND);
+}
+
+TEST_F(CApi, TableOptionsAreChecked) {
+  std::string long_name(64, 'x');
+  EXPECT_EQ(create(long_name.c_str()), ENGRAM_E_RANGE);
+  EXPECT_NE(last().find("63"), std::string::npos) << last();
+  EXPECT_EQ(create("zero", 0), ENGRAM_E_RANGE);
+  EXPECT_EQ(create("dup"), ENGRAM_OK);
+  EXPECT_EQ(create("dup"), ENGRAM_E_EXISTS);
+  cols_[1].dtype = 99;
+  EXPECT_EQ(create("baddtype"), ENGRAM_E_INVALID);
+  EXPECT_NE(last().find("dtype"), std::string::npos) << last();
+  cols_[1].dtype = ENGRAM_FLOAT32;
+  engram_rate_limiter r;
+  EXPECT_EQ(engram_rate_limiter_sample_to_insert_ratio(&r, 1.0, 1, 0.1), ENGRAM_E_INVALID);
+  EXPECT_EQ(engram_rate_limiter_queue(&r, 0), ENGRAM_E_INVALID);
+}
+
+TEST_F(CApi, SignatureMismatchesAreRefused) {
+  ASSERT_EQ(create("replay"), ENGRAM_OK);
+  engram_table* t = open("replay");
+  engram_column one[1] = {cols_[0]};
+  engram_writer* w = writer(one, 1);
+  uint8_t obs[20] = {};
+  const void* p[1] = {obs};
+  ASSERT_EQ(engram_writer_append(w, p), ENGRAM_OK);
+  EXPECT_EQ(engram_writer_create_item(w, t, 1, 1.0), ENGRAM_E_SIGNATURE) << "column count";
+  engram_column dtype[2] = {cols_[0], cols_[1]};
+  dtype[1].dtype = ENGRAM_FLOAT64;
+  engram_writer* w2 = writer(dtype, 2);
+  double r = 0;
+  const void* p2[2] = {obs, &r};
+  ASSERT_EQ(engram_writer_append(w2, p2), ENGRAM_OK);
+  EXPECT_EQ(engram_writer_create_item(w2, t, 1, 1.0), ENGRAM_E_SIGNATURE) << "dtype";
+  engram_column shape[2] = {cols_[0], cols_[1]};
+  shape[0].shape[1] = 6;
+  engram_writer* w3 = writer(shape, 2);
+  uint8_t big[24] = {};
+  float rf = 0;
+  const void* p3[2] = {big, &rf};
+  ASSERT_EQ(engram_writer_append(w3, p3), ENGRAM_OK);
+  EXPECT_EQ(engram_writer_create_item(w3, t, 1, 1.0), ENGRAM_E_SIGNATURE) << "size";
+  EXPECT_NE(last().find("replay"), std::string::npos);
+}
+
+TEST_F(CApi, BadPrioritiesAreRefusedAndNothingIsApplied) {
+  ASSERT_EQ(create("replay"), ENGRAM_OK);
+  engram_table* t = open("replay");
+  engram_writer* w = writer(cols_, 2);
+  append(w, 1);
+  for (double p : {std::nan(""), -1.0, std::numeric_limits<double>::infinity()}) {
+    EXPECT_EQ(engram_writer_create_item(w, t, 1, p), ENGRAM_E_PRIORITY) << p;
+    EXPECT_NE(last().find("priorit"), std::string::npos) << last();
+  }
+  ASSERT_EQ(engram_writer_create_item(w, t, 1, 1.0), ENGRAM_OK);
+  ASSERT_EQ(engram_writer_flush(w, 5000), ENGRAM_OK) << last();
+  uint64_t key = 0;
+  size_t n = 0;
+  ASSERT_EQ(engram_writer_take_keys(w, &key, 1, &n), ENGRAM_OK);
+  ASSERT_EQ(n, 1u);
+  uint64_t keys[2] = {key, key};
+  double prios[2] = {5.0, std::nan("")};
+  EXPECT_EQ(engram_update_priorities(t, keys, prios, 2, nullptr), ENGRAM_E_PRIORITY);
+  engram_sample_options so;
+  engram_sample_options_init(&so);
+  uint8_t obs[20];
+  float r;
+  void* bufs[2] = {obs, &r};
+  engram_sample_info info;
+  uint32_t got = 0;
+  ASSERT_EQ(engram_sample(t, &so, bufs, &info, &got), ENGRAM_OK) << last();
+  EXPECT_EQ(info.priority, 1.0) << "the valid first update must not have been applied either";
+}
+
+TEST_F(CApi, ItemLengthsAreChecked) {
+  ASSERT_EQ(create("replay"), ENGRAM_OK);
+  engram_table* t = open("replay");
+  engram_writer* w = writer(cols_, 2, 1, 3);
+  append(w, 1);
+  append(w, 2);
+  EXPECT_EQ(engram_writer_create_item(w, t, 0, 1.0), ENGRAM_E_RANGE);
+  EXPECT_EQ(engram_writer_create_item(w, t, 3, 1.0), ENGRAM_E_RANGE) << "longer than the steps written";
+  EXPECT_NE(last().find("holds 2 steps"), std::string::npos) << last();
+  append(w, 3);
+  append(w, 4);
+  EXPECT_EQ(engram_writer_create_item(w, t, 4, 1.0), ENGRAM_E_RANGE) << "longer than max_item_steps";
+  EXPECT_EQ(engram_writer_create_item(w, t, 3, 1.0), ENGRAM_OK) << last();
+  ASSERT_EQ(engram_writer_end_episode(w), ENGRAM_OK);
+  append(w, 5);
+  EXPECT_EQ(engram_writer_create_item(w, t, 2, 1.0), ENGRAM_E_RANGE) << "items never span episodes";
+  ASSERT_EQ(engram_writer_flush(w, 5000), ENGRAM_OK) << last();
+  // A table that allows items of at most 2 chunks.
+  engram_table_options o;
+  engram_table_options_init(&o);
+  o.name = "short";
+  o.max_size = 10;
+  o.max_chunks_per_item = 2;
+  o.columns = cols_;
+  o.num_columns = 2;
+  ASSERT_EQ(engram_table_create(c_, &o), ENGRAM_OK) << last();
+  engram_table* s = open("short");
+  append(w, 6);
+  append(w, 7);
+  EXPECT_EQ(engram_writer_create_item(w, s, 3, 1.0), ENGRAM_E_RANGE) << "3 chunks of 1 step";
+  EXPECT_NE(last().find("chunk_length"), std::string::npos) << last();
+}
+
+TEST_F(CApi, BatchSizesAndWaitsAreChecked) {
+  ASSERT_EQ(create("replay"), ENGRAM_OK);
+  engram_table* t = open("replay");
+  engram_sample_options so;
+  engram_sample_options_init(&so);
+  uint8_t obs[20 * 2];
+  float r[2];
+  void* bufs[2] = {obs, r};
+  uint32_t got = 0;
+  so.batch_size = 0;
+  EXPECT_EQ(engram_sample(t, &so, bufs, nullptr, &got), ENGRAM_E_RANGE);
+  so.batch_size = 1025;
+  EXPECT_EQ(engram_sample(t, &so, bufs, nullptr, &got), ENGRAM_E_RANGE);
+  EXPECT_NE(last().find("1024"), std::string::npos) << last();
+  so.batch_size = 1;
+  so.timeout_ms = 0;
+  EXPECT_EQ(engram_sample(t, &so, bufs, nullptr, &got), ENGRAM_E_RATE_LIMITED);
+  so.timeout_ms = 100;
+  EXPECT_EQ(engram_sample(t, &so, bufs, nullptr, &got), ENGRAM_E_TIMEOUT);
+  engram_writer* w = writer(cols_, 2);
+  append(w, 9);
+  ASSERT_EQ(engram_writer_create_item(w, t, 1, 1.0), ENGRAM_OK);
+  ASSERT_EQ(engram_writer_flush(w, 5000), ENGRAM_OK);
+  so.num_steps = 2;
+  EXPECT_EQ(engram_sample(t, &so, bufs, nullptr, &got), ENGRAM_E_RANGE) << "the item has 1 step";
+  so.num_steps = 1;
+  ASSERT_EQ(engram_sample(t, &so, bufs, nullptr, &got), ENGRAM_OK) << last();
+  EXPECT_EQ(obs[0], 9);
+  EXPECT_EQ(r[0], 9.0f);
+}
+
+TEST_F(CApi, StaleAndUnknownKeysAreReportedNotApplied) {
+  ASSERT_EQ(create("replay", 2), ENGRAM_OK);
+  engram_table* t = open("replay");
+  engram_writer* w = writer(cols_, 2);
+  for (uint8_t i = 0; i < 3; ++i) {
+    append(w, i);
+    ASSERT_EQ(engram_writer_create_item(w, t, 1, 1.0), ENGRAM_OK);
+  }
+  ASSERT_EQ(engram_writer_flush(w, 5000), ENGRAM_OK);
+  uint64_t keys[4];
+  size_t n = 0;
+  ASSERT_EQ(engram_writer_take_keys(w, keys, 3, &n), ENGRAM_OK);
+  ASSERT_EQ(n, 3u);
+  keys[3] = 12345;  // slot 12345 of a 2-item table: never issued
+  double prios[4] = {2, 2, 2, 2};
+  int32_t res[4];
+  ASSERT_EQ(engram_update_priorities(t, keys, prios, 4, res), ENGRAM_OK);
+  EXPECT_EQ(res[0], ENGRAM_E_STALE_KEY) << "evicted by the FIFO remover";
+  EXPECT_EQ(res[1], ENGRAM_OK);
+  EXPECT_EQ(res[2], ENGRAM_OK);
+  EXPECT_EQ(res[3], ENGRAM_E_UNKNOWN_KEY);
+  ASSERT_EQ(engram_delete_items(t, keys + 1, 1, res), ENGRAM_OK);
+  EXPECT_EQ(res[0], ENGRAM_OK);
+  ASSERT_EQ(engram_delete_items(t, keys + 1, 1, res), ENGRAM_OK);
+  EXPECT_EQ(res[0], ENGRAM_E_STALE_KEY);
+  engram_table_info i;
+  engram_table_info_init(&i);
+  ASSERT_EQ(engram_table_info_get(c_, "replay", &i), ENGRAM_OK);
+  EXPECT_EQ(i.size, 1u);
+  EXPECT_EQ(i.inserts, 3u);
+  EXPECT_EQ(i.deletes, 2u);
+  EXPECT_EQ(i.evictions, 1u);
+  EXPECT_EQ(i.updates, 2u);
+  EXPECT_STREQ(i.name, "replay");
+}
+
+TEST_F(CApi, DroppedTableClosesOpenHandles) {
+  ASSERT_EQ(create("replay"), ENGRAM_OK);
+  engram_table* t = open("replay");
+  ASSERT_EQ(engram_table_drop(c_, "replay"), ENGRAM_OK);
+  engram_sample_options so;
+  engram_sample_options_init(&so);
+  uint8_t obs[20];
+  float r;
+  void* bufs[2] = {obs, &r};
+  uint32_t got;
+  EXPECT_EQ(engram_sample(t, &so, bufs, nullptr, &got), ENGRAM_E_CLOSED);
+  EXPECT_EQ(create("replay"), ENGRAM_OK) << "the name is free again";
+}
+
+TEST_F(CApi, RateLimiterChangesAtRunTime) {
+  ASSERT_EQ(create("replay"), ENGRAM_OK);
+  engram_table* t = open("replay");
+  engram_writer* w = writer(cols_, 2);
+  append(w, 1);
+  ASSERT_EQ(engram_writer_create_item(w, t, 1, 1.0), ENGRAM_OK);
+  ASSERT_EQ(engram_writer_flush(w, 5000), ENGRAM_OK);
+  engram_rate_limiter r;
+  ASSERT_EQ(engram_rate_limiter_min_size(&r, 2), ENGRAM_OK);
+  ASSERT_EQ(engram_table_set_rate_limiter(c_, "replay", &r), ENGRAM_OK) << last();
+  engram_sample_options so;
+  engram_sample_options_init(&so);
+  so.timeout_ms = 0;
+  uint8_t obs[20];
+  float rw;
+  void* bufs[2] = {obs, &rw};
+  uint32_t got;
+  EXPECT_EQ(engram_sample(t, &so, bufs, nullptr, &got), ENGRAM_E_RATE_LIMITED);
+  r.min_diff = 5;
+  r.max_diff = 1;
+  EXPECT_EQ(engram_table_set_rate_limiter(c_, "replay", &r), ENGRAM_E_INVALID);
+}
+
+TEST(CApiConfig, BadConfigValuesNameTheKey) {
+  struct Case {
+    const char* toml;
+    const char* says;
+  } cases[] = {
+      {"socket = 1\n", "socket"},
+      {"[arena]\nclasses = [ { block_size = \"12XB\", count = 4 } ]\n", "arena.classes[0].block_size"},
+      {"[arena]\nclasses = [ { block_size = 100, count = 4 } ]\n", "multiple of 64"},
+      {"[client]\nring_records = 1000\n", "power of two"},
+      {"[[table]]\nname = \"t\"\nmax_size = 10\nsampler = \"best\"\n", "sampler"},
+      {"[[table]]\nname = \"t\"\nmax_size = 10\n[[table.column]]\nname = \"x\"\ndtype = \"float128\"\n", "dtype"},
+      {"[[table]]\nname = \"t\"\nmax_size = 10\nrate_limiter = { kind = \"queue\" }\n[[table.column]]\nname = \"x\"\ndtype "
+       "= \"uint8\"\n",
+       "size"},
+      {"bogus = 1\n", "unknown key"},
+      {"[[table\n", "config_toml:1"},
+  };
+  for (const Case& c : cases) {
+    engram_server_options so;
+    engram_server_options_init(&so);
+    so.config_toml = c.toml;
+    so.socket_path = "/tmp/engram-never.sock";
+    engram_server* s = nullptr;
+    EXPECT_EQ(engram_server_start(&so, &s), ENGRAM_E_INVALID) << c.toml;
+    EXPECT_NE(last().find(c.says), std::string::npos) << c.toml << " -> " << last();
+  }
+}
+
+// A raw client: the control protocol by hand, and the channel and arena mapped.
+struct RawClient {
+  Control ctl;
+  ShmSegment arena_seg, chan_seg;
+  ChunkArena arena;
+  Channel chan;
+  Doorbell* bell = nullptr;
+  ShmSegment bells_seg;
+
+  RawClient(const std::string& socket, const char* table) : ctl(socket) {
+    EXPECT_TRUE(ctl.ok());
+    arena_seg = std::move(*ShmSegment::open(ctl.hello().arena_name, ShmSegment::Access::read_write));
+    arena = *ChunkArena::attach(arena_seg.data(), arena_seg.size());
+    bells_seg = std::move(*ShmSegment::open(ctl.hello().bells_name, ShmSegment::Access::read_write));
+    NameRequest n{};
+    std::strncpy(n.name, table, sizeof n.name - 1);
+    std::vector<char> r;
+    EXPECT_TRUE(ctl.call(ControlType::open_table, &n, sizeof n, &r).ok());
+    OpenReply o;
+    std::memcpy(&o, r.data(), sizeof o);
+    chan_seg = std::move(*ShmSegment::open(o.channel_name, ShmSegment::Access::read_write));
+    chan = *Channel::attach(chan_seg.data(), chan_seg.size());
+    bell = &static_cast<BellsHeader*>(bells_seg.data())->slots[o.table_id].bell;
+  }
+  // Sends r and returns its (single) response, or the closed reason.
+  ResponseRecord roundtrip(const RequestRecord& r) {
+    EXPECT_TRUE(chan.requests.try_push(&r).ok());
+    bell->ring();
+    ResponseRecord rsp{};
+    Status s = chan.responses.pop(&rsp, 5'000'000'000);
+    EXPECT_TRUE(s.ok()) << s.message();
+    return rsp;
+  }
+};
+
+TEST_F(CApi, GarbageInRingsAndChunksIsRejectedAndTheServerSurvives) {
+  ASSERT_EQ(create("replay"), ENGRAM_OK);
+  RawClient raw(socket_, "replay");
+  std::mt19937_64 rng(3);
+  // Random records: each gets an error response.
+  for (int i = 0; i < 2000; ++i) {
+    RequestRecord r;
+    auto* words = reinterpret_cast<uint64_t*>(&r);
+    for (size_t k = 0; k < sizeof r / 8; ++k) words[k] = rng();
+    if (i % 2) r.op = static_cast<uint32_t>(RequestOp::insert) + static_cast<uint32_t>(rng() % 2);
+    if (r.op == static_cast<uint32_t>(RequestOp::sample)) r.deadline_ns = 0;
+    ResponseRecord rsp = raw.roundtrip(r);
+    ASSERT_NE(rsp.status, 0) << "garbage request " << i << " was accepted";
+  }
+  // A chunk with a garbage header: refused as corrupt.
+  auto b = raw.arena.alloc(raw.ctl.hello().client_id, 0);
+  ASSERT_TRUE(b.ok());
+  auto* bytes = static_cast<uint64_t*>(raw.arena.data(*b));
+  for (int k = 0; k < 8; ++k) bytes[k] = rng();
+  RequestRecord ins{};
+  ins.op = static_cast<uint32_t>(RequestOp::insert);
+  ins.count = 1;
+  ins.payload.insert.priority = 1.0;
+  ins.payload.insert.refs[0] = {b->index, b->generation, 0, 1};
+  ResponseRecord rsp = raw.roundtrip(ins);
+  EXPECT_EQ(static_cast<Errc>(rsp.status), Errc::corrupt) << rsp.payload.message;
+  // A valid header that claims more steps than its block holds.
+  ChunkHeader h{kChunkMagic, 1000000, 1000000, 2, 0, 0, {}};
+  std::vector<Column> cols = {make_column("obs", DType::u8, {4, 5}), make_column("reward", DType::f32, {})};
+  h.signature_hash = signature_hash(cols.data(), cols.size());
+  std::memcpy(raw.arena.data(*b), &h, sizeof h);
+  rsp = raw.roundtrip(ins);
+  EXPECT_EQ(static_cast<Errc>(rsp.status), Errc::corrupt) << rsp.payload.message;
+  EXPECT_NE(std::string(rsp.payload.message).find("exceeds its block"), std::string::npos) << rsp.payload.message;
+  // A valid chunk in a block that is no longer ours (freed: its generation
+  // moved on) cannot be referenced.
+  h.num_steps = h.capacity_steps = 1;
+  std::memcpy(raw.arena.data(*b), &h, sizeof h);
+  EXPECT_TRUE(raw.arena.free_reserved(raw.ctl.hello().client_id, *b).ok()) << "refusals left the block ours";
+  rsp = raw.roundtrip(ins);
+  EXPECT_EQ(static_cast<Errc>(rsp.status), Errc::stale_reference) << rsp.payload.message;
+
+  // A scribbled ring position closes that channel, and only that channel.
+  auto* rh = reinterpret_cast<RingHeader*>(static_cast<char*>(raw.chan_seg.data()) + raw.chan.header->request_offset);
+  rh->tail.store(rh->head.load() + 1'000'000);
+  raw.bell->ring();
+  for (int i = 0; i < 500 && raw.chan.header->closed.load() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  EXPECT_EQ(raw.chan.header->closed.load(), static_cast<uint32_t>(ChannelClosed::protocol_error));
+
+  // Everyone else is served as before.
+  engram_table* t = open("replay");
+  engram_writer* w = writer(cols_, 2);
+  append(w, 42);
+  ASSERT_EQ(engram_writer_create_item(w, t, 1, 1.0), ENGRAM_OK);
+  ASSERT_EQ(engram_writer_flush(w, 5000), ENGRAM_OK) << last();
+  engram_sample_options so;
+  engram_sample_options_init(&so);
+  uint8_t obs[20];
+  float r;
+  void* bufs[2] = {obs, &r};
+  uint32_t got = 0;
+  ASSERT_EQ(engram_sample(t, &so, bufs, nullptr, &got), ENGRAM_OK) << last();
+  EXPECT_EQ(obs[19], 42);
+}
+
+// Runs f as uid/gid `nobody` in a child; returns its engram_connect code.
+int connect_as_nobody(const std::string& socket, std::string* message) {
+  int pipefd[2];
+  if (::pipe(pipefd) != 0) return 1000;
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(pipefd[0]);
+    if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(100);
+    engram_connect_options o;
+    engram_connect_options_init(&o);
+    o.socket_path = socket.c_str();
+    engram_client* c = nullptr;
+    int rc = engram_connect(&o, &c);
+    std::string m = engram_last_error();
+    if (::write(pipefd[1], m.data(), m.size()) < 0) ::_exit(101);
+    ::_exit(-rc);
+  }
+  ::close(pipefd[1]);
+  char buf[512];
+  ssize_t n = ::read(pipefd[0], buf, sizeof buf);
+  ::close(pipefd[0]);
+  if (n > 0) message->assign(buf, static_cast<size_t>(n));
+  return -wait_exit(pid, 10000);
+}
+
+TEST(AccessControl, AnotherUserWithoutTheGroupIsRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to switch to another uid";
+  Daemon d(table_toml("replay", "max_size = 10"));
+  std::string msg;
+  // The socket is 0660: the kernel refuses first.
+  EXPECT_EQ(connect_as_nobody(d.socket(), &msg), ENGRAM_E_PERMISSION) << msg;
+  EXPECT_NE(msg.find("group"), std::string::npos) << msg;
+  // Even through a socket opened to everyone, the server checks SO_PEERCRED.
+  ASSERT_EQ(::chmod(d.socket().c_str(), 0666), 0);
+  ASSERT_EQ(::chmod(d.dir().c_str(), 0755), 0);
+  EXPECT_EQ(connect_as_nobody(d.socket(), &msg), ENGRAM_E_PERMISSION) << msg;
+  EXPECT_NE(msg.find("may not use this server"), std::string::npos) << msg;
+  EXPECT_NE(read_file(d.log()).find("refused pid"), std::string::npos) << "refusals are logged with the peer's credentials";
+}
+
+}  // namespace
+}  // namespace engram::test
