@@ -1,0 +1,263 @@
+// engramctl: a small command line client of engramd's control socket.
+// See man/man1/engramctl.1.
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/control_message.hpp"
+#include "core/selector.hpp"
+#include "daemon/config.hpp"
+
+using namespace engram;
+
+namespace {
+
+const char* kUsage =
+    "usage: engramctl [--socket PATH] COMMAND [ARGS]\n"
+    "\n"
+    "  status                 the server: pid, version, clients, arena use\n"
+    "  tables [--json]        every table, one line each\n"
+    "  info TABLE [--json]    one table: configuration, size, counters\n"
+    "  create-table FILE      create a table from a TOML snippet ('-' reads stdin):\n"
+    "                         the keys of an engramd.toml [[table]] entry\n"
+    "  reset TABLE            remove every item of TABLE, zero its counters\n"
+    "  drop TABLE             delete TABLE\n"
+    "\n"
+    "The socket is --socket, else $ENGRAM_SOCKET, else /run/engram/engram.sock.\n";
+
+int fail(const std::string& msg, int code = 1) {
+  std::fprintf(stderr, "engramctl: %s\n", msg.c_str());
+  return code;
+}
+
+class Connection {
+ public:
+  Status open(const std::string& path) {
+    fd_ = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    sockaddr_un a{};
+    if (path.size() >= sizeof a.sun_path) return {Errc::invalid_argument, "socket path too long: " + path};
+    a.sun_family = AF_UNIX;
+    std::memcpy(a.sun_path, path.data(), path.size());
+    if (::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+      return {Errc::disconnected, "cannot connect to " + path + ": " + std::strerror(errno) +
+                                      " (is engramd running? is --socket right?)"};
+    HelloRequest h{kProtocolVersion, kLayoutVersion, kArenaLayoutHash, kChannelLayoutHash, kBellsLayoutHash};
+    return call(ControlType::hello, &h, sizeof h, nullptr);
+  }
+  ~Connection() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Status call(ControlType t, const void* p, size_t n, std::vector<char>* reply) {
+    if (Status s = send_message(fd_, t, 0, p, n); !s.ok()) return s;
+    ControlHeader h{};
+    std::vector<char> payload;
+    if (Status s = recv_message(fd_, &h, &payload, 10000); !s.ok()) return s;
+    if (h.status != 0) return {static_cast<Errc>(h.status), std::string(payload.begin(), payload.end())};
+    if (reply) *reply = std::move(payload);
+    return Status::Ok();
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string num(double v) {
+  std::ostringstream os;
+  os.precision(17);
+  os << v;
+  return os.str();
+}
+
+std::string shape_of(const Column& c) {
+  std::string s = "[";
+  for (uint32_t d = 0; d < c.rank && d < kMaxRank; ++d) s += (d ? ", " : "") + std::to_string(c.shape[d]);
+  return s + "]";
+}
+
+std::string info_json(const TableInfoWire& w) {
+  const TableSpec& s = w.spec;
+  std::ostringstream o;
+  o << "{\"name\": " << json_string(fixed_string(s.name, sizeof s.name)) << ", \"max_size\": " << s.capacity
+    << ", \"size\": " << w.size << ", \"sampler\": " << json_string(selector_kind_name(static_cast<SelectorKind>(s.sampler)))
+    << ", \"remover\": " << json_string(selector_kind_name(static_cast<SelectorKind>(s.remover)))
+    << ", \"priority_exponent\": " << num(s.sampler_exponent) << ", \"max_times_sampled\": " << s.max_times_sampled
+    << ", \"rate_limiter\": {\"samples_per_insert\": " << num(s.limiter.samples_per_insert)
+    << ", \"min_size_to_sample\": " << s.limiter.min_size_to_sample << ", \"min_diff\": " << num(s.limiter.min_diff)
+    << ", \"max_diff\": " << num(s.limiter.max_diff) << ", \"can_sample\": " << (w.can_sample ? "true" : "false")
+    << ", \"can_insert\": " << (w.can_insert ? "true" : "false") << "}"
+    << ", \"counters\": {\"inserts\": " << w.counters.inserts << ", \"samples\": " << w.counters.samples
+    << ", \"deletes\": " << w.counters.deletes << ", \"updates\": " << w.stats.updates
+    << ", \"evictions\": " << w.stats.evictions << ", \"expirations\": " << w.stats.expirations
+    << ", \"stale\": " << w.stats.stale << ", \"rate_limited\": " << w.stats.rate_limited << "}"
+    << ", \"clients\": " << w.clients << ", \"columns\": [";
+  for (uint32_t i = 0; i < s.num_columns && i < kMaxColumns; ++i)
+    o << (i ? ", " : "") << "{\"name\": " << json_string(fixed_string(s.columns[i].name, kMaxColumnName))
+      << ", \"dtype\": " << json_string(dtype_name(static_cast<DType>(s.columns[i].dtype)))
+      << ", \"shape\": " << shape_of(s.columns[i]) << "}";
+  o << "]}";
+  return o.str();
+}
+
+void print_info(const TableInfoWire& w) {
+  const TableSpec& s = w.spec;
+  std::printf("table %s\n", fixed_string(s.name, sizeof s.name).c_str());
+  std::printf("  size            %u / %u items\n", w.size, s.capacity);
+  std::printf("  sampler         %s", selector_kind_name(static_cast<SelectorKind>(s.sampler)));
+  if (static_cast<SelectorKind>(s.sampler) == SelectorKind::prioritized) std::printf(" (exponent %g)", s.sampler_exponent);
+  std::printf("\n  remover         %s\n", selector_kind_name(static_cast<SelectorKind>(s.remover)));
+  std::printf("  max sampled     %s\n", s.max_times_sampled ? std::to_string(s.max_times_sampled).c_str() : "unlimited");
+  std::printf("  rate limiter    samples/insert %g, min size %lld, diff [%g, %g]; can sample %s, can insert %s\n",
+              s.limiter.samples_per_insert, static_cast<long long>(s.limiter.min_size_to_sample), s.limiter.min_diff,
+              s.limiter.max_diff, w.can_sample ? "yes" : "no", w.can_insert ? "yes" : "no");
+  std::printf("  counters        %lld inserts, %lld samples, %lld deletes (%llu evicted, %llu expired), %llu updates\n",
+              static_cast<long long>(w.counters.inserts), static_cast<long long>(w.counters.samples),
+              static_cast<long long>(w.counters.deletes), static_cast<unsigned long long>(w.stats.evictions),
+              static_cast<unsigned long long>(w.stats.expirations), static_cast<unsigned long long>(w.stats.updates));
+  std::printf("  clients         %u\n  columns\n", w.clients);
+  for (uint32_t i = 0; i < s.num_columns && i < kMaxColumns; ++i)
+    std::printf("    %-20s %-8s %s\n", fixed_string(s.columns[i].name, kMaxColumnName).c_str(),
+                dtype_name(static_cast<DType>(s.columns[i].dtype)), shape_of(s.columns[i]).c_str());
+}
+
+Status name_payload(const std::string& name, NameRequest* n) {
+  *n = NameRequest{};
+  return copy_fixed(n->name, sizeof n->name, name, "table name");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string socket;
+  std::vector<std::string> args;
+  bool json = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (a == "--version") {
+      std::printf("engramctl %s\n", ENGRAM_VERSION_STRING);
+      return 0;
+    }
+    if (a == "--json") json = true;
+    else if (a == "--socket") {
+      if (i + 1 >= argc) return fail("--socket needs a path", 2);
+      socket = argv[++i];
+    } else args.push_back(a);
+  }
+  if (args.empty()) return fail(std::string("no command\n") + kUsage, 2);
+  if (socket.empty())
+    if (const char* env = std::getenv("ENGRAM_SOCKET"); env && *env) socket = env;
+  if (socket.empty()) socket = kDefaultSocket;
+  const std::string& cmd = args[0];
+  bool needs_table = cmd == "info" || cmd == "reset" || cmd == "drop" || cmd == "create-table";
+  if (needs_table && args.size() != 2) return fail(cmd + " takes one argument\n" + kUsage, 2);
+  if (!needs_table && args.size() != 1) return fail(cmd + " takes no argument\n" + kUsage, 2);
+  if (cmd != "status" && cmd != "tables" && !needs_table) return fail("unknown command " + cmd + "\n" + kUsage, 2);
+
+  // Parse before connecting, so a bad file fails the same with or without a server.
+  TableSpec spec{};
+  if (cmd == "create-table") {
+    std::stringstream text;
+    if (args[1] == "-") text << std::cin.rdbuf();
+    else {
+      FILE* f = std::fopen(args[1].c_str(), "r");
+      if (!f) return fail("cannot read " + args[1] + ": " + std::strerror(errno));
+      char buf[4096];
+      size_t n;
+      while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.write(buf, static_cast<std::streamsize>(n));
+      std::fclose(f);
+    }
+    auto o = parse_table_snippet(text.str(), args[1] == "-" ? "<stdin>" : args[1]);
+    if (!o.ok()) return fail(o.status().message());
+    spec = to_spec(*o);
+  }
+
+  Connection c;
+  if (Status s = c.open(socket); !s.ok()) return fail(s.message());
+  std::vector<char> reply;
+  if (cmd == "status") {
+    if (Status s = c.call(ControlType::status, nullptr, 0, &reply); !s.ok()) return fail(s.message());
+    StatusReply st;
+    if (reply.size() != sizeof st) return fail("the server's status has another size (another version?)");
+    std::memcpy(&st, reply.data(), sizeof st);
+    if (json) {
+      std::printf("{\"pid\": %llu, \"version\": %s, \"uptime_ms\": %llu, \"clients\": %u, \"tables\": %u, "
+                  "\"arena_bytes\": %llu, \"blocks\": {\"total\": %llu, \"free\": %llu, \"reserved\": %llu, \"sealed\": %llu}}\n",
+                  (unsigned long long)st.pid, json_string(fixed_string(st.version, sizeof st.version)).c_str(),
+                  (unsigned long long)st.uptime_ms, st.clients, st.tables, (unsigned long long)st.arena_bytes,
+                  (unsigned long long)st.blocks_total, (unsigned long long)st.blocks_free,
+                  (unsigned long long)st.blocks_reserved, (unsigned long long)st.blocks_sealed);
+      return 0;
+    }
+    std::printf("engramd %s, pid %llu, up %.1f s, socket %s\n", fixed_string(st.version, sizeof st.version).c_str(),
+                (unsigned long long)st.pid, st.uptime_ms / 1000.0, socket.c_str());
+    std::printf("  clients  %u (this one included)\n  tables   %u\n", st.clients, st.tables);
+    std::printf("  arena    %.1f MiB: %llu blocks, %llu free, %llu being written, %llu holding chunks\n",
+                st.arena_bytes / 1048576.0, (unsigned long long)st.blocks_total, (unsigned long long)st.blocks_free,
+                (unsigned long long)st.blocks_reserved, (unsigned long long)st.blocks_sealed);
+    return 0;
+  }
+  if (cmd == "tables") {
+    if (Status s = c.call(ControlType::list_tables, nullptr, 0, &reply); !s.ok()) return fail(s.message());
+    if (reply.size() % sizeof(TableInfoWire) != 0) return fail("the server's table list has another size");
+    size_t n = reply.size() / sizeof(TableInfoWire);
+    std::vector<TableInfoWire> all(n);
+    if (n) std::memcpy(all.data(), reply.data(), reply.size());
+    if (json) {
+      std::printf("[");
+      for (size_t i = 0; i < n; ++i) std::printf("%s%s", i ? ", " : "", info_json(all[i]).c_str());
+      std::printf("]\n");
+      return 0;
+    }
+    std::printf("%-24s %12s %12s %-12s %12s %12s\n", "TABLE", "SIZE", "MAX_SIZE", "SAMPLER", "INSERTS", "SAMPLES");
+    for (const TableInfoWire& w : all)
+      std::printf("%-24s %12u %12u %-12s %12lld %12lld\n", fixed_string(w.spec.name, sizeof w.spec.name).c_str(), w.size,
+                  w.spec.capacity, selector_kind_name(static_cast<SelectorKind>(w.spec.sampler)),
+                  static_cast<long long>(w.counters.inserts), static_cast<long long>(w.counters.samples));
+    return 0;
+  }
+  if (cmd == "create-table") {
+    if (Status s = c.call(ControlType::create_table, &spec, sizeof spec, nullptr); !s.ok()) return fail(s.message());
+    std::printf("created table %s\n", fixed_string(spec.name, sizeof spec.name).c_str());
+    return 0;
+  }
+  NameRequest n;
+  if (Status s = name_payload(args[1], &n); !s.ok()) return fail(s.message(), 2);
+  ControlType t = cmd == "info" ? ControlType::table_info : cmd == "reset" ? ControlType::reset_table : ControlType::drop_table;
+  if (Status s = c.call(t, &n, sizeof n, &reply); !s.ok()) return fail(s.message());
+  if (cmd == "info") {
+    TableInfoWire w;
+    if (reply.size() != sizeof w) return fail("the server's table info has another size");
+    std::memcpy(&w, reply.data(), sizeof w);
+    if (json) std::printf("%s\n", info_json(w).c_str());
+    else print_info(w);
+    return 0;
+  }
+  std::printf("%s table %s\n", cmd == "reset" ? "reset" : "dropped", args[1].c_str());
+  return 0;
+}

@@ -1,0 +1,139 @@
+// engramd as a program: flags, readiness, refusals at start-up, SIGHUP,
+// and engramctl against it.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "daemon_fixture.hpp"
+
+namespace engram::test {
+namespace {
+
+// Runs a program to completion; returns its exit code and its output.
+int run(const std::vector<std::string>& args, std::string* out, const std::string& dir) {
+  std::string log = dir + "/run.out";
+  ::unlink(log.c_str());
+  int rc = wait_exit(spawn(args, log), 30000);
+  *out = read_file(log);
+  return rc;
+}
+
+TEST(Engramd, HelpVersionAndCheckConfig) {
+  std::string dir = make_temp_dir(), out;
+  EXPECT_EQ(run({ENGRAMD_PATH, "--help"}, &out, dir), 0);
+  EXPECT_NE(out.find("--check-config"), std::string::npos);
+  EXPECT_EQ(run({ENGRAMD_PATH, "--version"}, &out, dir), 0);
+  EXPECT_NE(out.find("engramd 0.1.0"), std::string::npos);
+  std::ofstream(dir + "/good.toml") << table_toml("t", "max_size = 10");
+  EXPECT_EQ(run({ENGRAMD_PATH, "--check-config", "--config", dir + "/good.toml"}, &out, dir), 0) << out;
+  std::ofstream(dir + "/bad.toml") << table_toml("t", "max_size = 10\nmax_times_sampled = -2");
+  EXPECT_EQ(run({ENGRAMD_PATH, "--check-config", "--config", dir + "/bad.toml"}, &out, dir), 1);
+  EXPECT_NE(out.find("table[0].max_times_sampled"), std::string::npos) << out;
+  EXPECT_EQ(run({ENGRAMD_PATH, "--bogus"}, &out, dir), 2);
+  EXPECT_EQ(run({ENGRAMD_PATH, "--check-config", "--config", dir + "/missing.toml"}, &out, dir), 1);
+  EXPECT_NE(out.find("missing.toml"), std::string::npos) << out;
+}
+
+TEST(Engramd, SignalsReadinessOnlyWhenServing) {
+  std::string dir = make_temp_dir();
+  std::string notify = dir + "/notify";
+  int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::strncpy(a.sun_path, notify.c_str(), sizeof a.sun_path - 1);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  std::string sock = dir + "/engram.sock";
+  std::ofstream(dir + "/c.toml") << "socket = \"" << sock << "\"\n" << table_toml("t", "max_size = 10");
+  ::setenv("NOTIFY_SOCKET", notify.c_str(), 1);
+  pid_t pid = spawn({ENGRAMD_PATH, "--config", dir + "/c.toml"}, dir + "/log");
+  ::unsetenv("NOTIFY_SOCKET");
+  char buf[256] = {};
+  pollfd p{fd, POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 10000), 1) << read_file(dir + "/log");
+  ASSERT_GT(::recv(fd, buf, sizeof buf - 1, 0), 0);
+  EXPECT_NE(std::string(buf).find("READY=1"), std::string::npos) << buf;
+  // Ready means usable: the socket answers and the table exists.
+  Control ctl(sock);
+  ASSERT_TRUE(ctl.ok());
+  NameRequest n{};
+  std::strcpy(n.name, "t");
+  EXPECT_TRUE(ctl.call(ControlType::table_info, &n, sizeof n, nullptr).ok());
+  ::kill(pid, SIGTERM);
+  EXPECT_EQ(wait_exit(pid, 10000), 0);
+  ::close(fd);
+}
+
+TEST(Engramd, RefusesASecondServerAndReplacesAStaleOne) {
+  Daemon d(table_toml("t", "max_size = 10"));
+  std::string out;
+  EXPECT_EQ(run({ENGRAMD_PATH, "--socket", d.socket()}, &out, d.dir()), 1);
+  EXPECT_NE(out.find("another server is live"), std::string::npos) << out;
+  d.kill9();
+  d.start();
+  EXPECT_NE(read_file(d.log()).find("removed the stale socket"), std::string::npos) << read_file(d.log());
+  EXPECT_NE(read_file(d.log()).find("stale segments"), std::string::npos) << read_file(d.log());
+}
+
+TEST(Engramd, RefusesAnArenaThatShmCannotHold) {
+  std::string dir = make_temp_dir(), out;
+  std::ofstream(dir + "/big.toml") << "socket = \"" << dir << "/s.sock\"\n"
+                                   << "[arena]\nclasses = [ { block_size = \"1GiB\", count = 100000 } ]\n";
+  EXPECT_EQ(run({ENGRAMD_PATH, "--config", dir + "/big.toml"}, &out, dir), 1);
+  EXPECT_NE(out.find("/dev/shm"), std::string::npos) << out;
+  EXPECT_NE(::access((dir + "/s.sock").c_str(), F_OK), 0) << "nothing is left behind";
+}
+
+TEST(Engramd, SighupReloadsRateLimiters) {
+  Daemon d(table_toml("t", "max_size = 10"));
+  std::string cfg = d.dir() + "/engramd.toml";
+  std::ofstream(cfg) << "socket = \"" << d.socket() << "\"\n"
+                     << table_toml("t", "max_size = 10\nrate_limiter = { kind = \"min_size\", min_size = 7 }");
+  ::kill(d.pid(), SIGHUP);
+  Control ctl(d.socket());
+  NameRequest n{};
+  std::strcpy(n.name, "t");
+  TableInfoWire w{};
+  for (int i = 0; i < 500 && w.spec.limiter.min_size_to_sample != 7; ++i) {
+    std::vector<char> r;
+    ASSERT_TRUE(ctl.call(ControlType::table_info, &n, sizeof n, &r).ok());
+    std::memcpy(&w, r.data(), sizeof w);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(w.spec.limiter.min_size_to_sample, 7);
+  EXPECT_NE(read_file(d.log()).find("rate limiter applied"), std::string::npos);
+}
+
+TEST(Engramctl, CommandsAgainstTheDaemon) {
+  Daemon d(table_toml("replay", "max_size = 50\nsampler = \"prioritized\"\npriority_exponent = 0.6"));
+  std::string out;
+  const std::string ctl = ENGRAMCTL_PATH, s = "--socket";
+  EXPECT_EQ(run({ctl, s, d.socket(), "status"}, &out, d.dir()), 0) << out;
+  EXPECT_NE(out.find("tables   1"), std::string::npos) << out;
+  EXPECT_EQ(run({ctl, s, d.socket(), "info", "replay"}, &out, d.dir()), 0) << out;
+  EXPECT_NE(out.find("prioritized (exponent 0.6)"), std::string::npos) << out;
+  EXPECT_NE(out.find("uint8    [10, 30]"), std::string::npos) << out;
+  EXPECT_EQ(run({ctl, s, d.socket(), "info", "replay", "--json"}, &out, d.dir()), 0) << out;
+  EXPECT_EQ(out.rfind("{\"name\": \"replay\", \"max_size\": 50, \"size\": 0,", 0), 0u) << out;
+  std::ofstream(d.dir() + "/q.toml") << "name = \"q\"\nmax_size = 5\nsampler = \"fifo\"\n[[column]]\nname = \"x\"\n"
+                                        "dtype = \"float32\"\nshape = [3]\n";
+  EXPECT_EQ(run({ctl, s, d.socket(), "create-table", d.dir() + "/q.toml"}, &out, d.dir()), 0) << out;
+  EXPECT_EQ(run({ctl, s, d.socket(), "create-table", d.dir() + "/q.toml"}, &out, d.dir()), 1) << out;
+  EXPECT_NE(out.find("exists"), std::string::npos) << out;
+  EXPECT_EQ(run({ctl, s, d.socket(), "tables"}, &out, d.dir()), 0) << out;
+  EXPECT_NE(out.find("q "), std::string::npos);
+  EXPECT_NE(out.find("replay "), std::string::npos);
+  ASSERT_EQ(wait_exit(spawn({ENGRAM_PROC_PATH, "writer", d.socket(), "replay", "0", "100", d.file("k")}, d.file("p")),
+                      30000),
+            0);
+  EXPECT_EQ(run({ctl, s, d.socket(), "reset", "replay"}, &out, d.dir()), 0) << out;
+  EXPECT_EQ(run({ctl, s, d.socket(), "info", "replay", "--json"}, &out, d.dir()), 0) << out;
+  EXPECT_NE(out.find("\"size\": 0,"), std::string::npos) << out;
+  EXPECT_EQ(run({ctl, s, d.socket(), "info", "nope"}, &out, d.dir()), 1);
+  EXPECT_NE(out.find("no table named \"nope\""), std::string::npos) << out;
+  EXPECT_EQ(run({ctl, s, d.socket(), "frobnicate"}, &out, d.dir()), 2);
+  EXPECT_EQ(run({ctl, s, d.dir() + "/none.sock", "status"}, &out, d.dir()), 1);
+  EXPECT_NE(out.find("is engramd running"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace engram::test
