@@ -3,7 +3,11 @@
 # Idempotent; uses sudo when not root.
 set -euo pipefail
 
-packages=(cmake g++ make pkg-config libboost-dev libgtest-dev libbenchmark-dev python3)
+# Build: compilers, CMake; libraries from DESIGN.md section 7 as they are used.
+# Checks: clang + libclang-rt (libFuzzer), abigail-tools (ABI baseline).
+packages=(cmake g++ make pkg-config python3
+          libboost-dev libgtest-dev libbenchmark-dev libtomlplusplus-dev libsystemd-dev
+          clang libclang-rt-14-dev abigail-tools)
 
 missing=()
 for p in "${packages[@]}"; do

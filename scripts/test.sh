@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every test: the release build's
-# full suite, then core's suite under AddressSanitizer + UBSan.
+# full suite (unit, multi-process, fault injection, ABI baseline), the same
+# suites under AddressSanitizer + UBSan, then each libFuzzer target for a
+# bounded time (ENGRAM_FUZZ_SECONDS, default 30).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,4 +17,19 @@ echo "== asan + ubsan build =="
 cmake --preset asan >/dev/null
 cmake --build --preset asan
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --preset asan -j2 -L core
+  ctest --preset asan -j2 -L 'core|daemon'
+
+echo "== fuzz (libFuzzer, ${ENGRAM_FUZZ_SECONDS:-30} s each) =="
+cmake --preset fuzz >/dev/null
+cmake --build --preset fuzz
+for target in ring_record config; do
+  corpus=build/fuzz/corpus/$target
+  mkdir -p "$corpus"
+  seeds=()
+  [ -d "tests/fuzz/corpus/$target" ] && seeds=("tests/fuzz/corpus/$target")
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    "build/fuzz/tests/fuzz/fuzz_$target" -max_total_time="${ENGRAM_FUZZ_SECONDS:-30}" -print_final_stats=0 \
+    "$corpus" "${seeds[@]}" 2>"build/fuzz/fuzz_$target.log" ||
+    { tail -40 "build/fuzz/fuzz_$target.log"; echo "fuzz_$target found a crash (input saved in the working directory)"; exit 1; }
+  echo "fuzz_$target: $(grep -o 'Done [0-9]* runs' "build/fuzz/fuzz_$target.log" | tail -1), no crash"
+done

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Compares a built libengram.so with the stored ABI baseline
+# (capi/abi/libengram.so.0.abi) using abidiff from abigail-tools.
+#   check-abi.sh LIB            fails on an incompatible change (exit 1);
+#                               additions pass, with a note to update the baseline
+#   check-abi.sh --update LIB   rewrites the baseline from LIB
+set -euo pipefail
+cd "$(dirname "$0")/.."
+baseline=capi/abi/libengram.so.0.abi
+headers=capi/include/engram
+
+if [ "${1:-}" = "--update" ]; then
+  abidw --headers-dir "$headers" --drop-private-types --no-show-locs --no-corpus-path "$2" >"$baseline"
+  echo "check-abi: baseline updated from $2"
+  exit 0
+fi
+lib="$1"
+set +e
+# Opaque handles are declaration-only in the baseline, so their private
+# layout may change freely; every public struct and signature is compared.
+report=$(abidiff "$baseline" "$lib")
+rc=$?
+set -e
+# abidiff's exit status is a bit field: 1 error, 2 usage, 4 ABI change, 8 incompatible change.
+if (( rc & 3 )); then
+  echo "check-abi: abidiff failed (status $rc):"; echo "$report"; exit 1
+fi
+# abidiff flags removed symbols as incompatible (8), but a changed struct
+# or signature only as a change (4): read its summary, and accept nothing
+# but additions.
+removed_or_changed=$(echo "$report" | grep -E "changes summary: ([1-9][0-9]* Removed|[0-9]+ Removed, [1-9][0-9]* Changed)" || true)
+if (( rc & 8 )) || [ -n "$removed_or_changed" ]; then
+  echo "check-abi: INCOMPATIBLE change to the libengram.so.0 ABI:"; echo "$report"
+  echo "check-abi: an existing function or struct changed; add new ones instead (see the conventions in engram.h)."
+  exit 1
+fi
+if (( rc & 4 )); then
+  echo "check-abi: compatible additions to the ABI:"; echo "$report"
+  echo "check-abi: ok; record them with scripts/check-abi.sh --update $lib"
+  exit 0
+fi
+echo "check-abi: libengram.so.0 ABI unchanged"

@@ -1,0 +1,15 @@
+// libFuzzer target: arbitrary text as engramd.toml and as an engramctl
+// table snippet. Parsing must return a value or an error, never crash.
+#include <cstdint>
+#include <string_view>
+
+#include "daemon/config.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::string_view text(reinterpret_cast<const char*>(data), size);
+  auto c = engram::parse_config(text, "fuzz");
+  (void)c;
+  auto t = engram::parse_table_snippet(text, "fuzz");
+  (void)t;
+  return 0;
+}

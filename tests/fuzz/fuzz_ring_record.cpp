@@ -1,0 +1,68 @@
+// libFuzzer target: arbitrary bytes as a client's ring records and chunk
+// headers, applied by a real TableOwner. The owner must answer or refuse
+// every record and never touch memory outside the arena, table and rings.
+//
+// Input: the first 256 bytes (if present) overwrite the start of the
+// client's 4 reserved blocks (64 bytes each: their chunk headers); the rest
+// is cut into 192-byte request records.
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "core/channel.hpp"
+#include "core/chunk_arena.hpp"
+#include "core/chunk_format.hpp"
+#include "daemon/log.hpp"
+#include "daemon/table_owner.hpp"
+#include "tests/test_util.hpp"
+
+using namespace engram;
+
+namespace {
+constexpr uint32_t kClient = 1, kOwnerId = 2;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static bool quiet = (set_log_level(LogLevel::off), true);
+  (void)quiet;
+  ArenaConfig ac{{{4096, 8}}};
+  test::AlignedBuffer arena_mem(ChunkArena::bytes_needed(ac));
+  ChunkArena arena = *ChunkArena::format(arena_mem.data(), arena_mem.size, ac);
+  TableOptions to;
+  to.name = "fuzz";
+  to.capacity = 16;
+  to.sampler = {SelectorKind::prioritized, 0.6};
+  to.signature = {make_column("obs", DType::u8, {8}), make_column("r", DType::f32, {})};
+  test::AlignedBuffer table_mem(Table::bytes_needed(to));
+  Table table = *Table::format(table_mem.data(), table_mem.size, to);
+  test::AlignedBuffer chan_mem(Channel::bytes_needed(16));
+  Channel chan = *Channel::format(chan_mem.data(), chan_mem.size, 0, 16);
+  TableOwner owner(arena, kOwnerId, table, to_spec(to), nullptr, 16);
+  owner.attach(kClient, chan);
+
+  // Four blocks reserved by the client, with valid chunks of 2 steps, so
+  // that the fuzzer starts from inserts that work.
+  uint64_t sig = signature_hash(to.signature.data(), to.signature.size());
+  for (int i = 0; i < 4; ++i) {
+    BlockRef b = *arena.alloc(kClient, 0);
+    ChunkHeader h{kChunkMagic, 2, 2, 2, sig, 1, {}};
+    std::memcpy(arena.data(b), &h, sizeof h);
+  }
+  size_t head = std::min<size_t>(size, 256);
+  for (size_t i = 0; i < head; ++i) static_cast<uint8_t*>(arena.data({static_cast<uint32_t>(i / 64), 1}))[i % 64] = data[i];
+  data += head;
+  size -= head;
+
+  ResponseRecord rsp;
+  for (; size >= kRecordSize; data += kRecordSize, size -= kRecordSize) {
+    RequestRecord r;
+    std::memcpy(&r, data, sizeof r);
+    if (r.deadline_ns > 0) r.deadline_ns = 0;  // never wait: the fuzzer has no clock
+    if (!chan.requests.try_push(&r).ok()) break;
+    owner.poll_once();
+    while (chan.responses.try_pop(&rsp).ok()) {
+    }
+  }
+  owner.detach(kClient, ChannelClosed::protocol_error);
+  return 0;
+}
