@@ -1,261 +1,325 @@
-// The main job until engramd exists: the core structures working together
-// across processes. Actor processes write Atari-sized steps (an 84x84 uint8
-// frame plus action, reward, discount) straight into chunk-arena blocks and
-// send item descriptors over their own SPSC rings; the parent plays the
-// daemon's part: it validates each descriptor, seals the block, inserts the
-// item into a prioritized table (evicting FIFO), samples batches of 256,
-// checks the sampled bytes and updates priorities. Halfway through, one actor
-// is SIGKILLed and its blocks are reclaimed. At the end every block must be
-// accounted for.
+// The main job: Ape-X-style replay through engram's C API. Actor processes
+// write Atari-sized steps (an 84x84 uint8 frame, action, reward, discount)
+// and create 2-step items with initial priorities; a learner process samples
+// batches of 256, checks every sampled frame byte for byte, and updates the
+// priorities. The server is engramd (--socket) or, by default, the embedded
+// server in this process. Halfway through one actor is SIGKILLed: the server
+// reclaims it and the others carry on. A progress line shows inserts/s,
+// samples/s and the table size; a summary ends the run.
+#include <csignal>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
-#include "core/chunk_arena.hpp"
-#include "core/futex.hpp"
-#include "core/shm.hpp"
-#include "core/spsc_ring.hpp"
-#include "core/table.hpp"
-
-using namespace engram;
+#include "engram/engram.h"
 
 namespace {
 
-constexpr uint32_t kFrame = 84 * 84;
-constexpr uint32_t kActors = 3;
-constexpr uint32_t kRingCapacity = 1024;
-constexpr uint32_t kCapacity = 4000;      // items in the table
-constexpr uint32_t kBlocks = kCapacity + kActors * (kRingCapacity + 8);
-constexpr uint32_t kBatch = 256;
+constexpr uint32_t kSide = 84, kFrame = kSide * kSide;
+constexpr uint32_t kBatch = 256, kItemSteps = 2, kEpisode = 200;
+constexpr const char* kTable = "replay";
 
-// One step as an actor lays it out in its block.
-struct Step {
-  uint64_t seq;       // actor << 48 | step number
-  int32_t action;
-  float reward;
-  float discount;
-  uint32_t checksum;  // of frame
-  uint8_t frame[kFrame];
-};
+volatile sig_atomic_t g_stop = 0;
+void on_term(int) { g_stop = 1; }
 
-// An actor's request: "block b (generation g) holds a step; insert it".
-struct Request {
-  uint32_t block;
-  uint32_t generation;
-  double priority;
-  uint64_t seq;
-};
-static_assert(sizeof(Request) % 8 == 0);
-
-uint32_t checksum(const uint8_t* p, size_t n) {
-  uint32_t h = 2166136261u;
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 16777619u;
-  return h;
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-void die(const Status& s, const char* what) {
-  std::fprintf(stderr, "engram_demo: %s: %s\n", what, s.to_string().c_str());
-  std::exit(1);
+// A frame as an Atari screen changes: a static background and a small
+// square that moves with the step. Its first 8 bytes name (actor, step), so
+// the learner can regenerate and compare the whole frame.
+void make_frame(uint32_t actor, uint32_t step, uint8_t* f) {
+  for (uint32_t y = 0; y < kSide; ++y)
+    for (uint32_t x = 0; x < kSide; ++x) f[y * kSide + x] = static_cast<uint8_t>((x * 3 + y * 5 + actor * 17) & 0x3f);
+  uint32_t px = (step * 3) % (kSide - 8), py = (step * 7) % (kSide - 8);
+  for (uint32_t y = py; y < py + 8; ++y)
+    for (uint32_t x = px; x < px + 8; ++x) f[y * kSide + x] = static_cast<uint8_t>(200 + actor);
+  uint64_t tag = uint64_t{actor} << 32 | step;
+  std::memcpy(f, &tag, sizeof tag);
 }
 
-[[noreturn]] void actor(ChunkArena arena, SpscRing ring, uint32_t id, const std::atomic<uint32_t>* stop) {
-  std::mt19937_64 rng(id);
-  uint64_t n = 0;
-  uint8_t x = 0;
-  while (stop->load(std::memory_order_relaxed) == 0) {
-    auto b = arena.alloc(id, 0);
-    if (!b.ok()) {  // arena full: the learner is behind; back off
-      usleep(200);
-      continue;
-    }
-    auto* s = static_cast<Step*>(arena.data(*b));
-    s->seq = (uint64_t{id} << 48) | n;
-    s->action = static_cast<int32_t>(rng() % 18);
-    s->reward = static_cast<float>(rng() % 3) - 1.0f;
-    s->discount = 0.99f;
-    // A frame that differs from the previous one in a small moving region.
-    std::memset(s->frame, 40, kFrame);
-    for (uint32_t r = 0; r < 8; ++r) std::memset(s->frame + ((n + r * 84 + x) % (kFrame - 8)), 200, 8);
-    x = static_cast<uint8_t>(x + 3);
-    s->checksum = checksum(s->frame, kFrame);
-    Request req{b->index, b->generation, 1.0 + static_cast<double>(rng() % 100), s->seq};
-    if (!ring.push(&req, 100'000'000).ok()) {
-      (void)arena.free_reserved(id, *b);
-      continue;
-    }
-    ++n;
+void columns(engram_column* c) {
+  c[0] = {"frame", ENGRAM_UINT8, 2, {kSide, kSide}};
+  c[1] = {"action", ENGRAM_INT32, 0, {}};
+  c[2] = {"reward", ENGRAM_FLOAT32, 0, {}};
+  c[3] = {"discount", ENGRAM_FLOAT32, 0, {}};
+}
+
+int fail(const char* who, const char* what, int rc) {
+  std::fprintf(stderr, "%s: %s: %s (%s)\n", who, what, engram_strerror(rc), engram_last_error());
+  return 1;
+}
+
+// Clients start before the embedded server is up: retry for a while.
+engram_client* connect_retry(const std::string& socket) {
+  engram_connect_options o;
+  engram_connect_options_init(&o);
+  o.socket_path = socket.c_str();
+  for (int i = 0; i < 200 && !g_stop; ++i) {
+    engram_client* c = nullptr;
+    if (engram_connect(&o, &c) == ENGRAM_OK) return c;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  _exit(0);
+  return nullptr;
 }
+
+engram_table* open_retry(engram_client* c) {
+  for (int i = 0; i < 200 && !g_stop; ++i) {
+    engram_table* t = nullptr;
+    if (engram_table_open(c, kTable, &t) == ENGRAM_OK) return t;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return nullptr;
+}
+
+int g_env_us = 50;  // simulated environment time per step
+
+int actor(const std::string& socket, uint32_t id) {
+  engram_client* c = connect_retry(socket);
+  if (!c) return fail("actor", "connect", ENGRAM_E_DISCONNECTED);
+  engram_table* t = open_retry(c);
+  if (!t) return fail("actor", "open table", ENGRAM_E_NOT_FOUND);
+  engram_column cols[4];
+  columns(cols);
+  engram_writer_options wo;
+  engram_writer_options_init(&wo);
+  wo.columns = cols;
+  wo.num_columns = 4;
+  wo.max_item_steps = kItemSteps;
+  engram_writer* w = nullptr;
+  if (int rc = engram_writer_open(c, &wo, &w)) return fail("actor", "writer", rc);
+  std::mt19937 rng(id);
+  std::exponential_distribution<double> td(1.0);
+  static uint8_t frame[kFrame];
+  for (uint32_t step = 0; !g_stop; ++step) {
+    if (g_env_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(g_env_us));
+    make_frame(id, step, frame);
+    int32_t action = static_cast<int32_t>(step % 18);
+    float reward = (step % 37 == 0) ? 1.0f : 0.0f, discount = (step % kEpisode == kEpisode - 1) ? 0.0f : 0.99f;
+    const void* v[4] = {frame, &action, &reward, &discount};
+    int rc = engram_writer_append(w, v);
+    if (rc == ENGRAM_OK && step % kEpisode != 0) rc = engram_writer_create_item(w, t, kItemSteps, td(rng));
+    if (rc == ENGRAM_OK && step % kEpisode == kEpisode - 1) rc = engram_writer_end_episode(w);
+    if (rc == ENGRAM_E_DISCONNECTED) break;
+    if (rc) return fail("actor", "write", rc);
+  }
+  engram_writer_close(w);
+  engram_disconnect(c);
+  return 0;
+}
+
+int learner(const std::string& socket) {
+  engram_client* c = connect_retry(socket);
+  if (!c) return fail("learner", "connect", ENGRAM_E_DISCONNECTED);
+  engram_table* t = open_retry(c);
+  if (!t) return fail("learner", "open table", ENGRAM_E_NOT_FOUND);
+  std::vector<uint8_t> frames(size_t{kBatch} * kItemSteps * kFrame);
+  std::vector<int32_t> actions(kBatch * kItemSteps);
+  std::vector<float> rewards(kBatch * kItemSteps), discounts(kBatch * kItemSteps);
+  std::vector<engram_sample_info> info(kBatch);
+  std::vector<uint64_t> keys(kBatch);
+  std::vector<double> prios(kBatch);
+  std::vector<uint8_t> want(kFrame);
+  std::mt19937 rng(99);
+  std::exponential_distribution<double> td(1.0);
+  engram_sample_options so;
+  engram_sample_options_init(&so);
+  so.batch_size = kBatch;
+  so.num_steps = kItemSteps;
+  so.timeout_ms = 200;
+  uint64_t bad = 0;
+  while (!g_stop) {
+    void* bufs[4] = {frames.data(), actions.data(), rewards.data(), discounts.data()};
+    uint32_t n = 0;
+    int rc = engram_sample(t, &so, bufs, info.data(), &n);
+    if (rc == ENGRAM_E_TIMEOUT) continue;
+    if (rc == ENGRAM_E_DISCONNECTED) break;
+    if (rc) return fail("learner", "sample", rc);
+    for (uint32_t i = 0; i < n; ++i) {
+      for (uint32_t k = 0; k < kItemSteps; ++k) {
+        const uint8_t* f = &frames[(size_t{i} * kItemSteps + k) * kFrame];
+        uint64_t tag;
+        std::memcpy(&tag, f, sizeof tag);
+        make_frame(static_cast<uint32_t>(tag >> 32), static_cast<uint32_t>(tag), want.data());
+        if (std::memcmp(f, want.data(), kFrame) != 0 || actions[i * kItemSteps + k] != int32_t(uint32_t(tag) % 18)) ++bad;
+      }
+      keys[i] = info[i].key;
+      prios[i] = td(rng);
+    }
+    rc = engram_update_priorities(t, keys.data(), prios.data(), n, nullptr);
+    if (rc == ENGRAM_E_DISCONNECTED) break;
+    if (rc) return fail("learner", "update priorities", rc);
+  }
+  engram_disconnect(c);
+  if (bad) std::fprintf(stderr, "learner: %" PRIu64 " sampled steps differ from what the actors wrote\n", bad);
+  return bad ? 3 : 0;
+}
+
+pid_t start_child(int (*body)(const std::string&, uint32_t), const std::string& socket, uint32_t id) {
+  pid_t p = ::fork();
+  if (p == 0) {
+    std::signal(SIGTERM, on_term);
+    std::_Exit(body(socket, id));
+  }
+  return p;
+}
+
+int learner_entry(const std::string& s, uint32_t) { return learner(s); }
+
+const char* kConfig = R"(
+[arena]
+classes = [ { block_size = "4KiB", count = 64 }, { block_size = "8KiB", count = 7000 } ]
+
+[[table]]
+name = "replay"
+max_size = 5000
+sampler = "prioritized"
+priority_exponent = 0.6
+remover = "fifo"
+rate_limiter = { kind = "min_size", min_size = 1000 }
+[[table.column]]
+name = "frame"
+dtype = "uint8"
+shape = [84, 84]
+[[table.column]]
+name = "action"
+dtype = "int32"
+[[table.column]]
+name = "reward"
+dtype = "float32"
+[[table.column]]
+name = "discount"
+dtype = "float32"
+)";
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  double seconds = 6.0;
+  double seconds = 20;
+  uint32_t actors = 3;
+  std::string socket;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--seconds" && i + 1 < argc) {
-      seconds = std::atof(argv[++i]);
-    } else if (a == "--help" || a == "-h") {
-      std::printf("usage: engram_demo [--seconds S]\n  runs %u actor processes and a learner for S seconds (default 6)\n", kActors);
-      return 0;
-    } else {
-      std::fprintf(stderr, "engram_demo: unknown argument '%s'; try --help\n", a.c_str());
+    if (a == "--seconds" && i + 1 < argc) seconds = std::atof(argv[++i]);
+    else if (a == "--actors" && i + 1 < argc) actors = static_cast<uint32_t>(std::atoi(argv[++i]));
+    else if (a == "--socket" && i + 1 < argc) socket = argv[++i];
+    else if (a == "--env-us" && i + 1 < argc) g_env_us = std::atoi(argv[++i]);
+    else {
+      std::fprintf(stderr,
+                   "usage: engram_demo [--seconds S (20)] [--actors N (3)] [--env-us US (50)] [--socket PATH]\n"
+                   "  --env-us: simulated environment time per actor step (0: write as fast as possible)\n"
+                   "  without --socket the server runs embedded in this process\n");
       return 2;
     }
   }
-  if (!(seconds > 0 && seconds <= 3600)) {
-    std::fprintf(stderr, "engram_demo: --seconds must be in (0, 3600]\n");
+  if (seconds <= 0 || seconds > 600 || actors < 2 || actors > 16) {
+    std::fprintf(stderr, "engram_demo: --seconds must be in (0, 600] and --actors in 2..16\n");
     return 2;
   }
+  bool embedded = socket.empty();
+  char dir[] = "/tmp/engram-demo-XXXXXX";
+  if (embedded) socket = std::string(::mkdtemp(dir)) + "/engram.sock";
 
-  // Shared memory: the arena, one ring per actor, one stop word.
-  ArenaConfig ac{{{align_up(sizeof(Step), 64), kBlocks}}};
-  size_t arena_bytes = ChunkArena::bytes_needed(ac);
-  size_t ring_bytes = SpscRing::bytes_needed(kRingCapacity, sizeof(Request));
-  size_t total = arena_bytes + kActors * ring_bytes + kCacheLine;
-  const std::string name = "engram-demo-" + std::to_string(getpid());
-  auto seg = ShmSegment::create(name, total, 0600);
-  if (!seg.ok()) die(seg.status(), "shared memory");
-  ShmSegment::remove(name);  // mapped until exit; nothing left behind on a crash
-  char* base = static_cast<char*>(seg->data());
-  auto arena = ChunkArena::format(base, arena_bytes, ac);
-  if (!arena.ok()) die(arena.status(), "arena");
-  std::vector<SpscRing> rings;
-  for (uint32_t i = 0; i < kActors; ++i) {
-    auto r = SpscRing::format(base + arena_bytes + i * ring_bytes, ring_bytes, kRingCapacity, sizeof(Request));
-    if (!r.ok()) die(r.status(), "ring");
-    rings.push_back(r.value());
+  // Children first: the embedded server starts threads, and fork() after
+  // that would copy a process with threads.
+  std::vector<pid_t> kids;
+  for (uint32_t i = 0; i < actors; ++i) kids.push_back(start_child(actor, socket, i));
+  pid_t learner_pid = start_child(learner_entry, socket, 0);
+
+  engram_server* server = nullptr;
+  if (embedded) {
+    engram_server_options so;
+    engram_server_options_init(&so);
+    so.socket_path = socket.c_str();
+    so.config_toml = kConfig;
+    so.quiet = 1;
+    if (int rc = engram_server_start(&so, &server)) {
+      for (pid_t k : kids) ::kill(k, SIGKILL);
+      ::kill(learner_pid, SIGKILL);
+      return fail("engram_demo", "embedded server", rc);
+    }
   }
-  auto* stop = new (base + arena_bytes + kActors * ring_bytes) std::atomic<uint32_t>(0);
-
-  // The table lives in the parent (the daemon's side).
-  TableOptions to;
-  to.name = "demo";
-  to.capacity = kCapacity;
-  to.sampler = {SelectorKind::prioritized, 0.6};
-  to.remover = {SelectorKind::fifo, 1.0};
-  to.rate_limiter = RateLimiterConfig::min_size(1000).value();
-  to.signature = {make_column("frame", DType::u8, {84, 84}), make_column("action", DType::i32, {}),
-                  make_column("reward", DType::f32, {}), make_column("discount", DType::f32, {})};
-  to.max_refs_per_item = 1;
-  std::vector<char> table_mem(Table::bytes_needed(to) + kCacheLine);
-  void* tmem = reinterpret_cast<void*>(align_up(reinterpret_cast<uintptr_t>(table_mem.data()), kCacheLine));
-  auto table = Table::format(tmem, Table::bytes_needed(to), to, 42);
-  if (!table.ok()) die(table.status(), "table");
-  ChunkArena& A = arena.value();
-  table->set_remove_hook([&A](const ItemSlot&, const ChunkRef* r) {
-    Status s = A.release(kArenaDaemonClient, BlockRef{r->block, r->generation});
-    if (!s.ok()) die(s, "release");
-  });
-
-  std::vector<pid_t> pids;
-  for (uint32_t i = 0; i < kActors; ++i) {
-    pid_t pid = fork();
-    if (pid == 0) actor(A, rings[i], i + 1, stop);
-    pids.push_back(pid);
+  engram_client* c = connect_retry(socket);
+  if (!c) return fail("engram_demo", "connect", ENGRAM_E_DISCONNECTED);
+  if (!embedded) {
+    engram_table* t = nullptr;
+    if (engram_table_open(c, kTable, &t) != ENGRAM_OK)
+      std::fprintf(stderr, "engram_demo: the server on %s needs a table \"%s\" (see dist/engramd.toml)\n", socket.c_str(),
+                   kTable);
+    engram_table_close(t);
   }
-  std::printf("engram demo: %u actor processes -> prioritized table (capacity %u, exponent 0.6), learner batch %u, %.0f s\n",
-              kActors, kCapacity, kBatch, seconds);
+  std::printf("engram demo: %u actors and 1 learner, %s server on %s, %.0f s\n", actors,
+              embedded ? "embedded" : "external", socket.c_str(), seconds);
+  std::printf("  table %s: prioritized (alpha 0.6), FIFO eviction at 5000 items, 2-step items of 84x84 frames\n", kTable);
 
-  std::mt19937_64 rng(7);
-  SampleBatch batch;
-  uint64_t inserts = 0, samples = 0, rejected = 0, verified = 0, last_inserts = 0, last_samples = 0;
-  const int64_t start = monotonic_ns(), end = start + static_cast<int64_t>(seconds * 1e9);
-  int64_t next_report = start + 1'000'000'000;
+  bool tty = ::isatty(STDOUT_FILENO);
+  int64_t t0 = now_ns(), last_t = t0;
+  engram_table_info last;
+  engram_table_info_init(&last);
+  engram_table_info i;
+  engram_table_info_init(&i);
   bool killed = false;
-  // The daemon's side of a request. Untrusted: seal() checks that the block
-  // exists and is reserved by this actor, in this generation.
-  auto admit = [&](uint32_t actor_id, const Request& req) {
-    BlockRef b{req.block, req.generation};
-    if (!A.seal(actor_id, b, 1).ok()) {
-      ++rejected;
-      return;
+  int status = 0;
+  while (now_ns() - t0 < int64_t(seconds * 1e9)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    if (int rc = engram_table_info_get(c, kTable, &i)) {
+      status = fail("engram_demo", "table info", rc);
+      break;
     }
-    ChunkRef ref{b.index, b.generation, 0, 1};
-    auto key = table->insert(req.priority, &ref, 1);
-    if (!key.ok()) die(key.status(), "insert");
-    ++inserts;
-  };
-  while (monotonic_ns() < end) {
-    bool idle = true;
-    for (uint32_t i = 0; i < kActors; ++i) {
-      Request req;
-      for (int k = 0; k < 64 && rings[i].try_pop(&req).ok(); ++k) {
-        idle = false;
-        admit(i + 1, req);
-      }
-    }
-    batch.clear();
-    Status s = table->sample(kBatch, &batch);
-    if (s.ok()) {
-      idle = false;
-      samples += batch.items.size();
-      // Check one sampled step's bytes, then give every item a new priority.
-      const ChunkRef& r = batch.refs[batch.items[0].first_ref];
-      const auto* step = static_cast<const Step*>(A.data({r.block, r.generation}));
-      if (step->checksum != checksum(step->frame, kFrame)) {
-        std::fprintf(stderr, "engram_demo: sampled step %" PRIx64 " is corrupt\n", step->seq);
-        return 1;
-      }
-      ++verified;
-      for (const SampledItem& it : batch.items) {
-        Status u = table->update(it.key, static_cast<double>(rng() % 1000) / 10.0);
-        if (!u.ok() && u.code() != Errc::stale_key) die(u, "update");
-      }
-    } else if (s.code() != Errc::rate_limited) {
-      die(s, "sample");
-    }
-    if (!killed && monotonic_ns() > start + (end - start) / 2) {
-      kill(pids[0], SIGKILL);
-      waitpid(pids[0], nullptr, 0);
-      // Drain what it sent before dying, then reclaim what it still held.
-      Request req;
-      while (rings[0].try_pop(&req).ok()) admit(1, req);
-      auto n = A.reclaim(1);
-      if (!n.ok()) die(n.status(), "reclaim");
-      std::printf("  actor 1 killed with SIGKILL: reclaimed %" PRIu64 " blocks it had reserved\n", *n);
+    int64_t t = now_ns();
+    double dt = (t - last_t) / 1e9;
+    std::printf("%s  %5.1f s  inserts %9" PRIu64 " (%7.0f/s)  samples %10" PRIu64 " (%8.0f/s)  size %5" PRIu64 "/%" PRIu64
+                "%s",
+                tty ? "\r" : "", (t - t0) / 1e9, i.inserts, (i.inserts - last.inserts) / dt, i.samples,
+                (i.samples - last.samples) / dt, i.size, i.max_size, tty ? "" : "\n");
+    std::fflush(stdout);
+    last = i;
+    last_t = t;
+    if (!killed && t - t0 > int64_t(seconds * 0.5e9)) {
+      ::kill(kids[0], SIGKILL);  // the server must reclaim it; the rest carry on
       killed = true;
+      std::printf("%s  (SIGKILLed actor 0; the server reclaims its blocks)\n", tty ? "\n" : "");
     }
-    int64_t now = monotonic_ns();
-    if (now >= next_report) {
-      std::printf("  t=%4.1fs  inserts/s %8" PRIu64 "  samples/s %9" PRIu64 "  table size %5u\n", (now - start) / 1e9,
-                  inserts - last_inserts, samples - last_samples, table->size());
-      std::fflush(stdout);
-      last_inserts = inserts;
-      last_samples = samples;
-      next_report += 1'000'000'000;
+  }
+  for (size_t k = 1; k < kids.size(); ++k) ::kill(kids[k], SIGTERM);
+  ::kill(learner_pid, SIGTERM);
+  int learner_status = 0;
+  for (pid_t k : kids) {
+    int st = 0;
+    ::waitpid(k, &st, 0);
+    if (k != kids[0] && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+      std::fprintf(stderr, "engram_demo: an actor failed\n");
+      status = 1;
     }
-    if (idle) usleep(100);
   }
-
-  stop->store(1);
-  for (uint32_t i = 1; i < kActors; ++i) waitpid(pids[i], nullptr, 0);
-  Request req;
-  for (uint32_t i = 1; i < kActors; ++i)  // steps sent but not inserted go back
-    while (rings[i].try_pop(&req).ok()) (void)A.free_reserved(i + 1, {req.block, req.generation});
-  TableInfo info = table->info();
-  table->reset();  // releases every chunk reference through the hook
-  auto audit = A.audit();
-  if (!audit.ok()) die(audit.status(), "audit");
-  double secs = (monotonic_ns() - start) / 1e9;
-  std::printf(
-      "summary: %" PRIu64 " steps inserted (%.0f/s), %" PRIu64 " items sampled (%.0f/s), %" PRIu64
-      " evicted, %" PRIu64 " batches verified byte for byte, %" PRIu64 " bad requests rejected\n",
-      inserts, inserts / secs, samples, samples / secs, info.stats.evictions, verified, rejected);
-  std::printf("arena: %" PRIu64 " of %u blocks free after shutdown, %" PRIu64 " reserved, %" PRIu64 " sealed\n", audit->free,
-              A.total_blocks(), audit->reserved, audit->sealed);
-  if (audit->free != A.total_blocks()) {
-    std::fprintf(stderr, "engram_demo: blocks leaked\n");
-    return 1;
+  ::waitpid(learner_pid, &learner_status, 0);
+  if (!(WIFEXITED(learner_status) && WEXITSTATUS(learner_status) == 0)) {
+    std::fprintf(stderr, "engram_demo: the learner failed or found corrupt data\n");
+    status = 1;
   }
-  std::printf("ok\n");
-  return 0;
+  engram_table_info_get(c, kTable, &i);
+  double total = (now_ns() - t0) / 1e9;
+  std::printf("%ssummary: %" PRIu64 " inserts (%.0f/s), %" PRIu64 " samples (%.0f/s), %" PRIu64 " priority updates, %" PRIu64
+              " evicted; every sampled frame matched what its actor wrote: %s\n",
+              tty ? "\n" : "", i.inserts, i.inserts / total, i.samples, i.samples / total, i.updates, i.evictions,
+              status == 0 ? "yes" : "NO");
+  if (i.inserts == 0 || i.samples == 0) {
+    std::fprintf(stderr, "engram_demo: nothing was %s\n", i.inserts == 0 ? "inserted" : "sampled");
+    status = 1;
+  }
+  engram_disconnect(c);
+  if (server) engram_server_stop(server);
+  if (embedded) ::rmdir(dir);
+  return status;
 }

@@ -96,7 +96,9 @@ TEST(MultiProcess, FourWritersTwoSamplersAccountForEveryKeyAndByte) {
   Control ctl(d.socket());
   StatusReply st = ctl.status();
   EXPECT_EQ(st.blocks_reserved, 0u) << "a client left reserved blocks behind";
-  ASSERT_EQ(ctl.call(ControlType::reset_table, "replay\0", kMaxTableName, nullptr).ok() ? 0 : 1, 0);
+  NameRequest n{};
+  std::strcpy(n.name, "replay");
+  ASSERT_TRUE(ctl.call(ControlType::reset_table, &n, sizeof n, nullptr).ok());
   st = ctl.status();
   EXPECT_EQ(st.blocks_free, st.blocks_total) << "after reset every block is free again: no reference leaked";
 }
