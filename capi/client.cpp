@@ -130,28 +130,12 @@ int engram_rate_limiter_queue(engram_rate_limiter* out, int64_t size) {
 
 Status engram_client::control(ControlType type, const void* payload, size_t size, std::vector<char>* reply) {
   if (disconnected) return {Errc::disconnected, "the server went away; disconnect and connect again"};
-  Status s = send_message(fd, type, 0, payload, size);
-  ControlHeader h{};
-  std::vector<char> p;
-  while (s.ok()) {
-    s = recv_message(fd, &h, &p, timeout_ms);
-    if (!s.ok() || h.type != static_cast<uint32_t>(ControlType::goodbye)) break;
-    s = {Errc::disconnected, "the server is stopping"};
+  Status s = control_call(fd, type, payload, size, reply, timeout_ms);
+  if (s.code() == Errc::disconnected) {
+    disconnected = true;
+    return {Errc::disconnected, s.message() + "; disconnect and connect again"};
   }
-  if (!s.ok()) {
-    if (s.code() == Errc::system || s.code() == Errc::disconnected) {
-      disconnected = true;
-      return {Errc::disconnected, "lost the server: " + s.message() + "; disconnect and connect again"};
-    }
-    return s;
-  }
-  if (h.type != static_cast<uint32_t>(type)) return {Errc::corrupt, "the server answered another request"};
-  if (h.status != 0) {
-    auto code = static_cast<Errc>(h.status);
-    return {code, std::string(p.begin(), p.end())};
-  }
-  if (reply) *reply = std::move(p);
-  return Status::Ok();
+  return s;
 }
 
 bool engram_client::alive() {

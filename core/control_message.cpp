@@ -88,4 +88,21 @@ Status recv_message(int fd, ControlHeader* h, std::vector<char>* payload, int ti
   return Status::Ok();
 }
 
+Status control_call(int fd, ControlType type, const void* payload, size_t size, std::vector<char>* reply,
+                    int timeout_ms) {
+  Status s = send_message(fd, type, 0, payload, size);
+  ControlHeader h{};
+  std::vector<char> p;
+  if (s.ok()) s = recv_message(fd, &h, &p, timeout_ms);
+  if (s.ok() && h.type == static_cast<uint32_t>(ControlType::goodbye)) s = {Errc::disconnected, "the server is stopping"};
+  if (!s.ok()) {
+    if (s.code() == Errc::system) return {Errc::disconnected, "lost the server: " + s.message()};
+    return s;
+  }
+  if (h.type != static_cast<uint32_t>(type)) return {Errc::corrupt, "the server answered another request"};
+  if (h.status != 0) return {static_cast<Errc>(h.status), std::string(p.begin(), p.end())};
+  if (reply) *reply = std::move(p);
+  return Status::Ok();
+}
+
 }  // namespace engram

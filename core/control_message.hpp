@@ -129,4 +129,9 @@ Status send_message(int fd, ControlType type, int32_t status, const void* payloa
 // timeout_ms < 0 waits for ever.
 Status recv_message(int fd, ControlHeader* h, std::vector<char>* payload, int timeout_ms);
 
+// One request and its reply. The reply's status becomes the Status (its
+// payload the message); a hang-up or a goodbye is Errc::disconnected.
+Status control_call(int fd, ControlType type, const void* payload, size_t size, std::vector<char>* reply,
+                    int timeout_ms);
+
 }  // namespace engram

@@ -1,5 +1,7 @@
 #include "daemon/config.hpp"
 
+#include <grp.h>
+
 #include <cmath>
 #include <fstream>
 #include <set>
@@ -315,6 +317,8 @@ Result<TableOptions> parse_table_snippet(std::string_view text, const std::strin
 Status validate_config(const ServerConfig& c) {
   if (c.socket_path.empty()) return bad("socket", "must not be empty");
   if (c.socket_path.size() >= 108) return bad("socket", "path is longer than 107 bytes (a Unix socket limit)");
+  if (!c.group.empty() && ::getgrnam(c.group.c_str()) == nullptr)
+    return bad("group", "\"" + c.group + "\" does not exist; create it (groupadd " + c.group + ") or leave `group` out");
   for (char ch : c.shm_prefix)
     if (ch == '/' || ch == '\0') return bad("shm_prefix", "must not contain '/'");
   if (c.tables.size() > kMaxTables) return bad("table", "more than " + std::to_string(kMaxTables) + " tables");

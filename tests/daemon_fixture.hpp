@@ -93,13 +93,7 @@ class Control {
   int fd() const { return fd_; }
 
   Status call(ControlType t, const void* p, size_t n, std::vector<char>* reply) {
-    if (Status s = send_message(fd_, t, 0, p, n); !s.ok()) return s;
-    ControlHeader h{};
-    std::vector<char> payload;
-    if (Status s = recv_message(fd_, &h, &payload, 10000); !s.ok()) return s;
-    if (h.status != 0) return {static_cast<Errc>(h.status), std::string(payload.begin(), payload.end())};
-    if (reply) *reply = std::move(payload);
-    return Status::Ok();
+    return control_call(fd_, t, p, n, reply, 10000);
   }
   StatusReply status() {
     std::vector<char> r;

@@ -310,6 +310,83 @@ TEST_F(CApi, RateLimiterChangesAtRunTime) {
   EXPECT_EQ(engram_table_set_rate_limiter(c_, "replay", &r), ENGRAM_E_INVALID);
 }
 
+TEST_F(CApi, AppendBatchChunksAndItemsAcrossChunksAndTables) {
+  ASSERT_EQ(create("a", 100, ENGRAM_FIFO), ENGRAM_OK);
+  ASSERT_EQ(create("b", 100, ENGRAM_FIFO), ENGRAM_OK);
+  engram_table* ta = open("a");
+  engram_table* tb = open("b");
+  engram_writer* w = writer(cols_, 2, /*chunk_length=*/4, /*max_item_steps=*/6);
+  uint8_t obs[10 * 20];
+  float rew[10];
+  for (int i = 0; i < 10; ++i) {
+    std::memset(obs + 20 * i, i, 20);
+    rew[i] = float(i);
+  }
+  const void* cols[2] = {obs, rew};
+  ASSERT_EQ(engram_writer_append_batch(w, cols, 10), ENGRAM_OK) << last();
+  EXPECT_EQ(engram_writer_append_batch(w, cols, 0), ENGRAM_E_RANGE);
+  // Steps 4..9: chunk [4..7] and the open chunk [8, 9]; the same chunks back
+  // an item in each table.
+  ASSERT_EQ(engram_writer_create_item(w, ta, 6, 1.0), ENGRAM_OK) << last();
+  ASSERT_EQ(engram_writer_create_item(w, tb, 3, 1.0), ENGRAM_OK) << last();
+  ASSERT_EQ(engram_writer_flush(w, 5000), ENGRAM_OK) << last();
+  engram_sample_options so;
+  engram_sample_options_init(&so);
+  uint8_t got_obs[6 * 20];
+  float got_rew[6];
+  void* bufs[2] = {got_obs, got_rew};
+  uint32_t n = 0;
+  so.num_steps = 6;
+  ASSERT_EQ(engram_sample(ta, &so, bufs, nullptr, &n), ENGRAM_OK) << last();
+  for (int k = 0; k < 6; ++k) {
+    EXPECT_EQ(got_rew[k], float(4 + k));
+    EXPECT_EQ(got_obs[20 * k + 19], 4 + k);
+  }
+  so.num_steps = 3;
+  ASSERT_EQ(engram_sample(tb, &so, bufs, nullptr, &n), ENGRAM_OK) << last();
+  for (int k = 0; k < 3; ++k) EXPECT_EQ(got_rew[k], float(7 + k));
+  engram_batch* b = nullptr;
+  ASSERT_EQ(engram_sample_view(tb, &so, &b), ENGRAM_OK) << last();
+  engram_view v[8];
+  uint32_t nv = 0;
+  ASSERT_EQ(engram_batch_views(b, 0, 1, v, 8, &nv), ENGRAM_OK);
+  ASSERT_EQ(nv, 2u) << "steps 7..9 span two chunks";
+  EXPECT_EQ(v[0].steps, 1u);
+  EXPECT_EQ(v[1].steps, 2u);
+  EXPECT_EQ(static_cast<const float*>(v[1].data)[1], 9.0f);
+  engram_batch_release(b);
+}
+
+TEST_F(CApi, ZeroCopyViewsStayValidUntilReleasedEvenIfTheItemIsEvicted) {
+  ASSERT_EQ(create("one", 1), ENGRAM_OK);
+  engram_table* t = open("one");
+  engram_writer* w = writer(cols_, 2);
+  append(w, 7);
+  ASSERT_EQ(engram_writer_create_item(w, t, 1, 1.0), ENGRAM_OK);
+  ASSERT_EQ(engram_writer_flush(w, 5000), ENGRAM_OK);
+  engram_sample_options so;
+  engram_sample_options_init(&so);
+  engram_batch* b = nullptr;
+  ASSERT_EQ(engram_sample_view(t, &so, &b), ENGRAM_OK) << last();
+  engram_view v;
+  uint32_t nv = 0;
+  ASSERT_EQ(engram_batch_views(b, 0, 0, &v, 1, &nv), ENGRAM_OK);
+  const auto* bytes = static_cast<const uint8_t*>(v.data);
+  // Evict the viewed item many times over, with the writer's chunks recycled.
+  for (int i = 0; i < 200; ++i) {
+    append(w, static_cast<uint8_t>(100 + i % 100));
+    ASSERT_EQ(engram_writer_create_item(w, t, 1, 1.0), ENGRAM_OK);
+  }
+  ASSERT_EQ(engram_writer_flush(w, 5000), ENGRAM_OK);
+  for (int k = 0; k < 20; ++k) ASSERT_EQ(bytes[k], 7) << "a pinned chunk was recycled under its view";
+  engram_sample_info si;
+  ASSERT_EQ(engram_batch_info(b, 0, &si), ENGRAM_OK);
+  EXPECT_EQ(si.times_sampled, 1u);
+  EXPECT_EQ(si.table_size, 1u);
+  EXPECT_EQ(engram_batch_info(b, 1, &si), ENGRAM_E_RANGE);
+  engram_batch_release(b);
+}
+
 TEST(CApiConfig, BadConfigValuesNameTheKey) {
   struct Case {
     const char* toml;

@@ -30,6 +30,11 @@ TEST(Engramd, HelpVersionAndCheckConfig) {
   EXPECT_EQ(run({ENGRAMD_PATH, "--check-config", "--config", dir + "/bad.toml"}, &out, dir), 1);
   EXPECT_NE(out.find("table[0].max_times_sampled"), std::string::npos) << out;
   EXPECT_EQ(run({ENGRAMD_PATH, "--bogus"}, &out, dir), 2);
+  EXPECT_EQ(run({ENGRAMD_PATH, "--check-config", "--config", ENGRAM_SOURCE_DIR "/dist/engramd.toml"}, &out, dir), 0)
+      << "the sample config must stay valid: " << out;
+  std::ofstream(dir + "/group.toml") << "group = \"no-such-group-here\"\n";
+  EXPECT_EQ(run({ENGRAMD_PATH, "--check-config", "--config", dir + "/group.toml"}, &out, dir), 1);
+  EXPECT_NE(out.find("groupadd"), std::string::npos) << out;
   EXPECT_EQ(run({ENGRAMD_PATH, "--check-config", "--config", dir + "/missing.toml"}, &out, dir), 1);
   EXPECT_NE(out.find("missing.toml"), std::string::npos) << out;
 }

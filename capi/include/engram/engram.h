@@ -209,7 +209,9 @@ typedef struct engram_table_info {
 } engram_table_info;
 
 ENGRAM_API void engram_table_info_init(engram_table_info* i);
-/* Fills *out (whose struct_size the caller set, e.g. by _init). */
+/* Fills *out (whose struct_size the caller set, e.g. by _init); fields past
+ * that size are left alone. Errors: ENGRAM_E_NOT_FOUND, ENGRAM_E_INVALID
+ * (struct_size too small), ENGRAM_E_DISCONNECTED. */
 ENGRAM_API int engram_table_info_get(engram_client* c, const char* name, engram_table_info* out);
 /* The table's columns: copies min(cap, count) into out and sets *count.
  * Column names point into the handle and live as long as it. */
@@ -231,6 +233,9 @@ typedef struct engram_writer_options {
 } engram_writer_options;
 
 ENGRAM_API void engram_writer_options_init(engram_writer_options* o);
+/* A writer of steps with the given columns. Errors: ENGRAM_E_INVALID (a bad
+ * column: name, dtype, rank), ENGRAM_E_RANGE (no column, too many, a name too
+ * long, chunk_length 0, or a chunk larger than the arena's largest block). */
 ENGRAM_API int engram_writer_open(engram_client* c, const engram_writer_options* o, engram_writer** out);
 /* Appends one step: columns[i] points at one value of column i. Errors:
  * ENGRAM_E_NOMEM / ENGRAM_E_TIMEOUT (no arena block within insert_timeout_ms). */
@@ -252,7 +257,8 @@ ENGRAM_API int engram_writer_end_episode(engram_writer* w);
  * insert_timeout_ms), or ENGRAM_E_TIMEOUT if items are still pending. */
 ENGRAM_API int engram_writer_flush(engram_writer* w, int32_t timeout_ms);
 /* With keep_keys: moves up to cap keys of applied items, in creation order,
- * into keys and sets *count. */
+ * into keys and sets *count (0 when none are left). Without keep_keys no
+ * keys are kept and *count is 0. */
 ENGRAM_API int engram_writer_take_keys(engram_writer* w, uint64_t* keys, size_t cap, size_t* count);
 /* Flushes (up to insert_timeout_ms), gives back the writer's chunks, frees w. */
 ENGRAM_API void engram_writer_close(engram_writer* w);
@@ -297,10 +303,15 @@ typedef struct engram_view {
 /* Samples a batch without copying: the data stays in shared memory, pinned,
  * read-only, until engram_batch_release. Same errors as engram_sample. */
 ENGRAM_API int engram_sample_view(engram_table* t, const engram_sample_options* o, engram_batch** out);
+/* Items in the batch (0 for NULL). */
 ENGRAM_API uint32_t engram_batch_size(const engram_batch* b);
+/* Key, priority, probability, times_sampled, table size of one item.
+ * Errors: ENGRAM_E_RANGE (item >= engram_batch_size). */
 ENGRAM_API int engram_batch_info(const engram_batch* b, uint32_t item, engram_sample_info* out);
 /* The pieces of column `column` of item `item` (one per chunk it spans, at
- * most 8), in step order: copies min(cap, n) views and sets *count. */
+ * most 8), in step order: copies min(cap, n) views and sets *count. The
+ * data is read-only and valid until engram_batch_release. Errors:
+ * ENGRAM_E_RANGE (item or column out of range). */
 ENGRAM_API int engram_batch_views(const engram_batch* b, uint32_t item, uint32_t column, engram_view* out, uint32_t cap,
                        uint32_t* count);
 /* Unpins the batch's data and frees b. NULL is a no-op. */
