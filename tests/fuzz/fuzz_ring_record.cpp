@@ -2,9 +2,11 @@
 // headers, applied by a real TableOwner. The owner must answer or refuse
 // every record and never touch memory outside the arena, table and rings.
 //
-// Input: the first 256 bytes (if present) overwrite the start of the
-// client's 4 reserved blocks (64 bytes each: their chunk headers); the rest
-// is cut into 192-byte request records.
+// Input: byte 0 is a mask; for each of its low 4 bits that is set, the next
+// 64 bytes overwrite the chunk header of one of the client's 4 reserved
+// blocks (which otherwise hold valid 2-step chunks). The rest is cut into
+// 192-byte request records. tests/fuzz/make_seeds.py writes seeds that
+// insert, sample, update, remove, release and drop.
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -48,10 +50,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     ChunkHeader h{kChunkMagic, 2, 2, 2, sig, 1, {}};
     std::memcpy(arena.data(b), &h, sizeof h);
   }
-  size_t head = std::min<size_t>(size, 256);
-  for (size_t i = 0; i < head; ++i) static_cast<uint8_t*>(arena.data({static_cast<uint32_t>(i / 64), 1}))[i % 64] = data[i];
-  data += head;
-  size -= head;
+  if (size == 0) return 0;
+  uint8_t mask = data[0];
+  ++data;
+  --size;
+  for (uint32_t blk = 0; blk < 4; ++blk) {
+    if (!(mask >> blk & 1) || size < 64) continue;
+    std::memcpy(arena.data({blk, 1}), data, 64);
+    data += 64;
+    size -= 64;
+  }
 
   ResponseRecord rsp;
   for (; size >= kRecordSize; data += kRecordSize, size -= kRecordSize) {
