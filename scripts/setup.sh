@@ -4,10 +4,12 @@
 set -euo pipefail
 
 # Build: compilers, CMake; libraries from DESIGN.md section 7 as they are used.
-# Checks: clang + libclang-rt (libFuzzer), abigail-tools (ABI baseline).
+# Checks: clang + libclang-rt (libFuzzer), abigail-tools (ABI baseline);
+# the throughput harness: redis-server + libhiredis-dev (baseline), gnuplot-nox (plot).
 packages=(cmake g++ make pkg-config python3
           libboost-dev libgtest-dev libbenchmark-dev libtomlplusplus-dev libsystemd-dev
-          clang libclang-rt-14-dev abigail-tools)
+          clang libclang-rt-14-dev abigail-tools
+          redis-server libhiredis-dev gnuplot-nox)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,642 @@
+// The multi-process throughput harness (driven by bench/throughput.sh):
+// engram against what users would pick instead (Redis, pipelined) and
+// against the machine's copy bandwidth (memcpy into a shared mapping larger
+// than the caches), same payloads, same processes, same run.
+//
+// The parent stays single-threaded and forks every worker, so that fork()
+// is safe; workers connect, get ready, wait for "go", warm up, measure, and
+// report one Result through a pipe. Each scenario is repeated and the
+// median kept. Output: one JSON document (see bench/README.md).
+#include <hiredis/hiredis.h>
+#include <sys/mman.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engram/engram.h"
+
+namespace {
+
+struct Options {
+  std::string engram_socket, redis_socket, out, git = "unknown";
+  bool quick = false;
+  int reps = 3;
+  double seconds = 1.0, warmup = 0.3;
+  std::vector<uint64_t> payloads = {400, 4000, 40000, 400000};
+};
+Options g_opt;
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// What a worker reports.
+struct Result {
+  double items = 0, seconds = 0;
+  double p50_us = -1, p99_us = -1;
+  int error = 0;
+  char message[200] = {};
+};
+
+Result failed(const char* what, int rc) {
+  Result r;
+  r.error = rc ? rc : -1;
+  std::snprintf(r.message, sizeof r.message, "%s: %s (%s)", what, engram_strerror(rc), engram_last_error());
+  return r;
+}
+
+// Runs `body` in `n` forked workers at once; returns their results. body(i,
+// ready) must call ready() once prepared; the clock starts for all together.
+std::vector<Result> run_workers(int n, const std::function<Result(int, const std::function<void()>&)>& body) {
+  int ready_pipe[2], go_pipe[2];
+  if (::pipe(ready_pipe) || ::pipe(go_pipe)) std::abort();
+  std::vector<pid_t> pids;
+  std::vector<int> result_fds;
+  for (int i = 0; i < n; ++i) {
+    int res[2];
+    if (::pipe(res)) std::abort();
+    pid_t p = ::fork();
+    if (p == 0) {
+      ::close(res[0]);
+      auto ready = [&] {
+        char c = 1;
+        if (::write(ready_pipe[1], &c, 1) != 1) std::_Exit(3);
+        if (::read(go_pipe[0], &c, 1) != 1) std::_Exit(3);
+      };
+      Result r = body(i, ready);
+      if (::write(res[1], &r, sizeof r) != sizeof r) std::_Exit(3);
+      std::_Exit(0);
+    }
+    ::close(res[1]);
+    pids.push_back(p);
+    result_fds.push_back(res[0]);
+  }
+  for (int i = 0; i < n; ++i) {
+    char c;
+    if (::read(ready_pipe[0], &c, 1) != 1) break;
+  }
+  std::string go(static_cast<size_t>(n), '\1');
+  if (::write(go_pipe[1], go.data(), go.size()) != static_cast<ssize_t>(go.size())) std::abort();
+  std::vector<Result> out;
+  for (int i = 0; i < n; ++i) {
+    Result r;
+    if (::read(result_fds[static_cast<size_t>(i)], &r, sizeof r) != sizeof r) {
+      r.error = -1;
+      std::snprintf(r.message, sizeof r.message, "worker %d died", i);
+    }
+    ::close(result_fds[static_cast<size_t>(i)]);
+    out.push_back(r);
+  }
+  for (pid_t p : pids) ::waitpid(p, nullptr, 0);
+  for (int fd : {ready_pipe[0], ready_pipe[1], go_pipe[0], go_pipe[1]}) ::close(fd);
+  return out;
+}
+
+// Runs f() repeatedly for warmup then seconds; f returns items done.
+template <typename F>
+Result timed(F f) {
+  int64_t t0 = now_ns(), warm_end = t0 + int64_t(g_opt.warmup * 1e9);
+  while (now_ns() < warm_end) f();
+  Result r;
+  int64_t start = now_ns(), end = start + int64_t(g_opt.seconds * 1e9), t = start;
+  while (t < end) {
+    r.items += f();
+    t = now_ns();
+  }
+  r.seconds = (t - start) / 1e9;
+  return r;
+}
+
+// --- engram workers ------------------------------------------------------
+
+engram_client* connect_engram() {
+  engram_connect_options o;
+  engram_connect_options_init(&o);
+  o.socket_path = g_opt.engram_socket.c_str();
+  engram_client* c = nullptr;
+  return engram_connect(&o, &c) == ENGRAM_OK ? c : nullptr;
+}
+
+engram_column payload_column(uint64_t payload) { return {"x", ENGRAM_FLOAT32, 1, {uint32_t(payload / 4)}}; }
+
+std::vector<char> random_bytes(size_t n, uint64_t seed) {
+  std::vector<char> v(n);
+  std::mt19937_64 rng(seed);
+  for (size_t i = 0; i + 8 <= n; i += 8) {
+    uint64_t x = rng();
+    std::memcpy(&v[i], &x, 8);
+  }
+  return v;
+}
+
+// Writes items of one step. With pace_ns > 0, one item per pace_ns and the
+// create time in the payload's first 8 bytes (for queue latency). A queue
+// writer outlives its reader by a moment: items refused by the full queue
+// after that (ENGRAM_E_TIMEOUT) are not counted, and are not an error.
+Result engram_writer_worker(const char* table, uint64_t payload, int64_t count, int64_t pace_ns,
+                            const std::function<void()>& ready, bool queue = false) {
+  engram_client* c = connect_engram();
+  if (!c) return failed("connect", ENGRAM_E_DISCONNECTED);
+  engram_table* t = nullptr;
+  if (int rc = engram_table_open(c, table, &t)) return failed("open", rc);
+  engram_column col = payload_column(payload);
+  engram_writer_options wo;
+  engram_writer_options_init(&wo);
+  wo.columns = &col;
+  wo.num_columns = 1;
+  wo.insert_timeout_ms = 2000;  // a stuck run fails instead of hanging
+  engram_writer* w = nullptr;
+  if (int rc = engram_writer_open(c, &wo, &w)) return failed("writer", rc);
+  std::vector<char> data = random_bytes(payload, uint64_t(::getpid()));
+  const void* cols[1] = {data.data()};
+  uint64_t n = 0;
+  int err = 0;
+  auto one = [&]() -> double {
+    if (pace_ns > 0) {
+      // Sleep, not spin: a spinning writer would steal the core the
+      // server and the reader need, and measure the scheduler instead.
+      std::this_thread::sleep_for(std::chrono::nanoseconds(pace_ns));
+      int64_t ts = now_ns();
+      std::memcpy(data.data(), &ts, 8);
+    } else {
+      std::memcpy(data.data(), &n, 8);
+    }
+    ++n;
+    int rc = engram_writer_append(w, cols);
+    if (!rc) rc = engram_writer_create_item(w, t, 1, 1.0 + double(n % 7));
+    if (rc == ENGRAM_E_TIMEOUT && queue) return 0;
+    if (rc && !err) err = rc;
+    return rc ? 0 : 1;
+  };
+  ready();
+  Result r;
+  if (count > 0) {  // a fill, not a measurement
+    for (int64_t i = 0; i < count; ++i) one();
+  } else {
+    r = timed(one);
+  }
+  int64_t f0 = now_ns();
+  if (int rc = engram_writer_flush(w, 60000); rc && !err && !(queue && rc == ENGRAM_E_TIMEOUT)) err = rc;
+  r.seconds += (now_ns() - f0) / 1e9;  // what was created counts only once applied
+  if (err) return failed("write", err);
+  engram_disconnect(c);
+  return r;
+}
+
+Result engram_sampler_worker(const char* table, uint64_t payload, uint32_t batch, bool zero_copy, bool latency,
+                             const std::function<void()>& ready) {
+  engram_client* c = connect_engram();
+  if (!c) return failed("connect", ENGRAM_E_DISCONNECTED);
+  engram_table* t = nullptr;
+  if (int rc = engram_table_open(c, table, &t)) return failed("open", rc);
+  std::vector<char> buf(payload * batch);
+  void* bufs[1] = {buf.data()};
+  std::vector<engram_sample_info> info(batch);
+  engram_sample_options so;
+  engram_sample_options_init(&so);
+  so.batch_size = batch;
+  so.timeout_ms = 1000;
+  std::vector<double> lat;
+  int err = 0;
+  auto one = [&]() -> double {
+    uint32_t n = 0;
+    int rc;
+    if (zero_copy) {
+      engram_batch* b = nullptr;
+      rc = engram_sample_view(t, &so, &b);
+      n = engram_batch_size(b);
+      engram_batch_release(b);
+    } else {
+      rc = engram_sample(t, &so, bufs, info.data(), &n);
+    }
+    if (rc == ENGRAM_E_TIMEOUT) return 0;
+    if (rc && !err) err = rc;
+    if (latency && n) {
+      int64_t now = now_ns(), ts;
+      for (uint32_t i = 0; i < n; ++i) {
+        std::memcpy(&ts, &buf[i * payload], 8);
+        lat.push_back((now - ts) / 1e3);
+      }
+    }
+    return n;
+  };
+  ready();
+  Result r = timed(one);
+  if (err) return failed("sample", err);
+  if (!lat.empty()) {
+    std::sort(lat.begin(), lat.end());
+    r.p50_us = lat[lat.size() / 2];
+    r.p99_us = lat[std::min(lat.size() - 1, lat.size() * 99 / 100)];
+  }
+  engram_disconnect(c);
+  return r;
+}
+
+// --- Redis workers (hiredis, 64 commands per pipeline) -----------------------
+
+constexpr int kPipeline = 64;
+
+// SET (sample false) or GET of random keys k0..k(keys-1). With fill, SETs
+// every one of those keys once instead, untimed.
+Result redis_worker(bool sample, uint64_t payload, uint64_t key_base, uint64_t keys, const std::function<void()>& ready,
+                    bool fill = false) {
+  redisContext* rc = redisConnectUnix(g_opt.redis_socket.c_str());
+  if (!rc || rc->err) return failed("redis connect", -1);
+  std::vector<char> data = random_bytes(payload, key_base + 1);
+  std::mt19937_64 rng(key_base + 7);
+  uint64_t next = 0;
+  int err = 0;
+  auto batch = [&]() -> double {
+    char key[32];
+    for (int i = 0; i < kPipeline; ++i) {
+      uint64_t k = sample ? rng() % keys : key_base + (next++ % keys);
+      int n = std::snprintf(key, sizeof key, "k%llu", static_cast<unsigned long long>(k));
+      if (sample) redisAppendCommand(rc, "GET %b", key, size_t(n));
+      else redisAppendCommand(rc, "SET %b %b", key, size_t(n), data.data(), size_t(payload));
+    }
+    for (int i = 0; i < kPipeline; ++i) {
+      void* reply = nullptr;
+      if (redisGetReply(rc, &reply) != REDIS_OK) err = 1;
+      else {
+        auto* r = static_cast<redisReply*>(reply);
+        if (sample && (r->type != REDIS_REPLY_STRING || r->len != payload)) err = 2;
+        freeReplyObject(reply);
+      }
+    }
+    return kPipeline;
+  };
+  ready();
+  Result r;
+  if (fill) {
+    while (next < keys) batch();
+  } else {
+    r = timed(batch);
+  }
+  redisFree(rc);
+  if (err) {
+    Result f;
+    f.error = -1;
+    std::snprintf(f.message, sizeof f.message, "redis %s failed (%d)", sample ? "GET" : "SET", err);
+    return f;
+  }
+  return r;
+}
+
+// --- memcpy into a shared mapping larger than the caches -----------------------
+
+constexpr size_t kMapBytes = size_t{512} << 20;
+
+Result memcpy_worker(bool gather, uint64_t payload, const std::function<void()>& ready) {
+  size_t bytes = std::max<size_t>(kMapBytes, payload * 64);
+  auto* map = static_cast<char*>(::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  if (map == MAP_FAILED) return failed("mmap", -1);
+  std::memset(map, 1, bytes);  // fault every page in before timing
+  size_t slots = bytes / payload, next = 0;
+  std::vector<char> local(payload * 256);
+  std::vector<char> data = random_bytes(payload, 5);
+  std::mt19937_64 rng(9);
+  auto batch = [&]() -> double {
+    for (int i = 0; i < 256; ++i) {
+      if (gather) std::memcpy(&local[size_t(i) * payload], map + (rng() % slots) * payload, payload);
+      else std::memcpy(map + (next++ % slots) * payload, data.data(), payload);
+    }
+    return 256;
+  };
+  ready();
+  Result r = timed(batch);
+  ::munmap(map, bytes);
+  return r;
+}
+
+// --- scenarios ------------------------------------------------------------------
+
+struct Record {
+  std::string system, op, table;
+  uint64_t payload;
+  int processes;
+  double items_per_s, mb_per_s, p50_us = -1, p99_us = -1;
+  std::vector<double> reps;
+};
+std::vector<Record> g_records;
+int g_failures = 0;
+
+// Sum of items/s over workers; errors are reported and count as failures.
+double rate(const std::vector<Result>& rs, size_t first, size_t n, double* p50 = nullptr, double* p99 = nullptr) {
+  double total = 0;
+  for (size_t i = first; i < first + n; ++i) {
+    const Result& r = rs[i];
+    if (r.error) {
+      std::fprintf(stderr, "  worker error: %s\n", r.message);
+      ++g_failures;
+      continue;
+    }
+    if (r.seconds > 0) total += r.items / r.seconds;
+    if (p50 && r.p50_us >= 0) *p50 = r.p50_us;
+    if (p99 && r.p99_us >= 0) *p99 = r.p99_us;
+  }
+  return total;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+void record(const std::string& system, const std::string& op, const std::string& table, uint64_t payload, int procs,
+            const std::vector<double>& reps, double p50 = -1, double p99 = -1) {
+  double ips = median(reps);
+  g_records.push_back({system, op, table, payload, procs, ips, ips * double(payload) / 1e6, p50, p99, reps});
+  std::fprintf(stderr, "  %-7s %-16s %-12s %7llu B  x%d  %12.0f items/s  %9.1f MB/s%s\n", system.c_str(), op.c_str(),
+               table.c_str(), static_cast<unsigned long long>(payload), procs, ips, ips * double(payload) / 1e6,
+               p99 >= 0 ? (" p50 " + std::to_string(int(p50)) + " us p99 " + std::to_string(int(p99)) + " us").c_str() : "");
+}
+
+// Repeats a scenario g_opt.reps times.
+void scenario(const std::string& system, const std::string& op, const std::string& table, uint64_t payload, int procs,
+              const std::function<double()> run) {
+  std::vector<double> reps;
+  for (int i = 0; i < g_opt.reps; ++i) reps.push_back(run());
+  record(system, op, table, payload, procs, reps);
+}
+
+int create_table(engram_client* c, const char* name, uint64_t payload, uint64_t capacity, int sampler, bool queue) {
+  engram_column col = payload_column(payload);
+  engram_table_options o;
+  engram_table_options_init(&o);
+  o.name = name;
+  o.max_size = capacity;
+  o.sampler = sampler;
+  o.priority_exponent = 0.6;
+  o.columns = &col;
+  o.num_columns = 1;
+  if (queue) {
+    o.max_times_sampled = 1;
+    engram_rate_limiter_queue(&o.rate_limiter, int64_t(capacity));
+  }
+  engram_table_drop(c, name);  // left over from an interrupted run
+  return engram_table_create(c, &o);
+}
+
+// Sizing, shared with the server's config (--print-config): per payload an
+// arena class of blocks that hold one step, with room for a full table plus
+// what writers and samplers hold in flight, within a byte budget.
+constexpr uint32_t kRing = 256;  // client.ring_records: also the sample batch
+uint64_t budget() { return g_opt.quick ? (uint64_t{64} << 20) : (uint64_t{1} << 30); }
+uint64_t block_bytes(uint64_t payload) { return 64 + (payload + 63) / 64 * 64; }
+// Items a table holds: 1e5, fewer where that would take over half the budget.
+uint64_t table_items(uint64_t payload) {
+  return std::max<uint64_t>(64, std::min<uint64_t>(100000, budget() / 2 / payload));
+}
+uint64_t class_blocks(uint64_t payload) {
+  return std::min<uint64_t>(table_items(payload) + 4 * kRing + 64, budget() / block_bytes(payload));
+}
+
+void print_config() {
+  std::printf("# written by engram_bench_throughput --print-config%s\n[client]\nring_records = %u\n[arena]\nclasses = [\n",
+              g_opt.quick ? " --quick" : "", kRing);
+  for (uint64_t p : g_opt.payloads)
+    std::printf("  { block_size = %llu, count = %llu },\n", static_cast<unsigned long long>(block_bytes(p)),
+                static_cast<unsigned long long>(class_blocks(p)));
+  std::printf("]\n");
+}
+
+void run_payload(uint64_t payload) {
+  std::fprintf(stderr, "payload %llu B\n", static_cast<unsigned long long>(payload));
+  uint64_t items = table_items(payload);
+
+  // memcpy: copy in (insert) with 1 and 2 processes, random gather (sample).
+  for (int p : {1, 2})
+    scenario("memcpy", "insert", "none", payload, p, [&] {
+      return rate(run_workers(p, [&](int, auto& ready) { return memcpy_worker(false, payload, ready); }), 0, size_t(p));
+    });
+  scenario("memcpy", "sample", "none", payload, 1, [&] {
+    return rate(run_workers(1, [&](int, auto& ready) { return memcpy_worker(true, payload, ready); }), 0, 1);
+  });
+
+  // Redis: SET with 1 and 2 clients, then GET of random keys of a filled set.
+  if (!g_opt.redis_socket.empty()) {
+    for (int p : {1, 2})
+      scenario("redis", "insert", "none", payload, p, [&] {
+        return rate(run_workers(p, [&](int i, auto& ready) { return redis_worker(false, payload, uint64_t(i) << 40, items, ready); }),
+                    0, size_t(p));
+      });
+    run_workers(1, [&](int, auto& ready) { return redis_worker(false, payload, 0, items, ready, true); });
+    for (int p : {1, 2})
+      scenario("redis", "sample", "none", payload, p, [&] {
+        return rate(run_workers(p, [&](int i, auto& ready) { return redis_worker(true, payload, uint64_t(i), items, ready); }), 0,
+                    size_t(p));
+      });
+  }
+
+  engram_client* c = connect_engram();
+  if (!c) {
+    std::fprintf(stderr, "cannot connect to engram at %s\n", g_opt.engram_socket.c_str());
+    ++g_failures;
+    return;
+  }
+  // Inserts into a uniform table that evicts FIFO once full.
+  if (int rc = create_table(c, "ins", payload, items, ENGRAM_UNIFORM, false)) {
+    std::fprintf(stderr, "create table: %s (%s)\n", engram_strerror(rc), engram_last_error());
+    ++g_failures;
+    engram_disconnect(c);
+    return;
+  }
+  for (int p : {1, 2})
+    scenario("engram", "insert", "uniform", payload, p, [&] {
+      return rate(run_workers(p, [&](int, auto& ready) { return engram_writer_worker("ins", payload, 0, 0, ready); }), 0,
+                  size_t(p));
+    });
+  engram_table_drop(c, "ins");
+
+  // Samples from full prioritized and uniform tables.
+  for (auto [name, sampler] : {std::pair<const char*, int>{"prioritized", ENGRAM_PRIORITIZED}, {"uniform", ENGRAM_UNIFORM}}) {
+    create_table(c, name, payload, items, sampler, false);
+    run_workers(1, [&](int, auto& ready) { return engram_writer_worker(name, payload, int64_t(items), 0, ready); });
+    for (bool zc : {false, true})
+      for (int p : {1, 2})
+        scenario("engram", zc ? "sample_zero_copy" : "sample", name, payload, p, [&] {
+          return rate(run_workers(p, [&](int, auto& ready) { return engram_sampler_worker(name, payload, 256, zc, false, ready); }),
+                      0, size_t(p));
+        });
+    engram_table_drop(c, name);
+  }
+
+  // Both at once: a writer and a sampler on one prioritized table.
+  create_table(c, "both", payload, items, ENGRAM_PRIORITIZED, false);
+  run_workers(1, [&](int, auto& ready) { return engram_writer_worker("both", payload, int64_t(items), 0, ready); });
+  {
+    std::vector<double> ins, smp;
+    for (int i = 0; i < g_opt.reps; ++i) {
+      auto rs = run_workers(2, [&](int k, auto& ready) {
+        return k == 0 ? engram_writer_worker("both", payload, 0, 0, ready)
+                      : engram_sampler_worker("both", payload, 256, false, false, ready);
+      });
+      ins.push_back(rate(rs, 0, 1));
+      smp.push_back(rate(rs, 1, 1));
+    }
+    record("engram", "both_insert", "prioritized", payload, 1, ins);
+    record("engram", "both_sample", "prioritized", payload, 1, smp);
+  }
+  engram_table_drop(c, "both");
+
+  // A queue: items/s end to end at full speed, then the latency from
+  // create_item to the sample that returns it, paced so that the queue does
+  // not back up (not rate-limited).
+  uint64_t queue_items = std::min<uint64_t>(items, 4096);
+  uint32_t queue_batch = uint32_t(std::min<uint64_t>(256, queue_items));
+  create_table(c, "queue", payload, queue_items, ENGRAM_FIFO, true);
+  {
+    std::vector<double> thr, p50s, p99s;
+    for (int i = 0; i < g_opt.reps; ++i) {
+      auto rs = run_workers(2, [&](int k, auto& ready) {
+        return k == 0 ? engram_writer_worker("queue", payload, 0, 0, ready, true)
+                      : engram_sampler_worker("queue", payload, queue_batch, false, false, ready);
+      });
+      thr.push_back(rate(rs, 1, 1));
+      engram_table_reset(c, "queue");
+      double p50 = -1, p99 = -1;
+      auto lat = run_workers(2, [&](int k, auto& ready) {
+        return k == 0 ? engram_writer_worker("queue", payload, 0, 20000, ready, true)
+                      : engram_sampler_worker("queue", payload, 1, false, true, ready);
+      });
+      rate(lat, 0, 2, &p50, &p99);
+      p50s.push_back(p50);
+      p99s.push_back(p99);
+      engram_table_reset(c, "queue");
+    }
+    record("engram", "queue", "queue", payload, 1, thr, median(p50s), median(p99s));
+  }
+  engram_table_drop(c, "queue");
+  engram_disconnect(c);
+}
+
+std::string json_str(const std::string& s) {
+  std::string o = "\"";
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') o += '\\';
+    if (ch == '\n') {
+      o += "\\n";
+      continue;
+    }
+    o += ch;
+  }
+  return o + "\"";
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown";
+}
+
+double find(const std::string& system, const std::string& op, const std::string& table, uint64_t payload, int procs) {
+  for (const Record& r : g_records)
+    if (r.system == system && r.op == op && r.table == table && r.payload == payload && r.processes == procs)
+      return r.items_per_s;
+  return 0;
+}
+
+void write_json() {
+  utsname u{};
+  ::uname(&u);
+  std::ostringstream o;
+  o << "{\n  \"machine\": {\"cores\": " << std::thread::hardware_concurrency() << ", \"cpu\": " << json_str(cpu_model())
+    << ", \"kernel\": " << json_str(std::string(u.sysname) + " " + u.release) << "},\n"
+    << "  \"git\": " << json_str(g_opt.git) << ",\n  \"engram_version\": " << json_str(engram_version_string())
+    << ",\n  \"config\": {\"quick\": " << (g_opt.quick ? "true" : "false") << ", \"repetitions\": " << g_opt.reps
+    << ", \"seconds\": " << g_opt.seconds << ", \"warmup_seconds\": " << g_opt.warmup
+    << ", \"statistic\": \"median of repetitions\", \"column\": \"float32\", \"chunk_length\": 1, \"item_steps\": 1"
+    << ", \"sample_batch\": 256, \"redis_pipeline\": " << kPipeline << ", \"memcpy_mapping_bytes\": " << kMapBytes << "},\n"
+    << "  \"results\": [\n";
+  for (size_t i = 0; i < g_records.size(); ++i) {
+    const Record& r = g_records[i];
+    o << "    {\"system\": " << json_str(r.system) << ", \"op\": " << json_str(r.op) << ", \"table\": " << json_str(r.table)
+      << ", \"payload_bytes\": " << r.payload << ", \"processes\": " << r.processes << ", \"items_per_s\": " << r.items_per_s
+      << ", \"mb_per_s\": " << r.mb_per_s;
+    if (r.p50_us >= 0) o << ", \"p50_us\": " << r.p50_us << ", \"p99_us\": " << r.p99_us;
+    o << ", \"repetitions\": [";
+    for (size_t k = 0; k < r.reps.size(); ++k) o << (k ? ", " : "") << r.reps[k];
+    o << "]}" << (i + 1 < g_records.size() ? "," : "") << "\n";
+  }
+  o << "  ],\n  \"ratios\": [\n";
+  bool first = true;
+  for (uint64_t p : g_opt.payloads) {
+    double ei = find("engram", "insert", "uniform", p, 1), ri = find("redis", "insert", "none", p, 1),
+           mi = find("memcpy", "insert", "none", p, 1), ei2 = find("engram", "insert", "uniform", p, 2),
+           mi2 = find("memcpy", "insert", "none", p, 2), es = find("engram", "sample", "prioritized", p, 1),
+           rs = find("redis", "sample", "none", p, 1), ms = find("memcpy", "sample", "none", p, 1),
+           ez = find("engram", "sample_zero_copy", "prioritized", p, 1);
+    auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
+    o << (first ? "" : ",\n") << "    {\"payload_bytes\": " << p << ", \"insert_engram_over_redis\": " << ratio(ei, ri)
+      << ", \"insert_engram_over_memcpy\": " << ratio(ei, mi) << ", \"insert_2_over_1_writers\": " << ratio(ei2, ei)
+      << ", \"memcpy_2_over_1\": " << ratio(mi2, mi) << ", \"sample_engram_over_redis\": " << ratio(es, rs)
+      << ", \"sample_engram_over_memcpy_gather\": " << ratio(es, ms) << ", \"zero_copy_items_per_s\": " << ez << "}";
+    first = false;
+  }
+  o << "\n  ]\n}\n";
+  std::ofstream(g_opt.out) << o.str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool print_only = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--engram-socket") g_opt.engram_socket = next();
+    else if (a == "--redis-socket") g_opt.redis_socket = next();
+    else if (a == "--out") g_opt.out = next();
+    else if (a == "--git") g_opt.git = next();
+    else if (a == "--quick") g_opt.quick = true;
+    else if (a == "--print-config") print_only = true;
+    else if (a == "--reps") g_opt.reps = std::max(1, std::atoi(next().c_str()));
+    else if (a == "--seconds") g_opt.seconds = std::atof(next().c_str());
+    else {
+      std::fprintf(stderr,
+                   "usage: engram_bench_throughput --engram-socket PATH [--redis-socket PATH] --out FILE\n"
+                   "       engram_bench_throughput --print-config [--quick]   (the server config it needs)\n"
+                   "       [--quick] [--reps N] [--seconds S] [--git REV]\n"
+                   "(bench/throughput.sh starts the servers and runs this)\n");
+      return 2;
+    }
+  }
+  if (print_only) {
+    print_config();
+    return 0;
+  }
+  if (g_opt.engram_socket.empty() || g_opt.out.empty()) {
+    std::fprintf(stderr, "--engram-socket and --out are required\n");
+    return 2;
+  }
+  if (g_opt.quick) {
+    g_opt.reps = 1;
+    g_opt.seconds = 0.15;
+    g_opt.warmup = 0.05;
+  }
+  for (uint64_t p : g_opt.payloads) run_payload(p);
+  write_json();
+  std::fprintf(stderr, "wrote %s (%zu results, %d worker failures)\n", g_opt.out.c_str(), g_records.size(), g_failures);
+  return g_failures ? 1 : 0;
+}

@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Summarizes bench/results/throughput*.json (written by bench/throughput.sh).
+
+  summarize_throughput.py FILE                 table of results and ratios; exits 1 if
+                                               a result is missing or not positive
+  summarize_throughput.py --targets FILE       also checks the targets of issue 5
+  summarize_throughput.py --gnuplot-data FILE  columns for bench/throughput.gp
+"""
+import json
+import sys
+
+PAYLOADS = [400, 4000, 40000, 400000]
+# (label, system, op, table, processes)
+ROWS = [
+    ("insert, 1 proc", "insert", "uniform", 1),
+    ("insert, 2 procs", "insert", "uniform", 2),
+    ("sample, 1 proc", "sample", "prioritized", 1),
+    ("sample, 2 procs", "sample", "prioritized", 2),
+]
+ENGRAM_ONLY = [
+    ("sample uniform, 1 proc", "sample", "uniform", 1),
+    ("zero-copy prioritized, 1 proc", "sample_zero_copy", "prioritized", 1),
+    ("zero-copy prioritized, 2 procs", "sample_zero_copy", "prioritized", 2),
+    ("zero-copy uniform, 1 proc", "sample_zero_copy", "uniform", 1),
+    ("both: inserts", "both_insert", "prioritized", 1),
+    ("both: samples", "both_sample", "prioritized", 1),
+    ("queue, end to end", "queue", "queue", 1),
+]
+
+
+def find(results, system, op, table, payload, procs):
+    for r in results:
+        if (r["system"], r["op"], r["table"], r["payload_bytes"], r["processes"]) == (system, op, table, payload, procs):
+            return r
+    return None
+
+
+def baseline(results, system, op, payload, procs):
+    base_op = {"insert": "insert", "sample": "sample"}[op]
+    return find(results, system, base_op, "none", payload, procs)
+
+
+def fmt(r):
+    if r is None:
+        return "-"
+    return f"{r['items_per_s'] / 1e6:8.3f}M/s {r['mb_per_s']:8.0f} MB/s"
+
+
+def main(argv):
+    mode = None
+    if argv and argv[0] in ("--targets", "--gnuplot-data"):
+        mode = argv.pop(0)
+    if len(argv) != 1:
+        print(__doc__, file=sys.stderr)
+        return 2
+    doc = json.load(open(argv[0]))
+    results = doc["results"]
+    if mode == "--gnuplot-data":
+        print("# payload engram_insert redis_insert memcpy_insert engram_sample redis_sample memcpy_gather engram_zero_copy"
+              " (items/s; MB/s = items/s * payload / 1e6)")
+        for p in PAYLOADS:
+            cells = [find(results, "engram", "insert", "uniform", p, 1), find(results, "redis", "insert", "none", p, 1),
+                     find(results, "memcpy", "insert", "none", p, 1), find(results, "engram", "sample", "prioritized", p, 1),
+                     find(results, "redis", "sample", "none", p, 1), find(results, "memcpy", "sample", "none", p, 1),
+                     find(results, "engram", "sample_zero_copy", "prioritized", p, 1)]
+            print(p, " ".join(f"{c['items_per_s']:.1f}" if c else "NaN" for c in cells))
+        return 0
+
+    missing = []
+    m = doc["machine"]
+    print(f"machine: {m['cores']} cores, {m['cpu']}, {m['kernel']}; git {doc['git']}; "
+          f"{doc['config']['statistic']} of {doc['config']['repetitions']}, {doc['config']['seconds']} s each")
+    for p in PAYLOADS:
+        print(f"\npayload {p} B")
+        print(f"  {'':32} {'engram':>24} {'redis':>24} {'memcpy':>24}   engram/redis engram/memcpy")
+        for label, op, table, procs in ROWS:
+            e = find(results, "engram", op, table, p, procs)
+            r = baseline(results, "redis", op, p, procs)
+            c = baseline(results, "memcpy", op, p, procs)
+            for name, x in (("engram", e), ("redis", r), ("memcpy", c)):
+                if x is None and not (name == "memcpy" and op == "sample" and procs == 2):
+                    missing.append(f"{name} {op} {p} B x{procs}")
+            ratio = lambda a, b: f"{a['items_per_s'] / b['items_per_s']:10.2f}x" if a and b and b["items_per_s"] > 0 else "         -"
+            print(f"  {label:32} {fmt(e):>24} {fmt(r):>24} {fmt(c):>24}   {ratio(e, r)}   {ratio(e, c)}")
+        for label, op, table, procs in ENGRAM_ONLY:
+            e = find(results, "engram", op, table, p, procs)
+            if e is None:
+                missing.append(f"engram {op} {table} {p} B x{procs}")
+            extra = f"   p50 {e['p50_us']:.0f} us, p99 {e['p99_us']:.0f} us (paced)" if e and "p99_us" in e else ""
+            print(f"  {label:32} {fmt(e):>24}{extra}")
+    bad = [f"{r['system']} {r['op']} {r['table']} {r['payload_bytes']} B x{r['processes']}" for r in results
+           if not r["items_per_s"] > 0]
+    if missing or bad:
+        print(f"\nmissing results: {missing}; non-positive: {bad}", file=sys.stderr)
+        return 1
+    if mode == "--targets":
+        return check_targets(results)
+    return 0
+
+
+def check_targets(results):
+    """The targets of issue 5, each printed as met or missed."""
+    ok = True
+
+    def verdict(name, value, target, unit="x"):
+        nonlocal ok
+        met = value >= target
+        ok = ok and met
+        print(f"  {'met   ' if met else 'MISSED'} {name}: {value:.2f}{unit} (target >= {target}{unit})")
+
+    def ips(system, op, table, p, procs):
+        r = find(results, system, op, table, p, procs)
+        return r["items_per_s"] if r else 0.0
+
+    print("\ntargets")
+    verdict("inserts at 400 B, engram/redis", ips("engram", "insert", "uniform", 400, 1) / ips("redis", "insert", "none", 400, 1), 10)
+    verdict("samples at 400 B, engram/redis", ips("engram", "sample", "prioritized", 400, 1) / ips("redis", "sample", "none", 400, 1), 5)
+    for p in PAYLOADS[1:]:
+        verdict(f"inserts at {p} B, engram/memcpy", ips("engram", "insert", "uniform", p, 1) / ips("memcpy", "insert", "none", p, 1), 0.5)
+        verdict(f"samples at {p} B, engram/memcpy gather",
+                ips("engram", "sample", "prioritized", p, 1) / ips("memcpy", "sample", "none", p, 1), 0.5)
+    for p in PAYLOADS:
+        if ips("memcpy", "insert", "none", p, 2) >= 1.6 * ips("memcpy", "insert", "none", p, 1):
+            verdict(f"inserts at {p} B, 2 writers / 1", ips("engram", "insert", "uniform", p, 2) / ips("engram", "insert", "uniform", p, 1), 1.6)
+        verdict(f"zero-copy samples at {p} B (M items/s)", ips("engram", "sample_zero_copy", "prioritized", p, 1) / 1e6, 3, "M")
+        q = find(results, "engram", "queue", "queue", p, 1)
+        if q:
+            verdict(f"queue p99 latency at {p} B, 100 us minus it", 100 - q["p99_us"], 0, " us")
+    return 0 if ok else 3
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
