@@ -39,7 +39,8 @@ struct Owed {  // one request whose responses are still to come
   uint64_t id;
   uint32_t credit;                 // response slots reserved
   engram_writer* writer = nullptr; // insert: who created it
-  std::vector<uint64_t> blocks;    // insert: the chunks it references (packed)
+  uint32_t num_chunks = 0;         // insert: the writer's chunks it references,
+  uint64_t chunks[kRecordRefs] = {};  //  by the writer's chunk sequence number
 };
 
 const engram_table* engram_batch_table(const engram_batch* b) noexcept;

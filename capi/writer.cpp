@@ -9,8 +9,8 @@
 using namespace engram;
 
 namespace engram {
-void writer_on_ack(engram_writer* w, engram_table* t, const ResponseRecord& r, const std::vector<uint64_t>& blocks) {
-  if (w) w->on_ack(t, r, blocks);
+void writer_on_ack(engram_writer* w, engram_table* t, const ResponseRecord& r, const Owed& o) {
+  if (w) w->on_ack(t, r, o);
 }
 }  // namespace engram
 
@@ -33,9 +33,8 @@ Status engram_writer::open_chunk() {
       h.signature_hash = sig_hash;
       h.episode = episode;
       std::memcpy(c.data, &h, sizeof h);
-      uint64_t key = pack_block(*b);
-      chunks.emplace(key, std::move(c));
-      history.push_back(key);
+      chunks.push_back(c);
+      ++next_seq;
       return Status::Ok();
     }
     if (b.status().code() != Errc::out_of_memory) return b.status();
@@ -62,10 +61,10 @@ void engram_writer::finalize(Chunk& c) {
 
 Status engram_writer::append(const void* const* cols, uint32_t n, size_t stride_steps) {
   for (uint32_t s = 0; s < n; ++s) {
-    if (history.empty() || chunks.at(history.back()).final) {
+    if (history_begin == next_seq || at(next_seq - 1).final) {
       if (Status st = open_chunk(); !st.ok()) return st;
     }
-    Chunk& c = chunks.at(history.back());
+    Chunk& c = at(next_seq - 1);
     for (size_t i = 0; i < columns.size(); ++i)
       std::memcpy(c.data + column_offset[i] + c.steps * step_bytes[i],
                   static_cast<const char*>(cols[i]) + s * stride_steps * step_bytes[i], step_bytes[i]);
@@ -79,34 +78,35 @@ Status engram_writer::append(const void* const* cols, uint32_t n, size_t stride_
 
 // Keeps the chunks that hold the last max_item_steps steps.
 void engram_writer::trim_history() {
-  while (history.size() > 1) {
-    Chunk& oldest = chunks.at(history.front());
+  while (next_seq - history_begin > 1) {
+    Chunk& oldest = at(history_begin);
     if (history_steps - oldest.steps < max_item_steps) break;
     history_steps -= oldest.steps;
-    uint64_t key = history.front();
-    history.pop_front();
-    oldest.in_history = false;
-    retire(key);
+    retire(history_begin++);
   }
 }
 
-void engram_writer::retire(uint64_t key) {
-  auto it = chunks.find(key);
-  if (it == chunks.end()) return;
-  Chunk& c = it->second;
-  if (c.in_history || c.unacked > 0) return;
-  if (c.held_by.empty()) {
+void engram_writer::retire(uint64_t seq) {
+  if (seq < first_seq || seq >= history_begin) return;
+  Chunk& c = at(seq);
+  if (c.given_back || c.unacked > 0) return;
+  if (c.held_by == 0) {
     // No table took it (no item, or every insert failed): still ours, or
     // already freed by an owner that undid a failed insert.
     (void)client->arena.free_reserved(client->hello.client_id, c.block);
   } else {
-    for (uint32_t id : c.held_by)
-      if (engram_table* t = client->table_by_id(id)) {
-        t->drops.push_back(c.block);
-        if (t->drops.size() >= kRecordKeys) (void)t->flush_drops();
-      }
+    for (uint32_t id = 0; id < kMaxTables; ++id)
+      if (c.held_by >> id & 1)
+        if (engram_table* t = client->table_by_id(id)) {
+          t->drops.push_back(c.block);
+          if (t->drops.size() >= kRecordKeys) (void)t->flush_drops();
+        }
   }
-  chunks.erase(it);
+  c.given_back = true;
+  while (!chunks.empty() && chunks.front().given_back) {
+    chunks.pop_front();
+    ++first_seq;
+  }
 }
 
 Status engram_writer::create_item(engram_table* t, uint32_t num_steps, double priority) {
@@ -123,39 +123,45 @@ Status engram_writer::create_item(engram_table* t, uint32_t num_steps, double pr
   RequestRecord r{};
   r.op = static_cast<uint32_t>(RequestOp::insert);
   r.payload.insert.priority = priority;
-  Owed o{RequestOp::insert, 0, 1, this, {}};
+  Owed o{RequestOp::insert, 0, 1, this};
   uint32_t max_refs = std::min<uint32_t>(kRecordRefs, t->spec.max_refs_per_item);
-  uint32_t left = num_steps, n = 0;
-  ChunkRef refs[kRecordRefs];
-  for (auto it = history.rbegin(); it != history.rend() && left > 0; ++it) {
-    Chunk& c = chunks.at(*it);
+  // Walk back from the newest chunk until num_steps are covered; they are
+  // all in the history because num_steps <= history_steps.
+  uint32_t n = 0;
+  uint64_t oldest = next_seq;
+  for (uint32_t covered = 0; covered < num_steps; covered += at(oldest).steps) {
     if (n == max_refs)
       return {Errc::invalid_capacity, "an item of " + std::to_string(num_steps) + " steps spans more than " +
                                           std::to_string(max_refs) + " chunks; raise chunk_length"};
-    uint32_t take = std::min(left, c.steps);
-    refs[n++] = {c.block.index, c.block.generation, c.steps - take, take};
-    left -= take;
+    --oldest;
+    ++n;
   }
-  for (uint32_t i = 0; i < n; ++i) {
-    r.payload.insert.refs[i] = refs[n - 1 - i];  // oldest first
-    Chunk& c = chunks.at(pack_block({refs[n - 1 - i].block, refs[n - 1 - i].generation}));
+  // References oldest first: the oldest chunk contributes its last steps,
+  // the others all of theirs.
+  uint32_t placed = 0;
+  for (uint32_t i = n; i-- > 0;) {
+    Chunk& c = at(oldest + i);
     finalize(c);
-    o.blocks.push_back(pack_block(c.block));
+    uint32_t take = std::min(num_steps - placed, c.steps);
+    r.payload.insert.refs[i] = {c.block.index, c.block.generation, c.steps - take, take};
+    o.chunks[i] = oldest + i;
+    placed += take;
   }
+  o.num_chunks = n;
   r.count = n;
   r.id = client->next_id++;
   r.deadline_ns = deadline_after_ms(insert_timeout_ms);
   o.id = r.id;
-  std::vector<uint64_t> blocks = o.blocks;
+  Owed copy = o;
   // Credit waits may deliver acks that give chunks back; these cannot go,
   // as they are in the history.
   if (Status s = t->send(r, std::move(o), r.deadline_ns); !s.ok()) return s;
-  for (uint64_t b : blocks) ++chunks.at(b).unacked;
+  for (uint32_t i = 0; i < copy.num_chunks; ++i) ++at(copy.chunks[i]).unacked;
   ++unacked;
   return Status::Ok();
 }
 
-void engram_writer::on_ack(engram_table* t, const ResponseRecord& r, const std::vector<uint64_t>& blocks) {
+void engram_writer::on_ack(engram_table* t, const ResponseRecord& r, const Owed& o) {
   --unacked;
   if (r.status == 0) {
     if (keep_keys) keys.push_back(r.payload.key);
@@ -163,28 +169,23 @@ void engram_writer::on_ack(engram_table* t, const ResponseRecord& r, const std::
     std::string msg(r.payload.message, strnlen(r.payload.message, sizeof r.payload.message));
     first_error = Status{static_cast<Errc>(r.status), "item in table " + t->name + ": " + msg};
   }
-  for (uint64_t b : blocks) {
-    auto it = chunks.find(b);
-    if (it == chunks.end()) continue;
-    Chunk& c = it->second;
+  for (uint32_t i = 0; i < o.num_chunks; ++i) {
+    uint64_t seq = o.chunks[i];
+    if (seq < first_seq) continue;
+    Chunk& c = at(seq);
     --c.unacked;
-    if (r.status == 0 && std::find(c.held_by.begin(), c.held_by.end(), t->id) == c.held_by.end())
-      c.held_by.push_back(t->id);
-    retire(b);
+    if (r.status == 0) c.held_by |= uint64_t{1} << t->id;
+    retire(seq);
   }
 }
 
 Status engram_writer::end_episode() {
-  for (uint64_t key : history) {
-    Chunk& c = chunks.at(key);
-    finalize(c);
-    c.in_history = false;
-  }
-  std::deque<uint64_t> old;
-  old.swap(history);
+  for (uint64_t seq = history_begin; seq < next_seq; ++seq) finalize(at(seq));
+  uint64_t old_begin = history_begin;
+  history_begin = next_seq;
   history_steps = 0;
   ++episode;
-  for (uint64_t key : old) retire(key);
+  for (uint64_t seq = old_begin; seq < next_seq; ++seq) retire(seq);
   return Status::Ok();
 }
 
@@ -215,8 +216,9 @@ void engram_writer::close() {
   for (engram_table* t : client->tables)
     for (Owed& o : t->owed)
       if (o.writer == this) o.writer = nullptr;
-  for (auto& [key, c] : chunks)
-    if (c.held_by.empty() && c.unacked == 0) (void)client->arena.free_reserved(client->hello.client_id, c.block);
+  for (Chunk& c : chunks)
+    if (!c.given_back && c.held_by == 0 && c.unacked == 0)
+      (void)client->arena.free_reserved(client->hello.client_id, c.block);
   chunks.clear();
 }
 

@@ -9,12 +9,15 @@
 // max_item_steps steps of the episode). Once it leaves the history and no
 // item over it awaits an ack, the writer gives it back: a drop request to
 // each table that holds it, or, if none does, straight to the free list.
+//
+// Chunks are numbered in creation order (seq); the live ones sit in a deque
+// from first_seq on, and the history is always the newest of them:
+// [history_begin, next_seq). No hashing on the per-step path.
 #pragma once
 
 #include <cstdint>
 #include <deque>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "capi/client.hpp"
@@ -26,10 +29,10 @@ struct engram_writer {
     engram::BlockRef block;
     char* data = nullptr;
     uint32_t steps = 0;
-    bool final = false;       // header written; immutable from now on
-    bool in_history = true;
     uint32_t unacked = 0;     // items over it not yet answered
-    std::vector<uint32_t> held_by;  // table ids whose channel holds it
+    uint64_t held_by = 0;     // bit t: table id t's channel holds it
+    bool final = false;       // header written; immutable from now on
+    bool given_back = false;
   };
 
   engram_client* client = nullptr;
@@ -43,9 +46,10 @@ struct engram_writer {
   uint32_t size_class = 0;
   uint64_t episode = 1;
 
-  std::deque<uint64_t> history;  // packed blocks of this episode, oldest first; back may be open
+  std::deque<Chunk> chunks;    // seq first_seq + i; every chunk not yet given back
+  uint64_t first_seq = 0, next_seq = 0;
+  uint64_t history_begin = 0;  // chunks [history_begin, next_seq) may back new items
   uint64_t history_steps = 0;
-  std::unordered_map<uint64_t, Chunk> chunks;  // every chunk not yet given back
   uint64_t unacked = 0;
   engram::Status first_error;  // of acks since the last flush
   std::deque<uint64_t> keys;
@@ -54,16 +58,18 @@ struct engram_writer {
   engram::Status create_item(engram_table* t, uint32_t num_steps, double priority);
   engram::Status end_episode();
   engram::Status flush(int64_t deadline_ns);
-  void on_ack(engram_table* t, const engram::ResponseRecord& r, const std::vector<uint64_t>& blocks);
+  void on_ack(engram_table* t, const engram::ResponseRecord& r, const engram::Owed& o);
   void close();
 
  private:
+  Chunk& at(uint64_t seq) { return chunks[seq - first_seq]; }
   engram::Status open_chunk();
   void finalize(Chunk& c);
   void trim_history();
-  void retire(uint64_t packed);
+  // Gives chunk seq back if it left the history and nothing awaits an ack.
+  void retire(uint64_t seq);
 };
 
 namespace engram {
-void writer_on_ack(engram_writer* w, engram_table* t, const ResponseRecord& r, const std::vector<uint64_t>& blocks);
+void writer_on_ack(engram_writer* w, engram_table* t, const ResponseRecord& r, const Owed& o);
 }

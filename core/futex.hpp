@@ -15,6 +15,12 @@ void futex_wake(std::atomic<uint32_t>* word, int n) noexcept;
 void cpu_relax() noexcept;
 int64_t monotonic_ns() noexcept;
 
+// Rounds a waiter spins before it sleeps. Measured on the 2-core machine:
+// with more runnable threads than cores (two writers and a table owner),
+// 2000 rounds cost a third of the throughput; 200 keep wake-ups fast
+// (tens of microseconds at most through the futex) without that loss.
+inline constexpr int kDefaultSpin = 200;
+
 // A doorbell: a sequence word the producer rings and a flag that says
 // somebody sleeps on it, so that ringing costs one load when nobody waits.
 // Layout (shared): { seq, sleepers }; both 32-bit atomics.
@@ -30,7 +36,7 @@ struct Doorbell {
   // Consumer side: waits until ready() returns true or the timeout passes.
   // Spins `spin` rounds first. Returns ready()'s last value.
   template <typename Ready>
-  bool wait(Ready ready, int64_t timeout_ns, int spin = 2000) noexcept {
+  bool wait(Ready ready, int64_t timeout_ns, int spin = kDefaultSpin) noexcept {
     for (int i = 0; i < spin; ++i) {
       if (ready()) return true;
       cpu_relax();

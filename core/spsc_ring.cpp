@@ -52,13 +52,13 @@ Result<uint64_t> SpscRing::readable() const noexcept {
   return tail - head;
 }
 
-Status SpscRing::try_push(const void* record) noexcept {
+Status SpscRing::try_push(const void* record, bool ring_bell) noexcept {
   uint64_t tail = h_->tail.load(std::memory_order_relaxed);
   uint64_t head = h_->head.load(std::memory_order_acquire);
   if (tail - head >= capacity_) return {Errc::full, {}};
   std::memcpy(slot(tail), record, record_size_);
   h_->tail.store(tail + 1, std::memory_order_release);
-  h_->data.ring();
+  if (ring_bell) h_->data.ring();
   return Status::Ok();
 }
 
@@ -75,14 +75,14 @@ Status SpscRing::push(const void* record, int64_t timeout_ns) noexcept {
   }
 }
 
-Status SpscRing::try_pop(void* record) noexcept {
+Status SpscRing::try_pop(void* record, bool ring_bell) noexcept {
   auto n = readable();
   if (!n.ok()) return n.status();
   if (*n == 0) return {Errc::empty, {}};
   uint64_t head = h_->head.load(std::memory_order_relaxed);
   std::memcpy(record, slot(head), record_size_);
   h_->head.store(head + 1, std::memory_order_release);
-  h_->space.ring();
+  if (ring_bell) h_->space.ring();
   return Status::Ok();
 }
 

@@ -51,12 +51,17 @@ class SpscRing {
   uint32_t record_size() const noexcept { return record_size_; }
 
   // Producer. Copies one record (record_size bytes); Errc::full if no room.
-  Status try_push(const void* record) noexcept;
+  // With ring_bell false the data doorbell is not rung: for a consumer that
+  // sleeps on another doorbell (a table owner serving many rings).
+  Status try_push(const void* record, bool ring_bell = true) noexcept;
   // Waits (spin, then sleep) up to timeout_ns (< 0: for ever) for room.
   Status push(const void* record, int64_t timeout_ns) noexcept;
 
-  // Consumer. Copies the oldest record out; Errc::empty if none.
-  Status try_pop(void* record) noexcept;
+  // Consumer. Copies the oldest record out; Errc::empty if none. With
+  // ring_bell false the space doorbell is not rung; call ring_space() after
+  // a batch of pops instead (one fence per batch, not per record).
+  Status try_pop(void* record, bool ring_bell = true) noexcept;
+  void ring_space() noexcept { h_->space.ring(); }
   Status pop(void* record, int64_t timeout_ns) noexcept;
   // The doorbells, for waiting on a ring together with other conditions.
   Doorbell& data_bell() const noexcept { return h_->data; }

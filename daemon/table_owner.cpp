@@ -165,7 +165,7 @@ bool TableOwner::service(ChannelState& c) {
   bool progress = false;
   RequestRecord r;
   for (int i = 0; i < kBatchPerChannel && !c.broken; ++i) {
-    Status s = c.channel.requests.try_pop(&r);
+    Status s = c.channel.requests.try_pop(&r, /*ring_bell=*/false);
     if (s.code() == Errc::empty) break;
     progress = true;
     if (!s.ok()) {
@@ -179,6 +179,8 @@ bool TableOwner::service(ChannelState& c) {
       break;
     }
   }
+  // One wake-up for the whole batch, for a client waiting on a full ring.
+  if (progress) c.channel.requests.ring_space();
   return progress;
 }
 
