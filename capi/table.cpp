@@ -29,7 +29,9 @@ Status engram_table::usable() {
 Status engram_table::pump(uint64_t id, ResponseRecord* mine, const std::function<bool()>& done, int64_t deadline_ns) {
   for (;;) {
     ResponseRecord r;
-    Status s = channel.responses.try_pop(&r);
+    // The owner never waits for room in the response ring (the credit rule
+    // guarantees it), so popping rings no bell.
+    Status s = channel.responses.try_pop(&r, /*ring_bell=*/false);
     if (s.ok()) {
       if (owed.empty() || owed.front().id != r.id)
         return {Errc::corrupt, "table " + name + ": a response for request " + std::to_string(r.id) + " that is not owed"};

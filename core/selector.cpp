@@ -264,6 +264,27 @@ Result<Sampled> Selector::sample(double u) const {
   return Status{Errc::corrupt, "selector kind is invalid"};
 }
 
+Status Selector::sample_batch(const double* u, Sampled* out, uint32_t n, SumTreeScratch& scratch) const {
+  if (size() == 0) return {Errc::empty, "selector has no items"};
+  if (kind() != SelectorKind::prioritized) {
+    for (uint32_t i = 0; i < n; ++i) {
+      auto s = sample(u[i]);
+      if (!s.ok()) return s.status();
+      out[i] = *s;
+    }
+    return Status::Ok();
+  }
+  uint32_t slots[SumTreeScratch::kMaxBatch];
+  double total = tree_.total();
+  for (uint32_t base = 0; base < n; base += SumTreeScratch::kMaxBatch) {
+    uint32_t m = std::min<uint32_t>(n - base, SumTreeScratch::kMaxBatch);
+    tree_.sample_batch(u + base, slots, m, scratch);
+    for (uint32_t i = 0; i < m; ++i)
+      out[base + i] = {slots[i], total > 0.0 ? tree_.get(slots[i]) / total : 1.0 / tree_.occupied()};
+  }
+  return Status::Ok();
+}
+
 void Selector::clear() noexcept {
   h_->count = 0;
   h_->head = h_->tail = kNone;

@@ -85,6 +85,10 @@ class Selector {
   void remove(uint32_t slot) noexcept;
   // Picks a member using u, uniform in [0, 1); Errc::empty when there is none.
   Result<Sampled> sample(double u) const;
+  // n independent picks, the same as n calls of sample(u[i]) on an unchanged
+  // selector, but the prioritized descents overlap their cache misses
+  // (SumTree::sample_batch). Errc::empty when there is no member.
+  Status sample_batch(const double* u, Sampled* out, uint32_t n, SumTreeScratch& scratch) const;
   void clear() noexcept;
 
  private:

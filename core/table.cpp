@@ -208,6 +208,7 @@ Status Table::sample(uint32_t n, SampleBatch* out) {
     return {Errc::rate_limited, "table '" + std::string(h_->name) + "': the rate limiter does not allow sampling " +
                                     std::to_string(n) + " items now"};
   }
+  if (h_->max_times_sampled == 0 && h_->size > 0) return sample_independent(n, out);
   for (uint32_t i = 0; i < n && h_->size > 0; ++i) {
     auto s = sampler_.sample(uniform());
     if (!s.ok()) return s.status();
@@ -226,6 +227,34 @@ Status Table::sample(uint32_t n, SampleBatch* out) {
       ++h_->stats.expirations;
     }
   }
+  sync_limiter();
+  return Status::Ok();
+}
+
+// Without max_times_sampled nothing leaves the table mid-batch, so the n
+// draws are independent: draw the same u's as the loop in sample() would,
+// pick all slots at once, then account for them in order.
+Status Table::sample_independent(uint32_t n, SampleBatch* out) {
+  static thread_local SumTreeScratch scratch;
+  static thread_local std::vector<double> u;
+  static thread_local std::vector<Sampled> picks;
+  u.resize(n);
+  picks.resize(n);
+  for (uint32_t i = 0; i < n; ++i) u[i] = uniform();
+  if (Status s = sampler_.sample_batch(u.data(), picks.data(), n, scratch); !s.ok()) return s;
+  for (uint32_t i = 0; i < n; ++i) __builtin_prefetch(&items_[picks[i].slot]);
+  out->items.reserve(out->items.size() + n);
+  for (uint32_t i = 0; i < n; ++i) {
+    uint32_t slot = picks[i].slot;
+    ItemSlot& it = items_[slot];
+    ++it.times_sampled;
+    out->items.push_back({it.key, it.priority, picks[i].probability, it.times_sampled, h_->size,
+                          static_cast<uint32_t>(out->refs.size()), it.num_refs});
+    const ChunkRef* r = refs(slot);
+    out->refs.insert(out->refs.end(), r, r + it.num_refs);
+  }
+  h_->stats.samples += n;
+  limiter_.on_sample(n);
   sync_limiter();
   return Status::Ok();
 }

@@ -183,6 +183,7 @@ class Table {
  private:
   explicit Table(TableHeader* h, uint64_t seed);
   Status check_weight(double priority) const;
+  Status sample_independent(uint32_t n, SampleBatch* out);
   Status check_key(uint64_t key, const char* op) const;
   void erase_slot(uint32_t slot);
   void sync_limiter() noexcept { h_->limiter_counters = limiter_.counters(); }

@@ -156,10 +156,18 @@ int64_t TableOwner::next_deadline() const {
   return d;
 }
 
+void TableOwner::ring_responses(ChannelState& c) {
+  if (!c.unrung) return;
+  c.unrung = false;
+  c.channel.responses.data_bell().ring();
+}
+
 bool TableOwner::service(ChannelState& c) {
   if (c.broken) return false;
   if (c.pending) {
-    if (apply(c, *c.pending) == Outcome::deferred) return false;
+    Outcome o = apply(c, *c.pending);
+    ring_responses(c);
+    if (o == Outcome::deferred) return false;
     c.pending.reset();
   }
   bool progress = false;
@@ -181,6 +189,7 @@ bool TableOwner::service(ChannelState& c) {
   }
   // One wake-up for the whole batch, for a client waiting on a full ring.
   if (progress) c.channel.requests.ring_space();
+  ring_responses(c);
   return progress;
 }
 
@@ -305,6 +314,8 @@ TableOwner::Outcome TableOwner::sample(ChannelState& c, const RequestRecord& r) 
     return fail(c, r, sampled), Outcome::done;
   }
   std::vector<BlockRef>& pins = c.pins[r.id];
+  pins.reserve(batch_.refs.size());
+  for (const ChunkRef& ref : batch_.refs) arena_.prefetch_state(ref.block);
   ResponseRecord rsp{};
   rsp.op = r.op;
   rsp.id = r.id;
@@ -378,7 +389,10 @@ void TableOwner::respond(ChannelState& c, const ResponseRecord& rsp) {
   if (c.broken) return;
   // Clients keep at most ring-capacity responses outstanding, so a full
   // response ring means the client broke the protocol, never that it is slow.
-  if (Status s = c.channel.responses.try_push(&rsp); !s.ok()) {
+  // The bell is rung once per batch (service), not per record: a client
+  // that spins sees the records as they land, one that sleeps is woken then.
+  c.unrung = true;
+  if (Status s = c.channel.responses.try_push(&rsp, /*ring_bell=*/false); !s.ok()) {
     log_warn("table " + table_.name() + ": client " + std::to_string(c.client) +
              " overran its response ring; closing its channel");
     close_channel(c, ChannelClosed::protocol_error);

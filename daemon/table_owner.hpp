@@ -74,6 +74,7 @@ class TableOwner {
     std::unordered_map<uint64_t, std::vector<BlockRef>> pins;  // sample id -> pinned chunks
     std::unordered_set<uint64_t> holds;                         // packed BlockRef
     bool broken = false;
+    bool unrung = false;  // responses pushed since the client's bell was last rung
   };
   enum class Outcome { done, deferred };
 
@@ -93,6 +94,8 @@ class TableOwner {
   // rate_limited (no wait asked) or timeout response.
   Outcome refuse(ChannelState& c, const RequestRecord& r, const char* what);
   void respond(ChannelState& c, const ResponseRecord& rsp);
+  // Rings the client's response bell if responses were pushed since.
+  void ring_responses(ChannelState& c);
   void fail(ChannelState& c, const RequestRecord& r, const Status& s);
   void close_channel(ChannelState& c, ChannelClosed reason);
   void give_back(ChannelState& c);
