@@ -305,14 +305,24 @@ Status ChunkArena::acquire(BlockRef b) noexcept {
   }
 }
 
-Status ChunkArena::pin(uint32_t owner, BlockRef b) noexcept {
+Status ChunkArena::pin(uint32_t owner, BlockRef b, uint32_t refs) noexcept {
   if (Status s = check_ref(b, "pin"); !s.ok()) return s;
   if (owner >= kArenaMaxClients) return {Errc::invalid_argument, "client id " + std::to_string(owner) + " is out of range"};
+  if (refs == 0 || refs > kArenaMaxRefs) return {Errc::invalid_argument, "a pin takes 1 to 2^30-1 references"};
+  std::atomic<uint64_t>& st = blocks_[b.index].state;
   uint64_t reserved = make_state(b.generation, BlockKind::reserved, owner);
-  if (blocks_[b.index].state.compare_exchange_strong(reserved, make_state(b.generation, BlockKind::sealed, 1),
-                                                     std::memory_order_acq_rel))
+  if (st.compare_exchange_strong(reserved, make_state(b.generation, BlockKind::sealed, refs), std::memory_order_acq_rel))
     return Status::Ok();
-  return acquire(b);
+  uint64_t s = st.load(std::memory_order_acquire);
+  for (;;) {
+    if (state_gen(s) != b.generation || state_kind(s) != BlockKind::sealed || state_low(s) == 0)
+      return {Errc::stale_reference, "block " + std::to_string(b.index) + " generation " + std::to_string(b.generation) +
+                                         " is neither reserved by client " + std::to_string(owner) +
+                                         " nor a live sealed chunk"};
+    if (state_low(s) > kArenaMaxRefs - refs)
+      return {Errc::full, "block " + std::to_string(b.index) + " has too many references"};
+    if (st.compare_exchange_weak(s, s + refs, std::memory_order_acq_rel)) return Status::Ok();
+  }
 }
 
 Status ChunkArena::release(uint32_t client, BlockRef b) noexcept {

@@ -148,7 +148,8 @@ class ChunkArena {
   // with one reference if it is reserved by `owner`, else acquires it. This
   // is how the daemon takes a writer's finished chunk: whichever table
   // owner sees it first seals it, the others add references.
-  Status pin(uint32_t owner, BlockRef b) noexcept;
+  // `refs` (>= 1) references at once: one CAS for a hold and an item.
+  Status pin(uint32_t owner, BlockRef b, uint32_t refs = 1) noexcept;
   // Drops a reference; the last one frees the block, using `client`'s intent slot.
   Status release(uint32_t client, BlockRef b) noexcept;
   // After `dead` died: finishes its pending free-list operation, if any, and

@@ -251,31 +251,29 @@ TableOwner::Outcome TableOwner::insert(ChannelState& c, const RequestRecord& r) 
                            table_.num_columns(), sig_hash_, ref.offset, ref.length, &h);
     if (!s.ok()) return fail(c, r, {s.code(), "item reference " + std::to_string(i) + ": " + s.message()}), Outcome::done;
   }
-  // Hold every chunk for the channel (sealing the writer's new ones), then
-  // take the item's own references.
+  // Each reference takes one item reference; a chunk this channel does not
+  // hold yet also takes the channel's hold, in the same CAS (sealing the
+  // writer's new chunk).
   BlockRef newly[kRecordRefs];
-  uint32_t n_new = 0, n_acquired = 0;
+  uint32_t n_new = 0, n_taken = 0;
   auto undo = [&] {
-    for (uint32_t i = 0; i < n_acquired; ++i) (void)arena_.release(arena_id_, {in.refs[i].block, in.refs[i].generation});
+    for (uint32_t i = 0; i < n_taken; ++i) (void)arena_.release(arena_id_, {in.refs[i].block, in.refs[i].generation});
     for (uint32_t i = 0; i < n_new; ++i) {
       c.holds.erase(pack_block(newly[i]));
       (void)arena_.release(arena_id_, newly[i]);
     }
   };
-  for (uint32_t i = 0; i < r.count; ++i) {
-    BlockRef b{in.refs[i].block, in.refs[i].generation};
-    if (c.holds.count(pack_block(b))) continue;
-    if (Status s = arena_.pin(c.client, b); !s.ok()) {
+  for (; n_taken < r.count; ++n_taken) {
+    BlockRef b{in.refs[n_taken].block, in.refs[n_taken].generation};
+    bool held = c.holds.count(pack_block(b)) != 0;
+    Status s = held ? arena_.acquire(b) : arena_.pin(c.client, b, 2);
+    if (!s.ok()) {
       undo();
-      return fail(c, r, {s.code(), "item reference " + std::to_string(i) + ": " + s.message()}), Outcome::done;
+      return fail(c, r, {s.code(), "item reference " + std::to_string(n_taken) + ": " + s.message()}), Outcome::done;
     }
-    c.holds.insert(pack_block(b));
-    newly[n_new++] = b;
-  }
-  for (; n_acquired < r.count; ++n_acquired) {
-    if (Status s = arena_.acquire({in.refs[n_acquired].block, in.refs[n_acquired].generation}); !s.ok()) {
-      undo();
-      return fail(c, r, s), Outcome::done;
+    if (!held) {
+      c.holds.insert(pack_block(b));
+      newly[n_new++] = b;
     }
   }
   auto key = table_.insert(in.priority, in.refs, r.count);

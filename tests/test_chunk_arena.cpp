@@ -99,6 +99,25 @@ TEST(ChunkArena, AllocFreeSealAcquireRelease) {
   expect_all_free(a);
 }
 
+TEST(ChunkArena, PinSealsTheOwnersBlockOrAddsReferences) {
+  SharedArena s(small_config());
+  ChunkArena& a = s.arena;
+  auto b = a.alloc(5, 0);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(a.pin(6, *b, 2).code(), Errc::stale_reference) << "reserved by another client";
+  EXPECT_EQ(a.kind(b->index), BlockKind::reserved);
+  EXPECT_EQ(a.pin(5, *b, 0).code(), Errc::invalid_argument);
+  ASSERT_TRUE(a.pin(5, *b, 2).ok()) << "the owner's reserved block is sealed with both references";
+  EXPECT_EQ(a.kind(b->index), BlockKind::sealed);
+  EXPECT_EQ(a.refcount_or_owner(b->index), 2u);
+  ASSERT_TRUE(a.pin(6, *b, 3).ok()) << "a sealed block takes references from anyone";
+  EXPECT_EQ(a.refcount_or_owner(b->index), 5u);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(a.release(7, *b).ok());
+  EXPECT_EQ(a.kind(b->index), BlockKind::free);
+  EXPECT_EQ(a.pin(5, *b, 1).code(), Errc::stale_reference) << "a freed generation cannot be pinned";
+  expect_all_free(a);
+}
+
 TEST(ChunkArena, ConfigValidationAndAttach) {
   EXPECT_EQ(ChunkArena::validate({}).code(), Errc::invalid_argument);
   EXPECT_EQ(ChunkArena::validate({{{100, 1}}}).code(), Errc::invalid_argument);         // not a multiple of 64
