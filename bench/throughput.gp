@@ -17,6 +17,7 @@ plot data u 1:2 w lp lw 2 pt 7 title "engram insert", \
      data u 1:7 w lp lw 1 pt 2 dt 2 title "memcpy gather", \
      data u 1:8 w lp lw 2 pt 13 title "engram zero-copy sample"
 set ylabel "MB / s"
+set key inside bottom right vertical font ",9"
 plot data u 1:($2*$1/1e6) w lp lw 2 pt 7 title "engram insert", \
      data u 1:($3*$1/1e6) w lp lw 2 pt 5 title "redis SET", \
      data u 1:($4*$1/1e6) w lp lw 1 pt 1 dt 2 title "memcpy copy-in", \
