@@ -132,6 +132,8 @@ typedef struct engram_server_options {
   int32_t quiet;             /* nonzero: log only warnings and errors */
 } engram_server_options;
 
+/* Sets every field to its default (given at the field) and struct_size to
+ * sizeof the struct; call it first, then set fields. Thread-safe. */
 ENGRAM_API void engram_server_options_init(engram_server_options* o);
 /* Runs the server in this process (its own threads); other processes attach
  * to it exactly as to engramd. Errors: ENGRAM_E_INVALID (config, with the
@@ -151,6 +153,8 @@ typedef struct engram_connect_options {
   int32_t timeout_ms;       /* for control requests; default 10000 */
 } engram_connect_options;
 
+/* Sets every field to its default (given at the field) and struct_size to
+ * sizeof the struct; call it first, then set fields. Thread-safe. */
 ENGRAM_API void engram_connect_options_init(engram_connect_options* o);
 /* Connects and maps the shared arena. `o` may be NULL for the defaults.
  * Errors: ENGRAM_E_DISCONNECTED (no server on the socket), ENGRAM_E_PERMISSION,
@@ -178,6 +182,8 @@ typedef struct engram_table_options {
   uint32_t num_columns;          /* 1..ENGRAM_MAX_COLUMNS */
 } engram_table_options;
 
+/* Sets every field to its default (given at the field) and struct_size to
+ * sizeof the struct; call it first, then set fields. Thread-safe. */
 ENGRAM_API void engram_table_options_init(engram_table_options* o);
 /* Creates a table. Errors: ENGRAM_E_EXISTS, ENGRAM_E_INVALID (with the field),
  * ENGRAM_E_RANGE (name too long, max_size), ENGRAM_E_DISCONNECTED. */
@@ -208,6 +214,8 @@ typedef struct engram_table_info {
   engram_rate_limiter rate_limiter;
 } engram_table_info;
 
+/* Sets every field to its default (given at the field) and struct_size to
+ * sizeof the struct; call it first, then set fields. Thread-safe. */
 ENGRAM_API void engram_table_info_init(engram_table_info* i);
 /* Fills *out (whose struct_size the caller set, e.g. by _init); fields past
  * that size are left alone. Errors: ENGRAM_E_NOT_FOUND, ENGRAM_E_INVALID
@@ -232,6 +240,8 @@ typedef struct engram_writer_options {
   int32_t keep_keys;             /* nonzero: remember the keys of created items, see engram_writer_take_keys */
 } engram_writer_options;
 
+/* Sets every field to its default (given at the field) and struct_size to
+ * sizeof the struct; call it first, then set fields. Thread-safe. */
 ENGRAM_API void engram_writer_options_init(engram_writer_options* o);
 /* A writer of steps with the given columns. Errors: ENGRAM_E_INVALID (a bad
  * column: name, dtype, rank), ENGRAM_E_RANGE (no column, too many, a name too
@@ -281,6 +291,8 @@ typedef struct engram_sample_info {
   uint32_t table_size;    /* when it was drawn */
 } engram_sample_info;
 
+/* Sets every field to its default (given at the field) and struct_size to
+ * sizeof the struct; call it first, then set fields. Thread-safe. */
 ENGRAM_API void engram_sample_options_init(engram_sample_options* o);
 /* Samples a batch and copies it out: buffers[i] has room for
  * batch_size * num_steps values of column i, laid out [batch, steps, ...shape].
