@@ -60,6 +60,8 @@ Status send_message(int fd, ControlType type, int32_t status, const void* payloa
     if (n == static_cast<ssize_t>(buf.size())) return Status::Ok();
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) return {Errc::system, "peer hung up"};
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+      return {Errc::full, "peer does not read its replies (its socket buffer is full)"};
     return {Errc::system, std::string("send on control socket: ") + (n < 0 ? std::strerror(errno) : "short write")};
   }
 }

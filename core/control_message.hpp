@@ -123,7 +123,8 @@ std::string fixed_string(const char* s, size_t cap);
 // Copies s into a fixed array; Errc::invalid_argument naming `what` if it does not fit.
 Status copy_fixed(char* dst, size_t cap, const std::string& s, const char* what);
 
-// Sends one message (header + payload) on a SOCK_SEQPACKET socket.
+// Sends one message (header + payload) on a SOCK_SEQPACKET socket. On a
+// non-blocking socket whose peer stopped reading: Errc::full, never a wait.
 Status send_message(int fd, ControlType type, int32_t status, const void* payload, size_t size);
 // Receives one message; Errc::system with "hung up" when the peer closed.
 // timeout_ms < 0 waits for ever.

@@ -334,7 +334,9 @@ struct Server::Impl {
 
   void accept_clients() {
     for (;;) {
-      int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+      // Non-blocking: a client that stops reading its replies must not be
+      // able to stall this thread (and with it every other client's reclaim).
+      int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (fd < 0) {
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
           log_warn(std::string("accept: ") + std::strerror(errno));

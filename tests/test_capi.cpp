@@ -516,6 +516,37 @@ TEST_F(CApi, GarbageInRingsAndChunksIsRejectedAndTheServerSurvives) {
   EXPECT_EQ(obs[19], 42);
 }
 
+TEST_F(CApi, AClientThatDoesNotReadItsRepliesCannotStallTheServer) {
+  ASSERT_EQ(create("replay"), ENGRAM_OK);
+  Control flood(socket_);
+  ASSERT_TRUE(flood.ok());
+  ASSERT_EQ(::fcntl(flood.fd(), F_SETFL, O_NONBLOCK), 0);  // so that this test can only fail, never hang
+  // Requests without reading a single reply, for up to 2 s or until the
+  // server hangs up on us.
+  int sent = 0;
+  bool hung_up = false;
+  for (int64_t end = monotonic_ns() + 2'000'000'000; monotonic_ns() < end;) {
+    Status st = send_message(flood.fd(), ControlType::status, 0, nullptr, 0);
+    if (st.ok()) ++sent;
+    else if (st.code() == Errc::full) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    else {
+      hung_up = true;
+      break;
+    }
+  }
+  EXPECT_TRUE(hung_up) << "the server kept a client that does not read its replies (" << sent << " requests)";
+  // Everyone else is still served, control plane included.
+  engram_table_info i;
+  engram_table_info_init(&i);
+  for (int k = 0; k < 100; ++k) ASSERT_EQ(engram_table_info_get(c_, "replay", &i), ENGRAM_OK) << last();
+  engram_client* other = nullptr;
+  engram_connect_options co;
+  engram_connect_options_init(&co);
+  co.socket_path = socket_.c_str();
+  ASSERT_EQ(engram_connect(&co, &other), ENGRAM_OK) << last();
+  engram_disconnect(other);
+}
+
 // Runs f as uid/gid `nobody` in a child; returns its engram_connect code.
 int connect_as_nobody(const std::string& socket, std::string* message) {
   int pipefd[2];
