@@ -1,3 +1,4 @@
+#include <sched.h>
 #include "core/futex.hpp"
 
 #include <linux/futex.h>
@@ -24,6 +25,8 @@ bool futex_wait(std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_
 void futex_wake(std::atomic<uint32_t>* word, int n) noexcept {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, n, nullptr, nullptr, 0);
 }
+
+void yield_cpu() noexcept { sched_yield(); }
 
 void cpu_relax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)

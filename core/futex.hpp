@@ -13,13 +13,17 @@ bool futex_wait(std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_
 // Wakes up to n waiters on word.
 void futex_wake(std::atomic<uint32_t>* word, int n) noexcept;
 void cpu_relax() noexcept;
+// Gives the core to another runnable thread, if there is one (sched_yield).
+void yield_cpu() noexcept;
 int64_t monotonic_ns() noexcept;
 
-// Rounds a waiter spins before it sleeps. Measured on the 2-core machine:
-// with more runnable threads than cores (two writers and a table owner),
-// 2000 rounds cost a third of the throughput; 200 keep wake-ups fast
-// (tens of microseconds at most through the futex) without that loss.
-inline constexpr int kDefaultSpin = 200;
+// Rounds a waiter spins before it sleeps, yielding the core every 64
+// rounds. Measured on the 2-core machine (inserts at 400 B): 2000 rounds of
+// pure spinning cost a third of the throughput once there are more runnable
+// threads than cores (two writers and a table owner); 500 rounds with the
+// yields keep wake-ups off the futex path for short waits and lift two
+// writers from 1.6M to 2.1M items/s, one writer unchanged at about 2.4M.
+inline constexpr int kDefaultSpin = 500;
 
 // A doorbell: a sequence word the producer rings and a flag that says
 // somebody sleeps on it, so that ringing costs one load when nobody waits.
@@ -39,7 +43,8 @@ struct Doorbell {
   bool wait(Ready ready, int64_t timeout_ns, int spin = kDefaultSpin) noexcept {
     for (int i = 0; i < spin; ++i) {
       if (ready()) return true;
-      cpu_relax();
+      if ((i & 63) == 63) yield_cpu();  // let a runnable thread on this core go first
+      else cpu_relax();
     }
     int64_t deadline = timeout_ns < 0 ? -1 : monotonic_ns() + timeout_ns;
     for (;;) {
