@@ -46,7 +46,6 @@ int64_t now_ns() {
 // What a worker reports.
 struct Result {
   double items = 0, seconds = 0;
-  double p50_us = -1, p99_us = -1;
   int error = 0;
   char message[200] = {};
 };
@@ -355,7 +354,7 @@ std::vector<Record> g_records;
 int g_failures = 0;
 
 // Sum of items/s over workers; errors are reported and count as failures.
-double rate(const std::vector<Result>& rs, size_t first, size_t n, double* p50 = nullptr, double* p99 = nullptr) {
+double rate(const std::vector<Result>& rs, size_t first, size_t n) {
   double total = 0;
   for (size_t i = first; i < first + n; ++i) {
     const Result& r = rs[i];
@@ -365,8 +364,6 @@ double rate(const std::vector<Result>& rs, size_t first, size_t n, double* p50 =
       continue;
     }
     if (r.seconds > 0) total += r.items / r.seconds;
-    if (p50 && r.p50_us >= 0) *p50 = r.p50_us;
-    if (p99 && r.p99_us >= 0) *p99 = r.p99_us;
   }
   return total;
 }

@@ -55,6 +55,12 @@ thread_local std::string t_last_error;
 
 const char* last_error() noexcept { return t_last_error.c_str(); }
 
+Status check_struct_size(size_t struct_size, size_t need, const char* type) {
+  if (struct_size >= need) return Status::Ok();
+  return {Errc::invalid_argument, std::string(type) + ".struct_size is " + std::to_string(struct_size) + ", less than the " +
+                                      std::to_string(need) + " bytes this version reads; call " + type + "_init first"};
+}
+
 int set_error(const Status& s) {
   if (s.ok()) return ENGRAM_OK;
   t_last_error = s.message().empty() ? errc_name(s.code()) : s.message();
@@ -183,12 +189,9 @@ static Status connect_client(const engram_connect_options* o, engram_client* c) 
     return {Errc::disconnected, "no engram server on " + path + " (" + std::strerror(e) +
                                     "); start engramd, or set ENGRAM_SOCKET"};
   }
-  HelloRequest hr{kProtocolVersion, kLayoutVersion, kArenaLayoutHash, kChannelLayoutHash, kBellsLayoutHash};
+  HelloRequest hr = hello_request();
   std::vector<char> reply;
-  if (Status s = c->control(ControlType::hello, &hr, sizeof hr, &reply); !s.ok()) {
-    if (s.code() == Errc::disconnected && !c->disconnected) return s;
-    return s;
-  }
+  if (Status s = c->control(ControlType::hello, &hr, sizeof hr, &reply); !s.ok()) return s;
   if (reply.size() != sizeof(HelloReply)) return {Errc::layout_mismatch, "the server's hello has another size"};
   std::memcpy(&c->hello, reply.data(), sizeof c->hello);
   if (Status s = map_segment(c->hello.arena_name, sizeof c->hello.arena_name, c->hello.arena_size, &c->arena_seg); !s.ok())
@@ -248,8 +251,10 @@ int engram_connect(const engram_connect_options* o, engram_client** out) {
   ENGRAM_GUARD_BEGIN
   if (!out) return fail(Errc::invalid_argument, "out is NULL");
   *out = nullptr;
-  if (o && o->struct_size < offsetof(engram_connect_options, timeout_ms) + sizeof(int32_t))
-    return fail(Errc::invalid_argument, "engram_connect_options.struct_size is too small; call engram_connect_options_init");
+  if (o)
+    if (Status s = check_struct_size(o->struct_size, ENGRAM_END_OF(engram_connect_options, timeout_ms), "engram_connect_options");
+        !s.ok())
+      return set_error(s);
   auto* c = new engram_client;
   if (Status s = connect_client(o, c); !s.ok()) {
     engram_disconnect(c);
@@ -286,8 +291,9 @@ void engram_table_options_init(engram_table_options* o) {
 int engram_table_create(engram_client* c, const engram_table_options* o) {
   ENGRAM_GUARD_BEGIN
   if (!c || !o) return fail(Errc::invalid_argument, "client or options is NULL");
-  if (o->struct_size < offsetof(engram_table_options, num_columns) + sizeof(uint32_t))
-    return fail(Errc::invalid_argument, "engram_table_options.struct_size is too small; call engram_table_options_init");
+  if (Status s = check_struct_size(o->struct_size, ENGRAM_END_OF(engram_table_options, num_columns), "engram_table_options");
+      !s.ok())
+    return set_error(s);
   NameRequest n;
   if (Status s = name_request(o->name, &n); !s.ok()) return set_error(s);
   if (o->max_size == 0 || o->max_size > (1u << 30))
@@ -405,8 +411,9 @@ void engram_table_info_init(engram_table_info* i) {
 int engram_table_info_get(engram_client* c, const char* name, engram_table_info* out) {
   ENGRAM_GUARD_BEGIN
   if (!c || !out) return fail(Errc::invalid_argument, "client or out is NULL");
-  if (out->struct_size < offsetof(engram_table_info, can_sample))
-    return fail(Errc::invalid_argument, "engram_table_info.struct_size is too small; call engram_table_info_init");
+  // Version 0.1 readers need at least the counters; newer fields are optional.
+  if (Status s = check_struct_size(out->struct_size, offsetof(engram_table_info, can_sample), "engram_table_info"); !s.ok())
+    return set_error(s);
   NameRequest n;
   if (Status s = name_request(name, &n); !s.ok()) return set_error(s);
   std::vector<char> reply;

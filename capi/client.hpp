@@ -9,6 +9,7 @@
 // response ring holds, so the owner never finds that ring full.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -46,6 +47,12 @@ struct Owed {  // one request whose responses are still to come
 const engram_table* engram_batch_table(const engram_batch* b) noexcept;
 Status columns_from_c(const engram_column* cols, uint32_t n, std::vector<Column>* out);
 const char* last_error() noexcept;
+// Bytes of `type` up to and including `field`: what a caller's struct_size
+// must cover for this version to read `field`.
+#define ENGRAM_END_OF(type, field) (offsetof(type, field) + sizeof(static_cast<type*>(nullptr)->field))
+// Errc::invalid_argument naming `type` when struct_size < need (options
+// structs only ever grow at the end; see engram.h).
+Status check_struct_size(size_t struct_size, size_t need, const char* type);
 // An absolute CLOCK_MONOTONIC deadline for a timeout in ms (-1: none).
 inline int64_t deadline_after_ms(int32_t ms) { return ms < 0 ? -1 : monotonic_ns() + int64_t{ms} * 1000000; }
 

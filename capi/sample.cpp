@@ -22,8 +22,9 @@ const engram_table* engram_batch_table(const engram_batch* b) noexcept { return 
 namespace {
 
 Status check_options(const engram_table* t, const engram_sample_options* o) {
-  if (o->struct_size < offsetof(engram_sample_options, timeout_ms) + sizeof(int32_t))
-    return {Errc::invalid_argument, "engram_sample_options.struct_size is too small; call engram_sample_options_init"};
+  if (Status s = check_struct_size(o->struct_size, ENGRAM_END_OF(engram_sample_options, timeout_ms), "engram_sample_options");
+      !s.ok())
+    return s;
   uint32_t max = t->client->hello.max_batch;
   if (o->batch_size == 0 || o->batch_size > max)
     return {Errc::invalid_capacity, "batch_size " + std::to_string(o->batch_size) + " is out of range; allowed 1.." +
@@ -49,10 +50,7 @@ Status request_sample(engram_table* t, const engram_sample_options* o, uint64_t*
     // longer, so that an answer is never lost to a race.
     int64_t wait_until = r.deadline_ns <= 0 ? -1 : r.deadline_ns + 1'000'000'000LL;
     if (Status s = t->pump(r.id, &rsp, nullptr, wait_until); !s.ok()) return s;
-    if (rsp.status != 0) {
-      std::string msg(rsp.payload.message, strnlen(rsp.payload.message, sizeof rsp.payload.message));
-      return {static_cast<Errc>(rsp.status), msg};
-    }
+    if (Status s = response_status(rsp); !s.ok()) return s;
     if (rsp.count == 0) return Status::Ok();
     if (rsp.index != items->size() || rsp.payload.item.num_refs == 0 || rsp.payload.item.num_refs > kRecordRefs)
       return {Errc::corrupt, "sample response out of order or with a bad reference count"};
@@ -115,8 +113,7 @@ Status key_op(engram_table* t, RequestOp op, const uint64_t* keys, const double*
     if (Status s = t->send(r, Owed{op, r.id, 1, nullptr, {}}, -1); !s.ok()) return s;
     ResponseRecord rsp;
     if (Status s = t->pump(r.id, &rsp, nullptr, -1); !s.ok()) return s;
-    if (rsp.status != 0)
-      return {static_cast<Errc>(rsp.status), std::string(rsp.payload.message, strnlen(rsp.payload.message, 168))};
+    if (Status s = response_status(rsp); !s.ok()) return s;
     if (results)
       for (uint32_t i = 0; i < m; ++i)
         results[done + i] = (rsp.payload.keys.stale_mask >> i & 1)     ? ENGRAM_E_STALE_KEY

@@ -25,8 +25,10 @@ int engram_server_start(const engram_server_options* o, engram_server** out) {
   ENGRAM_GUARD_BEGIN
   if (!out) return fail(Errc::invalid_argument, "out is NULL");
   *out = nullptr;
-  if (o && o->struct_size < offsetof(engram_server_options, quiet) + sizeof(int32_t))
-    return fail(Errc::invalid_argument, "engram_server_options.struct_size is too small; call engram_server_options_init");
+  if (o)
+    if (Status s = check_struct_size(o->struct_size, ENGRAM_END_OF(engram_server_options, quiet), "engram_server_options");
+        !s.ok())
+      return set_error(s);
   Result<ServerConfig> config = ServerConfig{};
   if (o && o->config_path) config = load_config(o->config_path);
   else if (o && o->config_toml) config = parse_config(o->config_toml, "config_toml");

@@ -108,7 +108,8 @@ Status engram_table::send_quiet(const RequestRecord& r) {
     bell->ring();
     channel.requests.space_bell().wait(
         [this] {
-          return channel.requests.readable().ok() && *channel.requests.readable() < channel.requests.capacity();
+          auto n = channel.requests.readable();
+          return n.ok() && *n < channel.requests.capacity();
         },
         kSliceNs);
   }

@@ -166,8 +166,8 @@ void engram_writer::on_ack(engram_table* t, const ResponseRecord& r, const Owed&
   if (r.status == 0) {
     if (keep_keys) keys.push_back(r.payload.key);
   } else if (first_error.ok()) {
-    std::string msg(r.payload.message, strnlen(r.payload.message, sizeof r.payload.message));
-    first_error = Status{static_cast<Errc>(r.status), "item in table " + t->name + ": " + msg};
+    Status s = response_status(r);
+    first_error = Status{s.code(), "item in table " + t->name + ": " + s.message()};
   }
   for (uint32_t i = 0; i < o.num_chunks; ++i) {
     uint64_t seq = o.chunks[i];
@@ -236,8 +236,9 @@ int engram_writer_open(engram_client* c, const engram_writer_options* o, engram_
   ENGRAM_GUARD_BEGIN
   if (!c || !o || !out) return fail(Errc::invalid_argument, "client, options or out is NULL");
   *out = nullptr;
-  if (o->struct_size < offsetof(engram_writer_options, keep_keys) + sizeof(int32_t))
-    return fail(Errc::invalid_argument, "engram_writer_options.struct_size is too small; call engram_writer_options_init");
+  if (Status s = check_struct_size(o->struct_size, ENGRAM_END_OF(engram_writer_options, keep_keys), "engram_writer_options");
+      !s.ok())
+    return set_error(s);
   if (c->disconnected) return fail(Errc::disconnected, "the server went away; disconnect and connect again");
   auto w = std::make_unique<engram_writer>();
   w->client = c;

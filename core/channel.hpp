@@ -24,6 +24,11 @@ inline constexpr uint32_t kMaxTables = 64;
 // Why a channel stopped; set by the daemon, read by the client while it waits.
 enum class ChannelClosed : uint32_t { open = 0, table_dropped = 1, daemon_stopping = 2, protocol_error = 3 };
 
+// Written once by the daemon before the version is published, except
+// `closed`, which only the daemon stores (0 -> a reason, never back) and the
+// client polls while it waits. The client can scribble on all of it; the
+// daemon keeps its own Channel view (ring geometry copied at format) and
+// never reads the offsets back.
 struct alignas(kCacheLine) ChannelHeader {
   SegmentHeader segment;              // kind channel; version written last
   std::atomic<uint32_t> closed;       // ChannelClosed
@@ -31,15 +36,22 @@ struct alignas(kCacheLine) ChannelHeader {
   uint64_t request_offset, request_size;
   uint64_t response_offset, response_size;
 };
+static_assert(sizeof(ChannelHeader) == 2 * kCacheLine);
 
+// Doorbell of table id i: clients ring it after pushing a request, the
+// table's owner waits on it. One per cache line, so that tables do not
+// share lines. A client that scribbles on it can only cause spurious or
+// late wake-ups (owners wait with deadlines where one is pending).
 struct alignas(kCacheLine) BellSlot {
   Doorbell bell;
 };
+static_assert(sizeof(BellSlot) == kCacheLine);
 
 struct alignas(kCacheLine) BellsHeader {
   SegmentHeader segment;  // kind bells
   BellSlot slots[kMaxTables];
 };
+static_assert(sizeof(BellsHeader) == (1 + kMaxTables) * kCacheLine);
 
 inline constexpr uint64_t kChannelLayoutHash =
     layout_hash(static_cast<uint64_t>(SegmentKind::channel),

@@ -9,6 +9,10 @@
 
 namespace engram {
 
+HelloRequest hello_request() noexcept {
+  return {kProtocolVersion, kLayoutVersion, kArenaLayoutHash, kChannelLayoutHash, kBellsLayoutHash};
+}
+
 TableSpec to_spec(const TableOptions& o) {
   TableSpec s{};
   std::strncpy(s.name, o.name.c_str(), sizeof s.name - 1);

@@ -116,6 +116,9 @@ struct StatusReply {
   char version[32];
 };
 
+// The hello of a client built from this tree: its protocol and layouts.
+HelloRequest hello_request() noexcept;
+
 TableSpec to_spec(const TableOptions& o);
 TableOptions from_spec(const TableSpec& s);
 // A C string from a fixed array that may lack its NUL.

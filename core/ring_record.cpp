@@ -47,4 +47,9 @@ ResponseRecord error_response(const RequestRecord& r, const Status& s) noexcept 
   return out;
 }
 
+Status response_status(const ResponseRecord& r) {
+  if (r.status == 0) return Status::Ok();
+  return {static_cast<Errc>(r.status), std::string(r.payload.message, strnlen(r.payload.message, sizeof r.payload.message))};
+}
+
 }  // namespace engram

@@ -90,7 +90,7 @@ struct ResponseRecord {
       uint32_t applied, stale_mask, unknown_mask, reserved_;
     } keys;                 // update / remove, bit i = entry i
     SampledItemWire item;   // sample
-    char message[168];      // error: NUL-terminated
+    char message[sizeof(SampledItemWire)];  // error: NUL-terminated
   } payload;
 };
 static_assert(sizeof(ResponseRecord) == kRecordSize);
@@ -102,5 +102,8 @@ Status check_request(const RequestRecord& r, uint32_t max_batch) noexcept;
 
 // An error response carrying `s`'s code and message (truncated to fit).
 ResponseRecord error_response(const RequestRecord& r, const Status& s) noexcept;
+// The inverse, for the client: the response's status and, if it is an
+// error, its message (read within the record even if the NUL is missing).
+Status response_status(const ResponseRecord& r);
 
 }  // namespace engram

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <initializer_list>
 
+#include "core/fnv.hpp"
 #include "core/status.hpp"
 
 namespace engram {
@@ -40,18 +41,8 @@ struct LayoutItem {
   uint64_t align;
 };
 constexpr uint64_t layout_hash(uint64_t tag, std::initializer_list<LayoutItem> items) {
-  uint64_t h = 1469598103934665603ULL ^ tag;
-  auto mix = [&h](uint64_t v) {
-    for (int i = 0; i < 8; ++i) {
-      h ^= (v >> (8 * i)) & 0xff;
-      h *= 1099511628211ULL;
-    }
-  };
-  mix(kLayoutVersion);
-  for (const auto& it : items) {
-    mix(it.size);
-    mix(it.align);
-  }
+  uint64_t h = fnv1a_u64(kFnvOffset ^ tag, kLayoutVersion);
+  for (const auto& it : items) h = fnv1a_u64(fnv1a_u64(h, it.size), it.align);
   return h;
 }
 template <typename T>

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/fnv.hpp"
+
 namespace engram {
 
 const char* dtype_name(DType t) noexcept {
@@ -58,20 +60,12 @@ size_t column_step_bytes(const Column& c) noexcept {
 }
 
 uint64_t signature_hash(const Column* cols, size_t n) noexcept {
-  uint64_t h = 1469598103934665603ULL;
-  auto mix = [&h](const void* p, size_t len) {
-    const auto* b = static_cast<const unsigned char*>(p);
-    for (size_t i = 0; i < len; ++i) {
-      h ^= b[i];
-      h *= 1099511628211ULL;
-    }
-  };
-  mix(&n, sizeof n);
+  uint64_t h = fnv1a(kFnvOffset, &n, sizeof n);
   for (size_t i = 0; i < n; ++i) {
-    mix(cols[i].name, strnlen(cols[i].name, kMaxColumnName));
-    mix(&cols[i].dtype, sizeof cols[i].dtype);
-    mix(&cols[i].rank, sizeof cols[i].rank);
-    mix(cols[i].shape, sizeof(uint32_t) * std::min<size_t>(cols[i].rank, kMaxRank));
+    h = fnv1a(h, cols[i].name, strnlen(cols[i].name, kMaxColumnName));
+    h = fnv1a(h, &cols[i].dtype, sizeof cols[i].dtype);
+    h = fnv1a(h, &cols[i].rank, sizeof cols[i].rank);
+    h = fnv1a(h, cols[i].shape, sizeof(uint32_t) * std::min<size_t>(cols[i].rank, kMaxRank));
   }
   return h;
 }

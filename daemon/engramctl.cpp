@@ -49,7 +49,7 @@ class Connection {
     if (::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
       return {Errc::disconnected, "cannot connect to " + path + ": " + std::strerror(errno) +
                                       " (is engramd running? is --socket right?)"};
-    HelloRequest h{kProtocolVersion, kLayoutVersion, kArenaLayoutHash, kChannelLayoutHash, kBellsLayoutHash};
+    HelloRequest h = hello_request();
     return call(ControlType::hello, &h, sizeof h, nullptr);
   }
   ~Connection() {

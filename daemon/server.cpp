@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -22,6 +23,7 @@
 #include "core/channel.hpp"
 #include "core/chunk_arena.hpp"
 #include "core/control_message.hpp"
+#include "core/fnv.hpp"
 #include "core/shm.hpp"
 #include "core/table.hpp"
 #include "daemon/log.hpp"
@@ -76,20 +78,14 @@ struct Client {
   std::map<uint32_t, ClientChannel> channels;  // by table id
 };
 
-std::string hex(uint64_t v, int digits) {
-  static const char* d = "0123456789abcdef";
-  std::string s(static_cast<size_t>(digits), '0');
-  for (int i = digits - 1; i >= 0; --i, v >>= 4) s[static_cast<size_t>(i)] = d[v & 15];
-  return s;
-}
-
 }  // namespace
 
 std::string shm_prefix_for(const ServerConfig& c) {
   if (!c.shm_prefix.empty()) return c.shm_prefix;
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char ch : c.socket_path) h = (h ^ ch) * 1099511628211ULL;
-  return "engram-" + hex(h, 12);
+  uint64_t h = fnv1a(kFnvOffset, c.socket_path.data(), c.socket_path.size());
+  char name[32];
+  std::snprintf(name, sizeof name, "engram-%012llx", static_cast<unsigned long long>(h & 0xffffffffffffULL));
+  return name;
 }
 
 struct Server::Impl {
@@ -401,8 +397,10 @@ struct Server::Impl {
       return false;
     }
     auto type = static_cast<ControlType>(h.type);
-    if (!c.attached && type != ControlType::hello)
-      return reply(c, type, {Errc::invalid_argument, "say hello first"}) && false;
+    if (!c.attached && type != ControlType::hello) {
+      reply(c, type, {Errc::invalid_argument, "say hello first"});
+      return false;
+    }
     switch (type) {
       case ControlType::hello: return hello(c, p);
       case ControlType::create_table: {
@@ -494,7 +492,10 @@ struct Server::Impl {
   bool hello(Client& c, const std::vector<char>& p) {
     HelloRequest rq;
     if (c.attached) return reply(c, ControlType::hello, {Errc::invalid_argument, "hello sent twice"});
-    if (!read_payload(p, &rq)) return reply(c, ControlType::hello, {Errc::layout_mismatch, "malformed hello"}) && false;
+    if (!read_payload(p, &rq)) {
+      reply(c, ControlType::hello, {Errc::layout_mismatch, "malformed hello"});
+      return false;
+    }
     if (!permitted(c.cred)) {
       log_warn("refused pid " + std::to_string(c.cred.pid) + " uid " + std::to_string(c.cred.uid) + " gid " +
                std::to_string(c.cred.gid) + ": not the server's user and not in group " +

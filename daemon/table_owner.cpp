@@ -401,9 +401,10 @@ void TableOwner::fail(ChannelState& c, const RequestRecord& r, const Status& s) 
 
 void TableOwner::close_channel(ChannelState& c, ChannelClosed reason) {
   if (!c.broken) {
+    // The client's wait re-checks `closed` after announcing itself a
+    // sleeper, so the ordinary ring reaches it (see Doorbell::ring).
     c.channel.header->closed.store(static_cast<uint32_t>(reason), std::memory_order_release);
-    c.channel.responses.data_bell().seq.fetch_add(1, std::memory_order_seq_cst);
-    futex_wake(&c.channel.responses.data_bell().seq, 1 << 30);
+    c.channel.responses.data_bell().ring();
   }
   c.broken = true;
   c.pending.reset();

@@ -82,7 +82,7 @@ class Control {
     a.sun_family = AF_UNIX;
     std::strncpy(a.sun_path, socket.c_str(), sizeof a.sun_path - 1);
     ok_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-    HelloRequest h{kProtocolVersion, kLayoutVersion, kArenaLayoutHash, kChannelLayoutHash, kBellsLayoutHash};
+    HelloRequest h = hello_request();
     std::vector<char> r;
     ok_ = ok_ && call(ControlType::hello, &h, sizeof h, &r).ok() && r.size() == sizeof hello_;
     if (ok_) std::memcpy(&hello_, r.data(), sizeof hello_);
