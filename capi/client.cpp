@@ -208,7 +208,7 @@ static Status connect_client(const engram_connect_options* o, engram_client* c) 
   return Status::Ok();
 }
 
-static Status to_columns(const engram_column* cols, uint32_t n, std::vector<Column>* out) {
+static Status to_columns(const engram_column* cols, uint32_t n, const engram_compression* comp, std::vector<Column>* out) {
   if (n == 0 || n > kMaxColumns)
     return {Errc::invalid_capacity, "num_columns is " + std::to_string(n) + "; allowed 1.." + std::to_string(kMaxColumns)};
   if (!cols) return {Errc::invalid_argument, "columns is NULL"};
@@ -222,13 +222,17 @@ static Status to_columns(const engram_column* cols, uint32_t n, std::vector<Colu
     if (c.rank > kMaxRank)
       return {Errc::invalid_argument, "column " + std::string(c.name) + " has rank " + std::to_string(c.rank) +
                                           "; at most " + std::to_string(kMaxRank)};
-    out->push_back(make_column(c.name, static_cast<DType>(c.dtype), std::vector<uint32_t>(c.shape, c.shape + c.rank)));
+    Codec codec = comp ? static_cast<Codec>(comp[i].codec) : Codec::none;
+    out->push_back(make_column(c.name, static_cast<DType>(c.dtype), std::vector<uint32_t>(c.shape, c.shape + c.rank),
+                               codec, comp ? comp[i].level : 0));
   }
   return validate_signature(out->data(), out->size());
 }
 
 namespace engram {
-Status columns_from_c(const engram_column* cols, uint32_t n, std::vector<Column>* out) { return to_columns(cols, n, out); }
+Status columns_from_c(const engram_column* cols, uint32_t n, const engram_compression* comp, std::vector<Column>* out) {
+  return to_columns(cols, n, comp, out);
+}
 }  // namespace engram
 
 static Status name_request(const char* name, NameRequest* r) {
@@ -307,7 +311,8 @@ int engram_table_create(engram_client* c, const engram_table_options* o) {
   t.max_refs_per_item = o->max_chunks_per_item ? o->max_chunks_per_item : kRecordRefs;
   t.rate_limiter = {o->rate_limiter.samples_per_insert, o->rate_limiter.min_size_to_sample, o->rate_limiter.min_diff,
                     o->rate_limiter.max_diff};
-  if (Status s = to_columns(o->columns, o->num_columns, &t.signature); !s.ok()) return set_error(s);
+  const engram_compression* comp = ENGRAM_HAS_FIELD(o, engram_table_options, compression) ? o->compression : nullptr;
+  if (Status s = to_columns(o->columns, o->num_columns, comp, &t.signature); !s.ok()) return set_error(s);
   TableSpec spec = to_spec(t);
   return set_error(c->control(ControlType::create_table, &spec, sizeof spec, nullptr));
   ENGRAM_GUARD_END
@@ -334,6 +339,7 @@ int engram_table_open(engram_client* c, const char* name, engram_table** out) {
   for (uint32_t i = 0; i < r.spec.num_columns; ++i)
     t->column_names.push_back(fixed_string(r.spec.columns[i].name, kMaxColumnName));
   t->sig_hash = signature_hash(r.spec.columns, r.spec.num_columns);
+  t->decoded.resize(r.spec.num_columns);
   if (Status s = map_segment(r.channel_name, sizeof r.channel_name, r.channel_size, &t->segment); !s.ok())
     return set_error(s);
   auto ch = Channel::attach(t->segment.data(), t->segment.size());
@@ -354,9 +360,13 @@ void engram_table_close(engram_table* t) {
     for (engram_batch* b : c->batches)
       if (engram_batch_table(b) == t) mine.push_back(b);
     for (engram_batch* b : mine) engram_batch_release(b);
-    // Writers keep no pointer to the table, only its id; their holds on this
-    // channel go back with it.
+    // Writers' items for this table that still wait for their chunk go now;
+    // the writers keep no other pointer to the table, only its id, and
+    // their holds on this channel go back with it.
     if (!c->disconnected && t->usable().ok()) {
+      for (engram_writer* w : c->writers)
+        if (std::any_of(w->pending.begin(), w->pending.end(), [t](const auto& p) { return p.table == t; }))
+          (void)w->send_pending(true);
       (void)t->flush_drops();
       ResponseRecord ignore;
       (void)t->pump(0, &ignore, [t] { return t->owed.empty(); }, monotonic_ns() + 1'000'000'000LL);
@@ -444,6 +454,8 @@ int engram_table_info_get(engram_client* c, const char* name, engram_table_info*
   i.clients = w.clients;
   i.rate_limiter = {w.spec.limiter.samples_per_insert, w.spec.limiter.min_size_to_sample, w.spec.limiter.min_diff,
                     w.spec.limiter.max_diff};
+  i.bytes_raw = w.stats.bytes_raw;
+  i.bytes_stored = w.stats.bytes_stored;
   size_t keep = out->struct_size;
   std::memcpy(out, &i, std::min(keep, sizeof i));
   out->struct_size = keep;
@@ -462,6 +474,16 @@ int engram_table_columns(const engram_table* t, engram_column* out, uint32_t cap
     out[i].rank = c.rank;
     std::memcpy(out[i].shape, c.shape, sizeof out[i].shape);
   }
+  return ENGRAM_OK;
+  ENGRAM_GUARD_END
+}
+
+int engram_table_compression(const engram_table* t, engram_compression* out, uint32_t cap, uint32_t* count) {
+  ENGRAM_GUARD_BEGIN
+  if (!t || !count || (cap && !out)) return fail(Errc::invalid_argument, "table, out or count is NULL");
+  *count = t->spec.num_columns;
+  for (uint32_t i = 0; i < std::min(cap, t->spec.num_columns); ++i)
+    out[i] = {static_cast<int32_t>(t->spec.columns[i].codec), t->spec.columns[i].level};
   return ENGRAM_OK;
   ENGRAM_GUARD_END
 }

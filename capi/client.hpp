@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -20,6 +21,7 @@
 
 #include "core/channel.hpp"
 #include "core/chunk_arena.hpp"
+#include "core/codec.hpp"
 #include "core/control_message.hpp"
 #include "core/shm.hpp"
 #include "core/status.hpp"
@@ -45,11 +47,15 @@ struct Owed {  // one request whose responses are still to come
 };
 
 const engram_table* engram_batch_table(const engram_batch* b) noexcept;
-Status columns_from_c(const engram_column* cols, uint32_t n, std::vector<Column>* out);
+// The columns of a C signature with their compression (comp may be NULL:
+// none), validated.
+Status columns_from_c(const engram_column* cols, uint32_t n, const engram_compression* comp, std::vector<Column>* out);
 const char* last_error() noexcept;
 // Bytes of `type` up to and including `field`: what a caller's struct_size
 // must cover for this version to read `field`.
 #define ENGRAM_END_OF(type, field) (offsetof(type, field) + sizeof(static_cast<type*>(nullptr)->field))
+// Does the caller's struct *o (of `type`) reach `field`? Older callers' do not.
+#define ENGRAM_HAS_FIELD(o, type, field) ((o)->struct_size >= ENGRAM_END_OF(type, field))
 // Errc::invalid_argument naming `type` when struct_size < need (options
 // structs only ever grow at the end; see engram.h).
 Status check_struct_size(size_t struct_size, size_t need, const char* type);
@@ -102,6 +108,12 @@ struct engram_table {
   std::deque<engram::Owed> owed;
   uint32_t credit_used = 0;
   std::vector<engram::BlockRef> drops;  // chunks to give back, sent in groups
+  struct Decoded {                      // one column of one chunk, decoded (engram_sample)
+    uint64_t block = 0;                 // pack_block() of it; 0: none
+    std::vector<char> bytes;
+  };
+  std::vector<Decoded> decoded;         // per column
+  std::unique_ptr<engram::Decoder> decoder;
 
   // Reserves `credit` response slots (draining responses while the ring is
   // short of room), then pushes r and rings the owner's bell.

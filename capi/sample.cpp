@@ -93,6 +93,35 @@ Status check_item(const engram_table* t, const SampledItemWire& it, uint32_t num
   return Status::Ok();
 }
 
+// Copies steps [ref.offset, +ref.length) of column c of a checked chunk to
+// dst, decoding a compressed column. A decoded column is kept per column
+// index, so items that share a chunk decode it once.
+Status copy_steps(engram_table* t, const ChunkRef& ref, const ChunkHeader& h, uint32_t c, char* dst) {
+  const TableSpec& spec = t->spec;
+  const ChunkArena& arena = t->client->arena;
+  const char* block = static_cast<const char*>(arena.data({ref.block, ref.generation}));
+  size_t step = column_step_bytes(spec.columns[c]);
+  ColumnSpan span;
+  if (Status s = chunk_column_span(block, arena.block_size(ref.block), h, spec.columns, c, &span); !s.ok()) return s;
+  const char* src = block + span.offset;
+  if (span.encoding != Encoding::raw) {
+    engram_table::Decoded& d = t->decoded[c];
+    uint64_t id = pack_block({ref.block, ref.generation});
+    if (d.block != id) {
+      d.block = 0;
+      d.bytes.resize(size_t{h.num_steps} * step);
+      if (!t->decoder) t->decoder = std::make_unique<Decoder>();
+      if (Status s = t->decoder->decode_column(span.encoding, src, span.bytes, step, h.num_steps, d.bytes.data());
+          !s.ok())
+        return {Errc::corrupt, "column " + std::string(spec.columns[c].name) + " of a sampled chunk: " + s.message()};
+      d.block = id;
+    }
+    src = d.bytes.data();
+  }
+  std::memcpy(dst, src + size_t{ref.offset} * step, size_t{ref.length} * step);
+  return Status::Ok();
+}
+
 engram_sample_info info_of(const SampledItemWire& w) {
   return {w.key, w.priority, w.probability, w.times_sampled, w.table_size};
 }
@@ -157,15 +186,12 @@ int engram_sample(engram_table* t, const engram_sample_options* o, void* const* 
     const SampledItemWire& it = items[i];
     s = check_item(t, it, o->num_steps, headers);
     if (!s.ok()) break;
-    for (uint32_t c = 0; c < spec.num_columns; ++c) {
+    for (uint32_t c = 0; c < spec.num_columns && s.ok(); ++c) {
       size_t step = column_step_bytes(spec.columns[c]);
       char* dst = static_cast<char*>(buffers[c]) + size_t{i} * o->num_steps * step;
-      for (uint32_t k = 0; k < it.num_refs; ++k) {
-        const ChunkRef& ref = it.refs[k];
-        const char* src = static_cast<const char*>(t->client->arena.data({ref.block, ref.generation})) +
-                          chunk_column_offset(spec.columns, c, headers[k].capacity_steps) + size_t{ref.offset} * step;
-        std::memcpy(dst, src, size_t{ref.length} * step);
-        dst += size_t{ref.length} * step;
+      for (uint32_t k = 0; k < it.num_refs && s.ok(); ++k) {
+        s = copy_steps(t, it.refs[k], headers[k], c, dst);
+        dst += size_t{it.refs[k].length} * step;
       }
     }
     if (infos) infos[i] = info_of(it);
@@ -220,16 +246,25 @@ int engram_batch_views(const engram_batch* b, uint32_t item, uint32_t column, en
   const TableSpec& spec = b->table->spec;
   if (column >= spec.num_columns)
     return fail(Errc::invalid_capacity, "column " + std::to_string(column) + " of " + std::to_string(spec.num_columns));
+  if (spec.columns[column].codec != static_cast<uint32_t>(Codec::none))
+    return fail(Errc::invalid_argument, "column " + column_codec_text(spec.columns[column]) +
+                                            " is compressed; zero-copy views exist only for uncompressed columns: "
+                                            "copy it out with engram_sample");
   const SampledItemWire& it = b->items[item];
+  const ChunkArena& arena = b->table->client->arena;
   size_t step = column_step_bytes(spec.columns[column]);
-  *count = it.num_refs;
   for (uint32_t k = 0; k < std::min(cap, it.num_refs); ++k) {
     const ChunkRef& ref = it.refs[k];
-    const char* base = static_cast<const char*>(b->table->client->arena.data({ref.block, ref.generation}));
-    out[k].data = base + chunk_column_offset(spec.columns, column, b->headers[item * kRecordRefs + k].capacity_steps) +
-                  size_t{ref.offset} * step;
+    const char* base = static_cast<const char*>(arena.data({ref.block, ref.generation}));
+    ColumnSpan span;
+    if (Status s = chunk_column_span(base, arena.block_size(ref.block), b->headers[item * kRecordRefs + k],
+                                     spec.columns, column, &span);
+        !s.ok())
+      return set_error(s);
+    out[k].data = base + span.offset + size_t{ref.offset} * step;
     out[k].steps = ref.length;
   }
+  *count = it.num_refs;
   return ENGRAM_OK;
   ENGRAM_GUARD_END
 }

@@ -32,6 +32,7 @@ Status engram_writer::open_chunk() {
       h.num_columns = static_cast<uint32_t>(columns.size());
       h.signature_hash = sig_hash;
       h.episode = episode;
+      h.flags = packed ? kChunkPacked : 0;
       std::memcpy(c.data, &h, sizeof h);
       chunks.push_back(c);
       ++next_seq;
@@ -52,8 +53,37 @@ Status engram_writer::open_chunk() {
   }
 }
 
+void engram_writer::pack(Chunk& c) {
+  size_t cap = client->arena.size_class(size_class).block_size;
+  size_t off = packed_data_offset(static_cast<uint32_t>(columns.size()));
+  for (size_t i = 0; i < columns.size(); ++i) {
+    Encoding used;
+    // chunk_bytes() sized the block for every column stored raw, so the
+    // room left always holds at least this column's raw steps.
+    size_t stored = encoder->encode_column(static_cast<Codec>(columns[i].codec), columns[i].level,
+                                           staging.data() + column_offset[i], step_bytes[i], c.steps, c.data + off,
+                                           cap - off, &used);
+    ChunkColumn e{off, stored, static_cast<uint32_t>(used), 0};
+    std::memcpy(c.data + sizeof(ChunkHeader) + i * sizeof e, &e, sizeof e);
+    off = align_up(off + stored, kCacheLine);
+  }
+  // Compression should save arena memory too: move the packed bytes into
+  // the smallest class that holds them, if it has a block free now. No item
+  // references the chunk yet, so nobody else knows the old block.
+  auto k = client->arena.class_for(off);
+  if (!k.ok() || *k >= size_class) return;
+  auto small = client->arena.alloc(client->hello.client_id, *k);
+  if (!small.ok()) return;
+  char* dst = static_cast<char*>(client->arena.data(*small));
+  std::memcpy(dst, c.data, off);
+  (void)client->arena.free_reserved(client->hello.client_id, c.block);
+  c.block = *small;
+  c.data = dst;
+}
+
 void engram_writer::finalize(Chunk& c) {
   if (c.final) return;
+  if (packed) pack(c);
   auto* h = reinterpret_cast<ChunkHeader*>(c.data);
   h->num_steps = c.steps;
   c.final = true;
@@ -65,12 +95,16 @@ Status engram_writer::append(const void* const* cols, uint32_t n, size_t stride_
       if (Status st = open_chunk(); !st.ok()) return st;
     }
     Chunk& c = at(next_seq - 1);
+    char* base = packed ? staging.data() : c.data;
     for (size_t i = 0; i < columns.size(); ++i)
-      std::memcpy(c.data + column_offset[i] + c.steps * step_bytes[i],
+      std::memcpy(base + column_offset[i] + c.steps * step_bytes[i],
                   static_cast<const char*>(cols[i]) + s * stride_steps * step_bytes[i], step_bytes[i]);
     ++c.steps;
     ++history_steps;
-    if (c.steps == chunk_length) finalize(c);
+    if (c.steps == chunk_length) {
+      finalize(c);
+      if (Status st = send_pending(false); !st.ok()) return st;
+    }
     trim_history();
   }
   return Status::Ok();
@@ -109,21 +143,34 @@ void engram_writer::retire(uint64_t seq) {
   }
 }
 
+Status engram_writer::signature_difference(const engram_table* t) const {
+  std::string why = "table " + t->name + " has other columns than this writer: ";
+  if (t->spec.num_columns != columns.size())
+    return {Errc::signature_mismatch, why + std::to_string(t->spec.num_columns) + " columns vs " +
+                                          std::to_string(columns.size())};
+  for (size_t i = 0; i < columns.size(); ++i)
+    if (!same_signature(&columns[i], 1, &t->spec.columns[i], 1)) {
+      const Column &a = t->spec.columns[i], &b = columns[i];
+      if (a.codec != b.codec || a.level != b.level)
+        return {Errc::signature_mismatch, why + "column " + std::to_string(i) + " is " + column_codec_text(a) +
+                                              " in the table and " + column_codec_text(b) +
+                                              " in the writer; open the writer with the table's compression "
+                                              "(engram_table_compression)"};
+      return {Errc::signature_mismatch, why + "column " + std::to_string(i) + " differs in name, dtype or shape"};
+    }
+  return {Errc::signature_mismatch, why + "they differ"};
+}
+
 Status engram_writer::create_item(engram_table* t, uint32_t num_steps, double priority) {
   if (Status s = validate_priority(priority); !s.ok()) return s;
   if (!same_signature(columns.data(), columns.size(), t->spec.columns, t->spec.num_columns))
-    return {Errc::signature_mismatch, "table " + t->name + " has other columns than this writer (" +
-                                          std::to_string(t->spec.num_columns) + " columns vs " +
-                                          std::to_string(columns.size()) + ", or other names, dtypes or shapes)"};
+    return signature_difference(t);
   if (num_steps == 0) return {Errc::invalid_capacity, "an item needs at least one step"};
   if (num_steps > history_steps)
     return {Errc::invalid_capacity, "an item of " + std::to_string(num_steps) + " steps, but the writer holds " +
                                         std::to_string(history_steps) + " steps of this episode (max_item_steps " +
                                         std::to_string(max_item_steps) + ")"};
-  RequestRecord r{};
-  r.op = static_cast<uint32_t>(RequestOp::insert);
-  r.payload.insert.priority = priority;
-  Owed o{RequestOp::insert, 0, 1, this};
+  PendingItem p{t, priority, 0, {}, {}, {}};
   uint32_t max_refs = std::min<uint32_t>(kRecordRefs, t->spec.max_refs_per_item);
   // Walk back from the newest chunk until num_steps are covered; they are
   // all in the history because num_steps <= history_steps.
@@ -137,27 +184,59 @@ Status engram_writer::create_item(engram_table* t, uint32_t num_steps, double pr
     ++n;
   }
   // References oldest first: the oldest chunk contributes its last steps,
-  // the others all of theirs.
+  // the others all of theirs (so far: the open chunk may grow later, but
+  // these steps keep their offsets).
   uint32_t placed = 0;
   for (uint32_t i = n; i-- > 0;) {
     Chunk& c = at(oldest + i);
-    finalize(c);
     uint32_t take = std::min(num_steps - placed, c.steps);
-    r.payload.insert.refs[i] = {c.block.index, c.block.generation, c.steps - take, take};
-    o.chunks[i] = oldest + i;
+    p.seq[i] = oldest + i;
+    p.offset[i] = c.steps - take;
+    p.length[i] = take;
     placed += take;
   }
-  o.num_chunks = n;
-  r.count = n;
-  r.id = client->next_id++;
-  r.deadline_ns = deadline_after_ms(insert_timeout_ms);
-  o.id = r.id;
-  Owed copy = o;
-  // Credit waits may deliver acks that give chunks back; these cannot go,
-  // as they are in the history.
-  if (Status s = t->send(r, std::move(o), r.deadline_ns); !s.ok()) return s;
-  for (uint32_t i = 0; i < copy.num_chunks; ++i) ++at(copy.chunks[i]).unacked;
+  p.num_refs = n;
+  // Counted from now on, so that the history keeps these chunks.
+  for (uint32_t i = 0; i < n; ++i) ++at(p.seq[i]).unacked;
   ++unacked;
+  pending.push_back(p);
+  return send_pending(false);
+}
+
+Status engram_writer::send_pending(bool force) {
+  while (!pending.empty()) {
+    PendingItem p = pending.front();
+    for (uint32_t i = 0; i < p.num_refs; ++i)
+      if (!at(p.seq[i]).final) {
+        if (!force) return Status::Ok();
+        finalize(at(p.seq[i]));
+      }
+    pending.pop_front();
+    RequestRecord r{};
+    r.op = static_cast<uint32_t>(RequestOp::insert);
+    r.payload.insert.priority = p.priority;
+    r.count = p.num_refs;
+    Owed o{RequestOp::insert, 0, 1, this};
+    for (uint32_t i = 0; i < p.num_refs; ++i) {
+      const Chunk& c = at(p.seq[i]);
+      r.payload.insert.refs[i] = {c.block.index, c.block.generation, p.offset[i], p.length[i]};
+      o.chunks[i] = p.seq[i];
+    }
+    o.num_chunks = p.num_refs;
+    r.id = client->next_id++;
+    r.deadline_ns = deadline_after_ms(insert_timeout_ms);
+    o.id = r.id;
+    // Credit waits may deliver acks that give chunks back; these cannot go,
+    // as this item still counts on them.
+    if (Status s = p.table->send(r, std::move(o), r.deadline_ns); !s.ok()) {
+      ResponseRecord refused = error_response(r, s);
+      Owed undo{RequestOp::insert, 0, 1, this};
+      undo.num_chunks = p.num_refs;
+      std::copy(p.seq, p.seq + p.num_refs, undo.chunks);
+      on_ack(p.table, refused, undo);
+      if (s.code() == Errc::disconnected) return s;
+    }
+  }
   return Status::Ok();
 }
 
@@ -181,15 +260,17 @@ void engram_writer::on_ack(engram_table* t, const ResponseRecord& r, const Owed&
 
 Status engram_writer::end_episode() {
   for (uint64_t seq = history_begin; seq < next_seq; ++seq) finalize(at(seq));
+  Status sent = send_pending(false);
   uint64_t old_begin = history_begin;
   history_begin = next_seq;
   history_steps = 0;
   ++episode;
   for (uint64_t seq = old_begin; seq < next_seq; ++seq) retire(seq);
-  return Status::Ok();
+  return sent;
 }
 
 Status engram_writer::flush(int64_t deadline_ns) {
+  if (Status s = send_pending(true); !s.ok()) return s;
   while (unacked > 0) {
     engram_table* waiting = nullptr;
     for (engram_table* t : client->tables)
@@ -242,8 +323,11 @@ int engram_writer_open(engram_client* c, const engram_writer_options* o, engram_
   if (c->disconnected) return fail(Errc::disconnected, "the server went away; disconnect and connect again");
   auto w = std::make_unique<engram_writer>();
   w->client = c;
-  if (Status s = columns_from_c(o->columns, o->num_columns, &w->columns); !s.ok()) return set_error(s);
-  if (o->chunk_length == 0) return fail(Errc::invalid_capacity, "chunk_length must be >= 1");
+  const engram_compression* comp = ENGRAM_HAS_FIELD(o, engram_writer_options, compression) ? o->compression : nullptr;
+  if (Status s = columns_from_c(o->columns, o->num_columns, comp, &w->columns); !s.ok()) return set_error(s);
+  if (o->chunk_length == 0 || o->chunk_length > kMaxChunkSteps)
+    return fail(Errc::invalid_capacity, "chunk_length is " + std::to_string(o->chunk_length) + "; allowed 1.." +
+                                            std::to_string(kMaxChunkSteps));
   w->chunk_length = o->chunk_length;
   w->max_item_steps = o->max_item_steps ? o->max_item_steps : o->chunk_length;
   w->insert_timeout_ms = o->insert_timeout_ms;
@@ -254,6 +338,11 @@ int engram_writer_open(engram_client* c, const engram_writer_options* o, engram_
     w->column_offset.push_back(chunk_column_offset(w->columns.data(), i, w->chunk_length));
   }
   size_t bytes = chunk_bytes(w->columns.data(), static_cast<uint32_t>(w->columns.size()), w->chunk_length);
+  w->packed = signature_compressed(w->columns.data(), w->columns.size());
+  if (w->packed) {
+    w->staging.resize(chunk_column_offset(w->columns.data(), static_cast<uint32_t>(w->columns.size()), w->chunk_length));
+    w->encoder = std::make_unique<Encoder>();
+  }
   auto k = c->arena.class_for(bytes);
   if (!k.ok())
     return fail(Errc::invalid_capacity, "a chunk of " + std::to_string(w->chunk_length) + " steps needs " +

@@ -2,9 +2,12 @@
 // creates items over its most recent steps.
 //
 // Chunk life, seen from the writer: a block is reserved by this client while
-// steps are appended. When an item first needs it, the writer finalizes it
-// (header written; no more steps) and the table owner that receives the
-// item seals it and holds it for this channel. The chunk stays in the
+// steps are appended. It is finalized (header written; no more steps) when
+// it holds chunk_length steps, at the end of an episode, or on flush; the
+// table owner that receives the first item over it seals it and holds it for
+// this channel. As in Reverb, an item over steps of the open chunk waits in
+// the writer (pending) until that chunk is finalized, so chunks fill up and
+// compress well; items leave in creation order. The chunk stays in the
 // writer's history while it can still back a new item (the last
 // max_item_steps steps of the episode). Once it leaves the history and no
 // item over it awaits an ack, the writer gives it back: a drop request to
@@ -13,15 +16,21 @@
 // Chunks are numbered in creation order (seq); the live ones sit in a deque
 // from first_seq on, and the history is always the newest of them:
 // [history_begin, next_seq). No hashing on the per-step path.
+//
+// With a compressed column the chunk is packed (chunk_format.hpp): steps
+// are staged in private memory and encoded into the block when the chunk is
+// finalized. Only the newest chunk is ever open, so one staging area serves.
 #pragma once
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "capi/client.hpp"
 #include "core/chunk_format.hpp"
+#include "core/codec.hpp"
 #include "core/signature.hpp"
 
 struct engram_writer {
@@ -45,6 +54,9 @@ struct engram_writer {
   bool keep_keys = false;
   uint32_t size_class = 0;
   uint64_t episode = 1;
+  bool packed = false;             // some column compressed
+  std::vector<char> staging;       // packed: the open chunk's steps, plain layout
+  std::unique_ptr<engram::Encoder> encoder;
 
   std::deque<Chunk> chunks;    // seq first_seq + i; every chunk not yet given back
   uint64_t first_seq = 0, next_seq = 0;
@@ -54,17 +66,35 @@ struct engram_writer {
   engram::Status first_error;  // of acks since the last flush
   std::deque<uint64_t> keys;
 
+  struct PendingItem {  // created, waiting for its newest chunk to be finalized
+    engram_table* table;
+    double priority;
+    uint32_t num_refs;
+    uint64_t seq[engram::kRecordRefs];  // the chunks, oldest first
+    uint32_t offset[engram::kRecordRefs], length[engram::kRecordRefs];
+  };
+  std::deque<PendingItem> pending;
+
   engram::Status append(const void* const* cols, uint32_t n, size_t stride_steps);
   engram::Status create_item(engram_table* t, uint32_t num_steps, double priority);
   engram::Status end_episode();
+  // Sends pending items, in order, while their chunks are final; with
+  // `force`, finalizes the open chunk for the ones that need it (flush,
+  // closing a table), so that none is left waiting.
+  engram::Status send_pending(bool force);
   engram::Status flush(int64_t deadline_ns);
   void on_ack(engram_table* t, const engram::ResponseRecord& r, const engram::Owed& o);
   void close();
+  // Why t's signature (codecs included) differs from the writer's.
+  engram::Status signature_difference(const engram_table* t) const;
 
  private:
   Chunk& at(uint64_t seq) { return chunks[seq - first_seq]; }
   engram::Status open_chunk();
   void finalize(Chunk& c);
+  // Encodes the staged steps of c into its block (directory, then columns),
+  // then moves them to a smaller block when they fit one.
+  void pack(Chunk& c);
   void trim_history();
   // Gives chunk seq back if it left the history and nothing awaits an ack.
   void retire(uint64_t seq);

@@ -13,9 +13,41 @@ size_t chunk_column_offset(const Column* cols, uint32_t c, uint32_t capacity_ste
   return off;
 }
 
+size_t packed_data_offset(uint32_t n) noexcept { return align_up(sizeof(ChunkHeader) + n * sizeof(ChunkColumn), kCacheLine); }
+
 size_t chunk_bytes(const Column* cols, uint32_t n, uint32_t capacity_steps) noexcept {
-  return chunk_column_offset(cols, n, capacity_steps);
+  size_t plain = chunk_column_offset(cols, n, capacity_steps);
+  if (!signature_compressed(cols, n)) return plain;
+  return plain - sizeof(ChunkHeader) + packed_data_offset(n);
 }
+
+namespace {
+
+// A packed chunk's directory entry for column c, checked against the block.
+Status read_entry(const void* block, size_t block_size, const ChunkHeader& h, const Column* cols, uint32_t c,
+                  ColumnSpan* out) noexcept {
+  ChunkColumn e;
+  std::memcpy(&e, static_cast<const char*>(block) + sizeof(ChunkHeader) + c * sizeof(ChunkColumn), sizeof e);
+  std::string where = "chunk column " + std::to_string(c);
+  if (e.offset < packed_data_offset(h.num_columns) || e.offset > block_size || e.stored_bytes > block_size - e.offset)
+    return {Errc::corrupt, where + " lies outside its block of " + std::to_string(block_size) + " bytes"};
+  uint64_t raw = uint64_t{h.num_steps} * column_step_bytes(cols[c]);
+  if (e.encoding == static_cast<uint32_t>(Encoding::raw)) {
+    if (e.stored_bytes != raw)
+      return {Errc::corrupt, where + " is stored raw in " + std::to_string(e.stored_bytes) + " bytes instead of " +
+                                 std::to_string(raw)};
+  } else if (e.encoding != cols[c].codec || cols[c].codec == static_cast<uint32_t>(Codec::none)) {
+    return {Errc::corrupt, where + " has encoding " + std::to_string(e.encoding) + ", which its codec " +
+                               codec_name(static_cast<Codec>(cols[c].codec)) + " never writes"};
+  } else if (e.stored_bytes == 0 || e.stored_bytes >= raw) {
+    return {Errc::corrupt, where + " claims a compressed size of " + std::to_string(e.stored_bytes) + " for " +
+                               std::to_string(raw) + " raw bytes"};
+  }
+  *out = {e.offset, e.stored_bytes, static_cast<Encoding>(e.encoding)};
+  return Status::Ok();
+}
+
+}  // namespace
 
 Status check_chunk(const void* block, size_t block_size, const Column* cols, uint32_t n, uint64_t sig_hash,
                    uint32_t offset, uint32_t length, ChunkHeader* out) noexcept {
@@ -27,13 +59,46 @@ Status check_chunk(const void* block, size_t block_size, const Column* cols, uin
   if (out->num_steps == 0 || out->num_steps > out->capacity_steps)
     return {Errc::corrupt, "chunk header says " + std::to_string(out->num_steps) + " steps of room for " +
                                std::to_string(out->capacity_steps)};
-  // Guard the multiplication in chunk_bytes against absurd capacities.
-  if (out->capacity_steps > block_size || chunk_bytes(cols, n, out->capacity_steps) > block_size)
+  bool packed = signature_compressed(cols, n);
+  // A plain chunk fills its layout; a packed one may sit in a smaller block
+  // (the writer moves it), so only its directory and entries are bounded.
+  // Either way capacity is bounded first, so no size computation overflows
+  // (validate_signature bounds step bytes).
+  if (out->capacity_steps > kMaxChunkSteps ||
+      (packed ? packed_data_offset(n) > block_size : chunk_bytes(cols, n, out->capacity_steps) > block_size))
     return {Errc::corrupt, "chunk layout for " + std::to_string(out->capacity_steps) + " steps exceeds its block of " +
                                std::to_string(block_size) + " bytes"};
+  if (out->flags != (packed ? kChunkPacked : 0u))
+    return {Errc::corrupt, std::string("chunk flags say ") + (out->flags & kChunkPacked ? "packed" : "plain") +
+                               " but the signature implies the other layout"};
+  if (packed) {
+    ColumnSpan unused;
+    for (uint32_t c = 0; c < n; ++c)
+      if (Status s = read_entry(block, block_size, *out, cols, c, &unused); !s.ok()) return s;
+  }
   if (length == 0 || offset >= out->num_steps || length > out->num_steps - offset)
     return {Errc::corrupt, "item slice [" + std::to_string(offset) + ", +" + std::to_string(length) +
                                ") lies outside the chunk's " + std::to_string(out->num_steps) + " steps"};
+  return Status::Ok();
+}
+
+Status chunk_column_span(const void* block, size_t block_size, const ChunkHeader& h, const Column* cols, uint32_t c,
+                         ColumnSpan* out) noexcept {
+  if (h.flags & kChunkPacked) return read_entry(block, block_size, h, cols, c, out);
+  *out = {chunk_column_offset(cols, c, h.capacity_steps), uint64_t{h.num_steps} * column_step_bytes(cols[c]),
+          Encoding::raw};
+  return Status::Ok();
+}
+
+Status chunk_sizes(const void* block, size_t block_size, const ChunkHeader& h, const Column* cols, uint64_t* raw,
+                   uint64_t* stored) noexcept {
+  *raw = *stored = 0;
+  for (uint32_t c = 0; c < h.num_columns; ++c) {
+    ColumnSpan span;
+    if (Status s = chunk_column_span(block, block_size, h, cols, c, &span); !s.ok()) return s;
+    *raw += uint64_t{h.num_steps} * column_step_bytes(cols[c]);
+    *stored += span.bytes;
+  }
   return Status::Ok();
 }
 

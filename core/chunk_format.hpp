@@ -1,23 +1,32 @@
 // The bytes of one chunk inside an arena block: a header, then each column's
-// steps, column-major, every column 64-aligned:
+// steps. Two layouts, fixed by the table signature:
 //
+// plain (no compressed column): column-major, every column 64-aligned at an
+// offset that follows from the signature and capacity_steps alone:
 //   ChunkHeader | column 0: capacity_steps x step bytes | column 1: ... | ...
 //
-// Column offsets follow from the table signature and capacity_steps alone,
-// so nothing but the header is stored, and nothing read from it is trusted:
-// the block belongs to a client, which may have written anything. A reader
-// copies the header once (check_chunk) and bounds every access with it.
+// packed (some column compressed; flags has kChunkPacked): a directory
+// entry per column gives where its bytes lie and how they are encoded:
+//   ChunkHeader | ChunkColumn[num_columns] | column 0 bytes | column 1 bytes ...
+// A packed chunk is written once, when the writer finalizes it.
+//
+// Nothing read from a block is trusted: it belongs to a client, which may
+// have written anything. A reader copies the header once (check_chunk), and
+// re-checks each directory entry it uses (chunk_column_span).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "core/codec.hpp"
 #include "core/signature.hpp"
 #include "core/status.hpp"
 
 namespace engram {
 
 inline constexpr uint32_t kChunkMagic = 0x4b4e4843;  // "CHNK"
+inline constexpr uint32_t kChunkPacked = 1;          // ChunkHeader::flags
+inline constexpr uint32_t kMaxChunkSteps = 1u << 20;  // a writer's chunk_length
 
 struct ChunkHeader {
   uint32_t magic;
@@ -26,20 +35,48 @@ struct ChunkHeader {
   uint32_t num_columns;
   uint64_t signature_hash;  // signature_hash() of the writer's columns
   uint64_t episode;         // writer-chosen; items never span two
-  uint8_t reserved_[32];
+  uint32_t flags;           // kChunkPacked, or 0
+  uint8_t reserved_[28];
 };
 static_assert(sizeof(ChunkHeader) == 64);
 
-// Byte offset of column c's first step for `capacity_steps` steps per column.
+// Where one column of a packed chunk lies, from the block start.
+struct ChunkColumn {
+  uint64_t offset;
+  uint64_t stored_bytes;
+  uint32_t encoding;  // Encoding
+  uint32_t pad_;
+};
+static_assert(sizeof(ChunkColumn) == 24);
+
+// Plain layout: byte offset of column c's first step.
 size_t chunk_column_offset(const Column* cols, uint32_t c, uint32_t capacity_steps) noexcept;
-// Bytes a chunk of `capacity_steps` steps needs in total.
+// Bytes a chunk of `capacity_steps` steps needs at most, in the layout the
+// signature implies (packed: as if nothing compressed).
 size_t chunk_bytes(const Column* cols, uint32_t n, uint32_t capacity_steps) noexcept;
+// Packed layout: offset of the first column's bytes (after the directory).
+size_t packed_data_offset(uint32_t n) noexcept;
 
 // Copies the header out of `block` (block_size bytes) and checks it against a
 // table's columns and an item's slice [offset, offset + length):
-// magic, signature, num_steps <= capacity_steps, the whole layout inside the
-// block, and the slice inside num_steps. Errc::corrupt otherwise.
+// magic, signature, num_steps <= capacity_steps, the layout (and a packed
+// chunk's directory) inside the block, and the slice inside num_steps.
+// Errc::corrupt otherwise.
 Status check_chunk(const void* block, size_t block_size, const Column* cols, uint32_t n, uint64_t sig_hash,
                    uint32_t offset, uint32_t length, ChunkHeader* out) noexcept;
+
+// Where column c of a chunk whose header `h` passed check_chunk lies.
+struct ColumnSpan {
+  uint64_t offset;  // from the block start
+  uint64_t bytes;   // stored
+  Encoding encoding;
+};
+Status chunk_column_span(const void* block, size_t block_size, const ChunkHeader& h, const Column* cols, uint32_t c,
+                         ColumnSpan* out) noexcept;
+
+// Bytes of the chunk's steps before (raw) and after (stored) compression,
+// directory and padding left out; for a plain chunk they are equal.
+Status chunk_sizes(const void* block, size_t block_size, const ChunkHeader& h, const Column* cols, uint64_t* raw,
+                   uint64_t* stored) noexcept;
 
 }  // namespace engram

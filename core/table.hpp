@@ -72,6 +72,8 @@ struct TableStats {
   uint64_t expirations; // removed on reaching max_times_sampled
   uint64_t stale;       // updates / deletes with stale keys (not applied)
   uint64_t rate_limited;// insert / sample attempts refused by the limiter
+  uint64_t bytes_raw;   // chunk steps under inserted items, each chunk once per channel, uncompressed
+  uint64_t bytes_stored;// the same as stored (compressed)
 };
 
 struct alignas(kCacheLine) TableHeader {
@@ -162,6 +164,11 @@ class Table {
   // Empties the table and its counters; keys issued before stay stale.
   void reset();
   Status set_rate_limiter(const RateLimiterConfig& c);
+  // Adds a newly referenced chunk's sizes to the statistics.
+  void count_chunk(uint64_t raw, uint64_t stored) noexcept {
+    h_->stats.bytes_raw += raw;
+    h_->stats.bytes_stored += stored;
+  }
 
   TableInfo info() const;
   uint32_t size() const noexcept { return h_->size; }

@@ -128,8 +128,8 @@ Result<RateLimiterConfig> parse_limiter(const toml::node* n, const std::string& 
 
 Result<Column> parse_column(const toml::node& n, const std::string& path) {
   const toml::table* t = n.as_table();
-  if (!t) return bad(path, "must be a table { name, dtype, shape }");
-  if (Status s = only_keys(*t, path, {"name", "dtype", "shape"}); !s.ok()) return s;
+  if (!t) return bad(path, "must be a table { name, dtype, shape, compression, level }");
+  if (Status s = only_keys(*t, path, {"name", "dtype", "shape", "compression", "level"}); !s.ok()) return s;
   auto name = get_string(*t, path, "name", "");
   if (!name.ok()) return name.status();
   if (name->empty()) return bad(at(path, "name"), "is required");
@@ -150,7 +150,18 @@ Result<Column> parse_column(const toml::node& n, const std::string& path) {
       shape.push_back(static_cast<uint32_t>(*d.value<int64_t>()));
     }
   }
-  return make_column(*name, *dtype, shape);
+  auto comp = get_string(*t, path, "compression", "none");
+  if (!comp.ok()) return comp.status();
+  auto codec = codec_from_name(*comp);
+  if (!codec.ok()) return bad(at(path, "compression"), codec.status().message());
+  int32_t level = 0;
+  if (const toml::node* l = t->get("level")) {
+    if (!l->is_integer()) return bad(at(path, "level"), "must be an integer zstd level");
+    if (*codec == Codec::none) return bad(at(path, "level"), "needs compression = \"zstd\" or \"delta_zstd\"");
+    level = static_cast<int32_t>(std::clamp<int64_t>(*l->value<int64_t>(), INT32_MIN, INT32_MAX));
+  }
+  if (Status s = validate_codec(static_cast<uint32_t>(*codec), level); !s.ok()) return bad(at(path, "level"), s.message());
+  return make_column(*name, *dtype, shape, *codec, level);
 }
 
 Result<TableOptions> parse_table(const toml::table& t, const std::string& path) {

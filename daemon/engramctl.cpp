@@ -106,11 +106,14 @@ std::string info_json(const TableInfoWire& w) {
     << ", \"deletes\": " << w.counters.deletes << ", \"updates\": " << w.stats.updates
     << ", \"evictions\": " << w.stats.evictions << ", \"expirations\": " << w.stats.expirations
     << ", \"stale\": " << w.stats.stale << ", \"rate_limited\": " << w.stats.rate_limited << "}"
+    << ", \"bytes\": {\"raw\": " << w.stats.bytes_raw << ", \"stored\": " << w.stats.bytes_stored << "}"
     << ", \"clients\": " << w.clients << ", \"columns\": [";
   for (uint32_t i = 0; i < s.num_columns && i < kMaxColumns; ++i)
     o << (i ? ", " : "") << "{\"name\": " << json_string(fixed_string(s.columns[i].name, kMaxColumnName))
       << ", \"dtype\": " << json_string(dtype_name(static_cast<DType>(s.columns[i].dtype)))
-      << ", \"shape\": " << shape_of(s.columns[i]) << "}";
+      << ", \"shape\": " << shape_of(s.columns[i])
+      << ", \"compression\": " << json_string(codec_name(static_cast<Codec>(s.columns[i].codec)))
+      << ", \"level\": " << s.columns[i].level << "}";
   o << "]}";
   return o.str();
 }
@@ -130,10 +133,17 @@ void print_info(const TableInfoWire& w) {
               static_cast<long long>(w.counters.inserts), static_cast<long long>(w.counters.samples),
               static_cast<long long>(w.counters.deletes), static_cast<unsigned long long>(w.stats.evictions),
               static_cast<unsigned long long>(w.stats.expirations), static_cast<unsigned long long>(w.stats.updates));
-  std::printf("  clients         %u\n  columns\n", w.clients);
+  std::printf("  chunk bytes     %llu raw, %llu stored", static_cast<unsigned long long>(w.stats.bytes_raw),
+              static_cast<unsigned long long>(w.stats.bytes_stored));
+  if (w.stats.bytes_raw) std::printf(" (%.1f%%)", 100.0 * double(w.stats.bytes_stored) / double(w.stats.bytes_raw));
+  std::printf("\n  clients         %u\n  columns\n", w.clients);
   for (uint32_t i = 0; i < s.num_columns && i < kMaxColumns; ++i)
-    std::printf("    %-20s %-8s %s\n", fixed_string(s.columns[i].name, kMaxColumnName).c_str(),
-                dtype_name(static_cast<DType>(s.columns[i].dtype)), shape_of(s.columns[i]).c_str());
+    std::printf("    %-20s %-8s %-12s %s\n", fixed_string(s.columns[i].name, kMaxColumnName).c_str(),
+                dtype_name(static_cast<DType>(s.columns[i].dtype)), shape_of(s.columns[i]).c_str(),
+                s.columns[i].codec ? (std::string(codec_name(static_cast<Codec>(s.columns[i].codec))) + " level " +
+                                      std::to_string(s.columns[i].level))
+                                         .c_str()
+                                   : "");
 }
 
 Status name_payload(const std::string& name, NameRequest* n) {

@@ -239,22 +239,24 @@ TableOwner::Outcome TableOwner::insert(ChannelState& c, const RequestRecord& r) 
   // Check the chunk headers before taking anything: a refused insert must
   // leave a writer's blocks as they were (still reserved by it). Clients may
   // rewrite a header later, but only samplers read chunk bytes, and they
-  // check again; the owner never reads past the header.
+  // check again; the owner never reads past the header (and a packed
+  // chunk's directory).
+  ChunkHeader headers[kRecordRefs];
   for (uint32_t i = 0; i < r.count; ++i) {
     const ChunkRef& ref = in.refs[i];
     if (ref.block >= arena_.total_blocks())
       return fail(c, r, {Errc::stale_reference, "item reference " + std::to_string(i) + ": block " +
                                                     std::to_string(ref.block) + " does not exist"}),
              Outcome::done;
-    ChunkHeader h;
     Status s = check_chunk(arena_.data({ref.block, ref.generation}), arena_.block_size(ref.block), table_.columns(),
-                           table_.num_columns(), sig_hash_, ref.offset, ref.length, &h);
+                           table_.num_columns(), sig_hash_, ref.offset, ref.length, &headers[i]);
     if (!s.ok()) return fail(c, r, {s.code(), "item reference " + std::to_string(i) + ": " + s.message()}), Outcome::done;
   }
   // Each reference takes one item reference; a chunk this channel does not
   // hold yet also takes the channel's hold, in the same CAS (sealing the
   // writer's new chunk).
   BlockRef newly[kRecordRefs];
+  uint32_t newly_ref[kRecordRefs];
   uint32_t n_new = 0, n_taken = 0;
   auto undo = [&] {
     for (uint32_t i = 0; i < n_taken; ++i) (void)arena_.release(arena_id_, {in.refs[i].block, in.refs[i].generation});
@@ -273,6 +275,7 @@ TableOwner::Outcome TableOwner::insert(ChannelState& c, const RequestRecord& r) 
     }
     if (!held) {
       c.holds.insert(pack_block(b));
+      newly_ref[n_new] = n_taken;
       newly[n_new++] = b;
     }
   }
@@ -280,6 +283,13 @@ TableOwner::Outcome TableOwner::insert(ChannelState& c, const RequestRecord& r) 
   if (!key.ok()) {
     undo();
     return fail(c, r, key.status()), Outcome::done;
+  }
+  for (uint32_t i = 0; i < n_new; ++i) {
+    uint64_t raw = 0, stored = 0;
+    if (chunk_sizes(arena_.data(newly[i]), arena_.block_size(newly[i].index), headers[newly_ref[i]], table_.columns(),
+                    &raw, &stored)
+            .ok())
+      table_.count_chunk(raw, stored);
   }
   ResponseRecord rsp{};
   rsp.op = r.op;

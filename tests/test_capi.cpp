@@ -387,6 +387,112 @@ TEST_F(CApi, ZeroCopyViewsStayValidUntilReleasedEvenIfTheItemIsEvicted) {
   engram_batch_release(b);
 }
 
+// An Atari-like frame: a static low-entropy texture, a score box that
+// changes every 10 steps, and a 6x6 sprite that moves every step.
+void atari_frame(uint32_t t, uint8_t* f) {
+  std::mt19937 texture(11);  // the same background every frame
+  for (uint32_t i = 0; i < 84 * 84; ++i) f[i] = static_cast<uint8_t>(texture() & 15);
+  for (uint32_t y = 0; y < 8; ++y)
+    for (uint32_t x = 0; x < 16; ++x) f[y * 84 + x] = static_cast<uint8_t>(t / 10);
+  uint32_t sx = (t * 3) % 78, sy = 20 + t % 50;
+  for (uint32_t y = 0; y < 6; ++y)
+    for (uint32_t x = 0; x < 6; ++x) f[(sy + y) * 84 + sx + x] = static_cast<uint8_t>(200 + t % 50);
+}
+
+TEST_F(CApi, DeltaZstdFramesShrinkBelowAQuarterAndSampleByteExact) {
+  engram_column cols[2] = {{"obs", ENGRAM_UINT8, 2, {84, 84}}, {"step", ENGRAM_UINT32, 0, {}}};
+  engram_compression comp[2] = {{ENGRAM_CODEC_DELTA_ZSTD, 0}, {ENGRAM_CODEC_NONE, 0}};
+  engram_table_options o;
+  engram_table_options_init(&o);
+  o.name = "atari";
+  o.max_size = 10000;
+  o.columns = cols;
+  o.num_columns = 2;
+  o.compression = comp;
+  ASSERT_EQ(engram_table_create(c_, &o), ENGRAM_OK) << last();
+  engram_table* t = open("atari");
+  engram_compression got[2];
+  uint32_t n = 0;
+  ASSERT_EQ(engram_table_compression(t, got, 2, &n), ENGRAM_OK);
+  EXPECT_EQ(n, 2u);
+  EXPECT_EQ(got[0].codec, ENGRAM_CODEC_DELTA_ZSTD);
+  EXPECT_EQ(got[0].level, 3) << "level 0 means zstd's default, 3";
+  EXPECT_EQ(got[1].codec, ENGRAM_CODEC_NONE);
+
+  // A writer without the table's compression is refused, and told why.
+  engram_writer* plain = writer(cols, 2, 20, 4);
+  uint8_t frame[84 * 84];
+  uint32_t step = 0;
+  const void* data[2] = {frame, &step};
+  atari_frame(0, frame);
+  ASSERT_EQ(engram_writer_append(plain, data), ENGRAM_OK);
+  EXPECT_EQ(engram_writer_create_item(plain, t, 1, 1.0), ENGRAM_E_SIGNATURE);
+  EXPECT_NE(last().find("delta_zstd"), std::string::npos) << last();
+  engram_writer_close(plain);
+
+  engram_writer_options wo;
+  engram_writer_options_init(&wo);
+  wo.columns = cols;
+  wo.num_columns = 2;
+  wo.chunk_length = 20;
+  wo.max_item_steps = 4;
+  wo.compression = got;
+  engram_writer* w = nullptr;
+  ASSERT_EQ(engram_writer_open(c_, &wo, &w), ENGRAM_OK) << last();
+  const uint32_t kSteps = 2000;
+  for (step = 0; step < kSteps; ++step) {
+    atari_frame(step, frame);
+    ASSERT_EQ(engram_writer_append(w, data), ENGRAM_OK) << last();
+    if (step >= 3) ASSERT_EQ(engram_writer_create_item(w, t, 4, 1.0), ENGRAM_OK) << last();
+  }
+  ASSERT_EQ(engram_writer_flush(w, 10000), ENGRAM_OK) << last();
+  engram_table_info info;
+  engram_table_info_init(&info);
+  ASSERT_EQ(engram_table_info_get(c_, "atari", &info), ENGRAM_OK);
+  EXPECT_EQ(info.size, kSteps - 3);
+  EXPECT_EQ(info.bytes_raw, uint64_t{kSteps} * (84 * 84 + 4)) << "every chunk counted once";
+  EXPECT_LT(info.bytes_stored * 4, info.bytes_raw) << info.bytes_stored << " of " << info.bytes_raw;
+  std::printf("delta_zstd Atari-like frames: %llu raw bytes stored in %llu (%.1f%%)\n",
+              static_cast<unsigned long long>(info.bytes_raw), static_cast<unsigned long long>(info.bytes_stored),
+              100.0 * double(info.bytes_stored) / double(info.bytes_raw));
+
+  // Every sampled byte is the frame that was written at that step.
+  engram_sample_options so;
+  engram_sample_options_init(&so);
+  so.batch_size = 64;
+  so.num_steps = 4;
+  std::vector<uint8_t> obs(64 * 4 * 84 * 84);
+  std::vector<uint32_t> steps(64 * 4);
+  void* bufs[2] = {obs.data(), steps.data()};
+  uint32_t count = 0;
+  uint8_t want[84 * 84];
+  for (int round = 0; round < 20; ++round) {
+    ASSERT_EQ(engram_sample(t, &so, bufs, nullptr, &count), ENGRAM_OK) << last();
+    ASSERT_EQ(count, 64u);
+    for (uint32_t i = 0; i < 64 * 4; ++i) {
+      ASSERT_LT(steps[i], kSteps);
+      if (i % 4) ASSERT_EQ(steps[i], steps[i - 1] + 1) << "an item's steps are consecutive";
+      atari_frame(steps[i], want);
+      ASSERT_EQ(std::memcmp(&obs[size_t{i} * 84 * 84], want, sizeof want), 0) << "frame of step " << steps[i];
+    }
+  }
+
+  // Zero-copy views: the uncompressed column yes, the compressed one no.
+  engram_batch* b = nullptr;
+  ASSERT_EQ(engram_sample_view(t, &so, &b), ENGRAM_OK) << last();
+  engram_view views[8];
+  uint32_t nv = 0;
+  EXPECT_EQ(engram_batch_views(b, 0, 0, views, 8, &nv), ENGRAM_E_INVALID);
+  EXPECT_NE(last().find("engram_sample"), std::string::npos) << last();
+  ASSERT_EQ(engram_batch_views(b, 0, 1, views, 8, &nv), ENGRAM_OK) << last();
+  uint32_t first = *static_cast<const uint32_t*>(views[0].data), seen = 0;
+  for (uint32_t k = 0; k < nv; ++k)
+    for (uint32_t j = 0; j < views[k].steps; ++j)
+      EXPECT_EQ(static_cast<const uint32_t*>(views[k].data)[j], first + seen++);
+  EXPECT_EQ(seen, 4u);
+  engram_batch_release(b);
+}
+
 TEST(CApiConfig, BadConfigValuesNameTheKey) {
   struct Case {
     const char* toml;
@@ -401,6 +507,13 @@ TEST(CApiConfig, BadConfigValuesNameTheKey) {
       {"[[table]]\nname = \"t\"\nmax_size = 10\nrate_limiter = { kind = \"queue\" }\n[[table.column]]\nname = \"x\"\ndtype "
        "= \"uint8\"\n",
        "size"},
+      {"[[table]]\nname = \"t\"\nmax_size = 10\n[[table.column]]\nname = \"x\"\ndtype = \"uint8\"\ncompression = \"lz4\"\n",
+       "table[0].column[0].compression"},
+      {"[[table]]\nname = \"t\"\nmax_size = 10\n[[table.column]]\nname = \"x\"\ndtype = \"uint8\"\ncompression = "
+       "\"zstd\"\nlevel = 99\n",
+       "level 99 is out of range"},
+      {"[[table]]\nname = \"t\"\nmax_size = 10\n[[table.column]]\nname = \"x\"\ndtype = \"uint8\"\nlevel = 3\n",
+       "needs compression"},
       {"bogus = 1\n", "unknown key"},
       {"[[table\n", "config_toml:1"},
   };
@@ -477,7 +590,7 @@ TEST_F(CApi, GarbageInRingsAndChunksIsRejectedAndTheServerSurvives) {
   ResponseRecord rsp = raw.roundtrip(ins);
   EXPECT_EQ(static_cast<Errc>(rsp.status), Errc::corrupt) << rsp.payload.message;
   // A valid header that claims more steps than its block holds.
-  ChunkHeader h{kChunkMagic, 1000000, 1000000, 2, 0, 0, {}};
+  ChunkHeader h{kChunkMagic, 1000000, 1000000, 2, 0, 0, 0, {}};
   std::vector<Column> cols = {make_column("obs", DType::u8, {4, 5}), make_column("reward", DType::f32, {})};
   h.signature_hash = signature_hash(cols.data(), cols.size());
   std::memcpy(raw.arena.data(*b), &h, sizeof h);

@@ -88,6 +88,24 @@ typedef struct engram_column {
   uint32_t shape[ENGRAM_MAX_RANK];
 } engram_column;
 
+/* How chunks store a column. Compression runs in the writer when it
+ * finalizes a chunk; decompression in the sampling client, into the
+ * caller's buffers. A column whose compressed form would not be smaller is
+ * stored as is. See engram(7), COMPRESSION. */
+typedef enum engram_codec {
+  ENGRAM_CODEC_NONE = 0,
+  ENGRAM_CODEC_ZSTD = 1,       /* zstd over the column's steps */
+  ENGRAM_CODEC_DELTA_ZSTD = 2  /* each step minus the one before, byte by byte, then zstd:
+                                  for image-like integer columns */
+} engram_codec;
+
+/* A column's codec and zstd level (0 = the default, 3; else zstd's range,
+ * e.g. -7..22). A plain struct of fixed size. */
+typedef struct engram_compression {
+  int32_t codec; /* engram_codec */
+  int32_t level;
+} engram_compression;
+
 /* Reverb's rate limiter. Build one with the engram_rate_limiter_* presets. */
 typedef struct engram_rate_limiter {
   double samples_per_insert;
@@ -180,6 +198,8 @@ typedef struct engram_table_options {
   engram_rate_limiter rate_limiter; /* default: min_size 1 */
   const engram_column* columns;
   uint32_t num_columns;          /* 1..ENGRAM_MAX_COLUMNS */
+  const engram_compression* compression; /* NULL: nothing compressed; else one per column.
+                                            Writers must use the same. */
 } engram_table_options;
 
 /* Sets every field to its default (given at the field) and struct_size to
@@ -212,6 +232,9 @@ typedef struct engram_table_info {
   int32_t can_sample, can_insert;      /* the rate limiter would allow one now */
   uint32_t clients;                    /* connections that have it open */
   engram_rate_limiter rate_limiter;
+  uint64_t bytes_raw;                  /* chunk data under the items inserted since creation or reset,
+                                          each chunk counted once, before compression */
+  uint64_t bytes_stored;               /* the same after compression */
 } engram_table_info;
 
 /* Sets every field to its default (given at the field) and struct_size to
@@ -224,6 +247,10 @@ ENGRAM_API int engram_table_info_get(engram_client* c, const char* name, engram_
 /* The table's columns: copies min(cap, count) into out and sets *count.
  * Column names point into the handle and live as long as it. */
 ENGRAM_API int engram_table_columns(const engram_table* t, engram_column* out, uint32_t cap, uint32_t* count);
+/* The table's compression per column, in column order: copies min(cap, n)
+ * entries into out and sets *count. A writer for the table passes the same
+ * array in engram_writer_options.compression. */
+ENGRAM_API int engram_table_compression(const engram_table* t, engram_compression* out, uint32_t cap, uint32_t* count);
 
 /* --- writing ------------------------------------------------------------------ */
 
@@ -238,6 +265,8 @@ typedef struct engram_writer_options {
   int32_t insert_timeout_ms;     /* how long an item may wait for the rate limiter (and for arena
                                     space); -1 = for ever (default) */
   int32_t keep_keys;             /* nonzero: remember the keys of created items, see engram_writer_take_keys */
+  const engram_compression* compression; /* NULL: nothing compressed; else one per column, the
+                                            same as the tables' (see engram_table_compression) */
 } engram_writer_options;
 
 /* Sets every field to its default (given at the field) and struct_size to
@@ -253,15 +282,20 @@ ENGRAM_API int engram_writer_append(engram_writer* w, const void* const* columns
 /* Appends n steps at once: columns[i] points at n consecutive values. */
 ENGRAM_API int engram_writer_append_batch(engram_writer* w, const void* const* columns, uint32_t n);
 /* Creates an item over the last num_steps steps of the current episode in
- * table t, with `priority`. Asynchronous: errors the server finds later
- * (rate-limiter timeouts) are returned by engram_writer_flush. Errors now:
- * ENGRAM_E_PRIORITY, ENGRAM_E_SIGNATURE (t has other columns), ENGRAM_E_RANGE
+ * table t, with `priority`. Asynchronous: the item is sent once the chunks
+ * it spans are finalized (full at chunk_length steps, the episode ended, or
+ * engram_writer_flush), so chunks fill up and compress well; errors the
+ * server finds later (rate-limiter timeouts) are returned by
+ * engram_writer_flush. Errors now:
+ * ENGRAM_E_PRIORITY, ENGRAM_E_SIGNATURE (t has other columns or compression), ENGRAM_E_RANGE
  * (num_steps is 0, longer than the steps held, or spans too many chunks),
  * ENGRAM_E_CLOSED, ENGRAM_E_DISCONNECTED. */
 ENGRAM_API int engram_writer_create_item(engram_writer* w, engram_table* t, uint32_t num_steps, double priority);
 /* Ends the episode: later items never reach back into it. */
 ENGRAM_API int engram_writer_end_episode(engram_writer* w);
-/* Waits until every created item was applied or refused, at most timeout_ms
+/* Sends the items waiting for the open chunk (finalizing it: later steps go
+ * to a new chunk), then waits until every created item was applied or
+ * refused, at most timeout_ms
  * (-1 = for ever). Returns the first error of those items since the last
  * flush (ENGRAM_E_TIMEOUT for items the rate limiter held past
  * insert_timeout_ms), or ENGRAM_E_TIMEOUT if items are still pending. */
@@ -323,7 +357,8 @@ ENGRAM_API int engram_batch_info(const engram_batch* b, uint32_t item, engram_sa
 /* The pieces of column `column` of item `item` (one per chunk it spans, at
  * most 8), in step order: copies min(cap, n) views and sets *count. The
  * data is read-only and valid until engram_batch_release. Errors:
- * ENGRAM_E_RANGE (item or column out of range). */
+ * ENGRAM_E_RANGE (item or column out of range), ENGRAM_E_INVALID (the
+ * column is compressed: only engram_sample can decode it). */
 ENGRAM_API int engram_batch_views(const engram_batch* b, uint32_t item, uint32_t column, engram_view* out, uint32_t cap,
                        uint32_t* count);
 /* Unpins the batch's data and frees b. NULL is a no-op. */
