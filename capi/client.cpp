@@ -134,9 +134,10 @@ int engram_rate_limiter_queue(engram_rate_limiter* out, int64_t size) {
 
 // --- the client ---------------------------------------------------------------
 
-Status engram_client::control(ControlType type, const void* payload, size_t size, std::vector<char>* reply) {
+Status engram_client::control(ControlType type, const void* payload, size_t size, std::vector<char>* reply,
+                              int wait_ms) {
   if (disconnected) return {Errc::disconnected, "the server went away; disconnect and connect again"};
-  Status s = control_call(fd, type, payload, size, reply, timeout_ms);
+  Status s = control_call(fd, type, payload, size, reply, wait_ms == 0 ? timeout_ms : wait_ms);
   if (s.code() == Errc::disconnected) {
     disconnected = true;
     return {Errc::disconnected, s.message() + "; disconnect and connect again"};
@@ -385,6 +386,24 @@ static int name_call(engram_client* c, const char* name, ControlType type) {
   NameRequest n;
   if (Status s = name_request(name, &n); !s.ok()) return set_error(s);
   return set_error(c->control(type, &n, sizeof n, nullptr));
+}
+
+int engram_checkpoint(engram_client* c, int32_t timeout_ms, char* path, size_t cap) {
+  ENGRAM_GUARD_BEGIN
+  if (!c || (cap && !path)) return fail(Errc::invalid_argument, "client or path is NULL");
+  if (cap) path[0] = '\0';
+  std::vector<char> reply;
+  Status s = c->control(ControlType::checkpoint, nullptr, 0, &reply, timeout_ms < 0 ? -1 : timeout_ms == 0 ? 1 : timeout_ms);
+  if (!s.ok()) return set_error(s);
+  std::string p(reply.begin(), reply.end());
+  if (cap) {
+    if (p.size() >= cap)
+      return fail(Errc::invalid_capacity, "the checkpoint was written to " + p + ", which needs " +
+                                              std::to_string(p.size() + 1) + " bytes; path has " + std::to_string(cap));
+    std::memcpy(path, p.c_str(), p.size() + 1);
+  }
+  return ENGRAM_OK;
+  ENGRAM_GUARD_END
 }
 
 int engram_table_drop(engram_client* c, const char* name) {

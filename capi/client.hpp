@@ -89,7 +89,9 @@ struct engram_client {
   std::vector<engram_batch*> batches;
 
   // Control request and reply; ENGRAM_E_DISCONNECTED if the server is gone.
-  engram::Status control(engram::ControlType type, const void* payload, size_t size, std::vector<char>* reply);
+  // wait_ms: 0 for the client's timeout_ms, -1 for no limit.
+  engram::Status control(engram::ControlType type, const void* payload, size_t size, std::vector<char>* reply,
+                         int wait_ms = 0);
   // Is the server still there? Reads a goodbye if one came.
   bool alive();
   engram_table* table_by_id(uint32_t id);

@@ -100,6 +100,10 @@ Status control_call(int fd, ControlType type, const void* payload, size_t size, 
   ControlHeader h{};
   std::vector<char> p;
   if (s.ok()) s = recv_message(fd, &h, &p, timeout_ms);
+  // A checkpoint is answered when written; a caller that stopped waiting
+  // for it finds the late answer here and skips it.
+  while (s.ok() && type != ControlType::checkpoint && h.type == static_cast<uint32_t>(ControlType::checkpoint))
+    s = recv_message(fd, &h, &p, timeout_ms);
   if (s.ok() && h.type == static_cast<uint32_t>(ControlType::goodbye)) s = {Errc::disconnected, "the server is stopping"};
   if (!s.ok()) {
     if (s.code() == Errc::system) return {Errc::disconnected, "lost the server: " + s.message()};

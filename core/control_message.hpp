@@ -22,7 +22,7 @@
 namespace engram {
 
 inline constexpr uint32_t kControlMagic = 0x4c525443;  // "CTRL"
-inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint32_t kProtocolVersion = 2;
 inline constexpr uint32_t kMaxControlPayload = 1 << 16;
 inline constexpr size_t kMaxSegmentName = 128;
 
@@ -38,6 +38,7 @@ enum class ControlType : uint32_t {
   set_rate_limiter = 9,  // RateLimiterRequest -> nothing
   status = 10,      // nothing -> StatusReply
   goodbye = 11,     // server -> client, unsolicited: the server is stopping
+  checkpoint = 12,  // nothing -> the checkpoint's path (answered once it is written)
 };
 
 struct ControlHeader {

@@ -192,6 +192,20 @@ Status Selector::insert(uint32_t slot, double priority) {
   return Status::Ok();
 }
 
+uint64_t Selector::tie_seq(uint32_t slot) const noexcept {
+  bool heap = kind() == SelectorKind::max_heap || kind() == SelectorKind::min_heap;
+  return heap && contains(slot) ? seq_[slot] : 0;
+}
+
+Status Selector::insert_with_seq(uint32_t slot, double priority, uint64_t seq) {
+  if (Status s = insert(slot, priority); !s.ok()) return s;
+  if (kind() == SelectorKind::max_heap || kind() == SelectorKind::min_heap) {
+    seq_[slot] = seq;
+    heap_fix(b_[slot]);
+  }
+  return Status::Ok();
+}
+
 Status Selector::update(uint32_t slot, double priority) {
   if (Status s = validate_priority(priority); !s.ok()) return s;
   if (!contains(slot)) return {Errc::invalid_argument, "slot " + std::to_string(slot) + " is not in the selector"};

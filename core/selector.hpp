@@ -91,6 +91,14 @@ class Selector {
   Status sample_batch(const double* u, Sampled* out, uint32_t n, SumTreeScratch& scratch) const;
   void clear() noexcept;
 
+  // Checkpoints: a heap member's tie-break age and the counter it came from
+  // (0 for the other kinds), and an insert that keeps a saved age, so that a
+  // restored heap orders exactly as before.
+  uint64_t tie_seq(uint32_t slot) const noexcept;
+  uint64_t seq_counter() const noexcept { return h_->seq; }
+  void set_seq_counter(uint64_t seq) noexcept { h_->seq = seq; }
+  Status insert_with_seq(uint32_t slot, double priority, uint64_t seq);
+
  private:
   explicit Selector(SelectorHeader* h);
   DenseSet uniform_set() const noexcept;

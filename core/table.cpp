@@ -299,6 +299,98 @@ void Table::reset() {
   sync_limiter();
 }
 
+TableOptions Table::options() const {
+  TableOptions o;
+  o.name.assign(h_->name, strnlen(h_->name, kMaxTableName - 1));
+  o.capacity = h_->capacity;
+  o.sampler = {sampler_.kind(), sampler_.exponent()};
+  o.remover = {remover_.kind(), remover_.exponent()};
+  o.max_times_sampled = h_->max_times_sampled;
+  o.rate_limiter = h_->limiter_config;
+  o.signature.assign(h_->columns, h_->columns + h_->num_columns);
+  o.max_refs_per_item = h_->max_refs_per_item;
+  return o;
+}
+
+TableState Table::snapshot() const {
+  TableState s;
+  s.options = options();
+  s.counters = limiter_.counters();
+  s.stats = h_->stats;
+  s.next_seq = h_->next_seq;
+  s.sampler_seq = sampler_.seq_counter();
+  s.remover_seq = remover_.seq_counter();
+  s.generations.resize(h_->capacity);
+  s.free_stack.assign(free_, free_ + h_->free_count);
+  s.items.reserve(h_->size);
+  for (uint32_t slot = 0; slot < h_->capacity; ++slot) {
+    const ItemSlot& it = items_[slot];
+    s.generations[slot] = it.generation;
+    if (it.key == 0) continue;
+    s.items.push_back({it.key, it.priority, it.inserted_seq, it.times_sampled, static_cast<uint32_t>(s.refs.size()),
+                       it.num_refs, sampler_.tie_seq(slot), remover_.tie_seq(slot)});
+    s.refs.insert(s.refs.end(), refs(slot), refs(slot) + it.num_refs);
+  }
+  std::sort(s.items.begin(), s.items.end(),
+            [](const ItemState& a, const ItemState& b) { return a.inserted_seq < b.inserted_seq; });
+  return s;
+}
+
+Status Table::restore(const TableState& s) {
+  auto bad = [&](const std::string& why) {
+    RemoveHook hook = std::move(on_remove_);
+    on_remove_ = nullptr;  // the refs were never the table's to release
+    reset();
+    on_remove_ = std::move(hook);
+    return Status{Errc::corrupt, "table '" + std::string(h_->name) + "': the saved state " + why};
+  };
+  if (h_->size != 0) return {Errc::invalid_argument, "restore needs an empty table"};
+  uint32_t cap = h_->capacity;
+  if (s.generations.size() != cap || s.items.size() > cap || s.free_stack.size() != cap - s.items.size())
+    return bad("does not match the table's capacity of " + std::to_string(cap));
+  for (uint32_t slot = 0; slot < cap; ++slot) items_[slot].generation = s.generations[slot];
+  uint64_t prev_seq = 0;
+  for (const ItemState& st : s.items) {
+    uint32_t slot = key_slot(st.key);
+    if (slot >= cap || items_[slot].key != 0 || key_generation(st.key) == 0 ||
+        key_generation(st.key) != s.generations[slot])
+      return bad("has an item key " + std::to_string(st.key) + " that names no free slot of its generation");
+    if (st.num_refs == 0 || st.num_refs > h_->max_refs_per_item || st.first_ref > s.refs.size() ||
+        st.num_refs > s.refs.size() - st.first_ref)
+      return bad("has an item with bad chunk references");
+    if (st.inserted_seq < prev_seq || st.inserted_seq >= s.next_seq)
+      return bad("has items out of insertion order");
+    if (Status c = check_weight(st.priority); !c.ok()) return bad("has a bad priority: " + c.message());
+    prev_seq = st.inserted_seq;
+    ItemSlot& it = items_[slot];
+    it.key = st.key;
+    it.priority = st.priority;
+    it.inserted_seq = st.inserted_seq;
+    it.times_sampled = st.times_sampled;
+    it.num_refs = st.num_refs;
+    std::memcpy(refs_ + size_t{slot} * h_->max_refs_per_item, &s.refs[st.first_ref], sizeof(ChunkRef) * st.num_refs);
+    (void)sampler_.insert_with_seq(slot, st.priority, st.sampler_seq);
+    (void)remover_.insert_with_seq(slot, st.priority, st.remover_seq);
+  }
+  for (uint32_t i = 0; i < s.free_stack.size(); ++i) {
+    uint32_t slot = s.free_stack[i];
+    if (slot >= cap || items_[slot].key != 0) return bad("has a free slot that is taken or out of range");
+    free_[i] = slot;
+  }
+  h_->free_count = static_cast<uint32_t>(s.free_stack.size());
+  h_->size = static_cast<uint32_t>(s.items.size());
+  if (s.counters.inserts - s.counters.deletes != int64_t{h_->size})
+    return bad("says inserts - deletes = " + std::to_string(s.counters.inserts - s.counters.deletes) + " but holds " +
+               std::to_string(h_->size) + " items");
+  h_->next_seq = s.next_seq;
+  h_->stats = s.stats;
+  sampler_.set_seq_counter(s.sampler_seq);
+  remover_.set_seq_counter(s.remover_seq);
+  limiter_.restore(s.counters);
+  sync_limiter();
+  return Status::Ok();
+}
+
 Status Table::set_rate_limiter(const RateLimiterConfig& c) {
   if (Status s = limiter_.reconfigure(c); !s.ok()) return {s.code(), "table '" + std::string(h_->name) + "': " + s.message()};
   h_->limiter_config = c;

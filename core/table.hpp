@@ -134,6 +134,31 @@ struct SampleBatch {
   }
 };
 
+// Everything a table holds, as plain values: what a checkpoint saves and a
+// restore puts back. Items are in insertion order; their chunk references
+// are refs[first_ref, first_ref + num_refs).
+struct ItemState {
+  uint64_t key;
+  double priority;
+  uint64_t inserted_seq;
+  uint32_t times_sampled;
+  uint32_t first_ref;
+  uint32_t num_refs;
+  uint64_t sampler_seq, remover_seq;  // heap tie-break ages (0 for other kinds)
+};
+
+struct TableState {
+  TableOptions options;
+  RateLimiterCounters counters{};
+  TableStats stats{};
+  uint64_t next_seq = 0;
+  uint64_t sampler_seq = 0, remover_seq = 0;  // the selectors' tie-break counters
+  std::vector<uint32_t> generations;         // per slot, so old keys stay stale, not unknown
+  std::vector<uint32_t> free_stack;          // free slots, bottom first (pop order reversed)
+  std::vector<ItemState> items;
+  std::vector<ChunkRef> refs;
+};
+
 class Table {
  public:
   // Called for every item leaving the table (eviction, expiry, delete, reset),
@@ -171,6 +196,15 @@ class Table {
   }
 
   TableInfo info() const;
+  // The options this table was formatted with (rate limiter as now).
+  TableOptions options() const;
+  // A copy of everything, for a checkpoint; O(capacity).
+  TableState snapshot() const;
+  // Puts a snapshot back into this table, which must be empty and formatted
+  // with the same options; refs are taken as given (the caller has mapped
+  // them to its chunks). Errc::corrupt if the state does not add up (slots,
+  // keys, counts); the table is then left empty.
+  Status restore(const TableState& s);
   uint32_t size() const noexcept { return h_->size; }
   uint32_t capacity() const noexcept { return h_->capacity; }
   std::string name() const { return h_->name; }

@@ -255,10 +255,42 @@ Result<uint64_t> parse_size(std::string_view s) {
   return v * mul;
 }
 
+static Result<CheckpointConfig> parse_checkpoint(const toml::table& t) {
+  const std::string p = "checkpoint";
+  if (Status s = only_keys(t, p, {"dir", "interval_s", "on_shutdown", "keep", "io", "level", "restore"}); !s.ok())
+    return s;
+  CheckpointConfig c;
+  auto dir = get_string(t, p, "dir", "");
+  auto interval = get_int(t, p, "interval_s", 0, 0, 7 * 86400);
+  auto keep = get_int(t, p, "keep", 3, 1, 1000);
+  auto io = get_string(t, p, "io", "auto");
+  auto level = get_int(t, p, "level", 1, -7, 22);
+  if (!dir.ok()) return dir.status();
+  if (!interval.ok()) return interval.status();
+  if (!keep.ok()) return keep.status();
+  if (!io.ok()) return io.status();
+  if (!level.ok()) return level.status();
+  for (const char* key : {"on_shutdown", "restore"})
+    if (const toml::node* n = t.get(key); n && !n->is_boolean()) return bad(at(p, key), "must be true or false");
+  c.dir = *dir;
+  c.interval_s = static_cast<uint32_t>(*interval);
+  c.keep = static_cast<uint32_t>(*keep);
+  c.level = static_cast<int32_t>(*level);
+  c.on_shutdown = t["on_shutdown"].value_or(false);
+  c.restore = t["restore"].value_or(true);
+  if (*io == "auto") c.io = IoMode::automatic;
+  else if (*io == "pwrite") c.io = IoMode::pwrite;
+  else return bad(at(p, "io"), "\"" + *io + "\" is not an I/O path; allowed: auto (io_uring, else pwrite), pwrite");
+  if (c.dir.empty() && (c.interval_s || c.on_shutdown))
+    return bad(at(p, "dir"), "is required when interval_s or on_shutdown is set");
+  return c;
+}
+
 Result<ServerConfig> parse_config(std::string_view text, const std::string& source) {
   return guarded(text, source, [&](toml::table& root) -> Result<ServerConfig> {
     ServerConfig c;
-    if (Status s = only_keys(root, "", {"socket", "group", "shm_prefix", "arena", "client", "table"}); !s.ok())
+    if (Status s = only_keys(root, "", {"socket", "group", "shm_prefix", "arena", "client", "table", "checkpoint"});
+        !s.ok())
       return Status{s.code(), source + ": " + s.message()};
     auto wrap = [&](const Status& s) { return Status{s.code(), source + ": " + s.message()}; };
     auto sock = get_string(root, "", "socket", kDefaultSocket);
@@ -299,6 +331,13 @@ Result<ServerConfig> parse_config(std::string_view text, const std::string& sour
       if (!rr.ok()) return wrap(rr.status());
       if ((*rr & (*rr - 1)) != 0) return wrap(bad("client.ring_records", "must be a power of two"));
       c.ring_records = static_cast<uint32_t>(*rr);
+    }
+    if (const toml::node* cp = root.get("checkpoint")) {
+      const toml::table* t = cp->as_table();
+      if (!t) return wrap(bad("checkpoint", "must be a table"));
+      auto ck = parse_checkpoint(*t);
+      if (!ck.ok()) return wrap(ck.status());
+      c.checkpoint = *ck;
     }
     if (const toml::node* tn = root.get("table")) {
       const toml::array* arr = tn->as_array();

@@ -12,6 +12,7 @@
 #include "core/chunk_arena.hpp"
 #include "core/status.hpp"
 #include "core/table.hpp"
+#include "daemon/checkpointer.hpp"
 
 namespace engram {
 
@@ -23,7 +24,8 @@ struct ServerConfig {
   std::string shm_prefix;  // segment name prefix; "" = derived from the socket path
   ArenaConfig arena;       // empty = default_arena()
   uint32_t ring_records = 1024;  // per channel ring; also the largest sample batch
-  std::vector<TableOptions> tables;  // created at start
+  std::vector<TableOptions> tables;  // created at start (after a restore, those it did not bring back)
+  CheckpointConfig checkpoint;       // [checkpoint]
 };
 
 // 64 MiB in four size classes: enough for tests and small experiments.

@@ -30,6 +30,8 @@ const char* kUsage =
     "                         the keys of an engramd.toml [[table]] entry\n"
     "  reset TABLE            remove every item of TABLE, zero its counters\n"
     "  drop TABLE             delete TABLE\n"
+    "  checkpoint             write a checkpoint of every table now, print its path\n"
+    "                         (traffic goes on meanwhile; waits until it is on disk)\n"
     "\n"
     "The socket is --socket, else $ENGRAM_SOCKET, else /run/engram/engram.sock.\n";
 
@@ -55,8 +57,9 @@ class Connection {
   ~Connection() {
     if (fd_ >= 0) ::close(fd_);
   }
-  Status call(ControlType t, const void* p, size_t n, std::vector<char>* reply) {
-    return control_call(fd_, t, p, n, reply, 10000);
+  // timeout_ms -1: no limit (a checkpoint takes as long as its data).
+  Status call(ControlType t, const void* p, size_t n, std::vector<char>* reply, int timeout_ms = 10000) {
+    return control_call(fd_, t, p, n, reply, timeout_ms);
   }
 
  private:
@@ -181,7 +184,8 @@ int main(int argc, char** argv) {
   bool needs_table = cmd == "info" || cmd == "reset" || cmd == "drop" || cmd == "create-table";
   if (needs_table && args.size() != 2) return fail(cmd + " takes one argument\n" + kUsage, 2);
   if (!needs_table && args.size() != 1) return fail(cmd + " takes no argument\n" + kUsage, 2);
-  if (cmd != "status" && cmd != "tables" && !needs_table) return fail("unknown command " + cmd + "\n" + kUsage, 2);
+  if (cmd != "status" && cmd != "tables" && cmd != "checkpoint" && !needs_table)
+    return fail("unknown command " + cmd + "\n" + kUsage, 2);
 
   // Parse before connecting, so a bad file fails the same with or without a server.
   TableSpec spec{};
@@ -243,6 +247,12 @@ int main(int argc, char** argv) {
       std::printf("%-24s %12u %12u %-12s %12lld %12lld\n", fixed_string(w.spec.name, sizeof w.spec.name).c_str(), w.size,
                   w.spec.capacity, selector_kind_name(static_cast<SelectorKind>(w.spec.sampler)),
                   static_cast<long long>(w.counters.inserts), static_cast<long long>(w.counters.samples));
+    return 0;
+  }
+  if (cmd == "checkpoint") {
+    std::fprintf(stderr, "engramctl: writing a checkpoint...\n");
+    if (Status s = c.call(ControlType::checkpoint, nullptr, 0, &reply, -1); !s.ok()) return fail(s.message());
+    std::printf("%s\n", std::string(reply.begin(), reply.end()).c_str());
     return 0;
   }
   if (cmd == "create-table") {

@@ -16,7 +16,8 @@ using namespace engram;
 namespace {
 
 const char* kUsage =
-    "usage: engramd [--config PATH] [--socket PATH] [--check-config] [--log-level LEVEL] [--help] [--version]\n"
+    "usage: engramd [--config PATH] [--socket PATH] [--restore DIR] [--check-config] [--log-level LEVEL]\n"
+    "               [--help] [--version]\n"
     "\n"
     "The engram experience-replay server: owns the shared-memory arena and the\n"
     "tables, and serves clients of libengram over a Unix socket.\n"
@@ -24,6 +25,9 @@ const char* kUsage =
     "  --config PATH     TOML configuration (man 5 engramd.toml)\n"
     "  --socket PATH     control socket (default: $ENGRAM_SOCKET, the config's\n"
     "                    `socket`, then /run/engram/engram.sock)\n"
+    "  --restore DIR     restore this checkpoint directory at start (refuse to start\n"
+    "                    if it does not check out), instead of the newest in\n"
+    "                    [checkpoint] dir\n"
     "  --check-config    validate the configuration and exit (0 if valid)\n"
     "  --log-level L     debug, info (default), warn or error\n"
     "  --help, --version\n"
@@ -47,7 +51,7 @@ Result<ServerConfig> configure(const std::string& config_path, const std::string
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string config_path, socket_flag;
+  std::string config_path, socket_flag, restore_flag;
   bool check_only = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -72,6 +76,10 @@ int main(int argc, char** argv) {
       const char* v = value("--socket");
       if (!v) return usage_error("--socket needs a path");
       socket_flag = v;
+    } else if (a == "--restore") {
+      const char* v = value("--restore");
+      if (!v) return usage_error("--restore needs a checkpoint directory");
+      restore_flag = v;
     } else if (a == "--log-level") {
       const char* v = value("--log-level");
       std::string l = v ? v : "";
@@ -90,6 +98,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "engramd: %s\n", config.status().message().c_str());
     return 1;
   }
+  config->checkpoint.restore_path = restore_flag;
   if (check_only) {
     std::printf("engramd: %s is valid (%zu tables, socket %s)\n", config_path.empty() ? "(defaults)" : config_path.c_str(),
                 config->tables.size(), config->socket_path.c_str());

@@ -12,7 +12,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <condition_variable>
 #include <cstdio>
+#include <latch>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -26,6 +28,7 @@
 #include "core/fnv.hpp"
 #include "core/shm.hpp"
 #include "core/table.hpp"
+#include "daemon/checkpointer.hpp"
 #include "daemon/log.hpp"
 #include "daemon/table_owner.hpp"
 
@@ -35,6 +38,9 @@
 
 namespace engram {
 namespace {
+
+constexpr char kNoCheckpointDir[] =
+    "checkpoints are off: set [checkpoint] dir in the server's config (see engramd.toml(5))";
 
 Status sys_error(const std::string& what) { return {Errc::system, what + ": " + std::strerror(errno)}; }
 
@@ -109,6 +115,19 @@ struct Server::Impl {
   std::map<std::string, TableEntry> tables;
   std::map<int, Client> clients;  // by fd
 
+  // Checkpoints. The control thread takes snapshots; one worker thread at a
+  // time writes one, then wakes the control thread, which answers the
+  // clients that asked (fds in ckpt_waiters) and starts the next if more
+  // asked meanwhile (ckpt_next).
+  uint32_t ckpt_arena_id = 0;  // pins and releases of checkpointed chunks
+  uint64_t ckpt_seq = 0;       // the last sequence number used
+  std::thread ckpt_thread;
+  std::atomic<bool> ckpt_done{false};
+  Result<CheckpointResult> ckpt_result{Status{Errc::invalid_argument, "no checkpoint yet"}};
+  std::vector<int> ckpt_waiters, ckpt_next;
+  bool ckpt_next_wanted = false;
+  int64_t ckpt_due_ns = -1;  // next periodic checkpoint, or -1
+
   ~Impl() {
     if (listen_fd >= 0) ::close(listen_fd);
     if (wake_fd >= 0) ::close(wake_fd);
@@ -128,8 +147,19 @@ struct Server::Impl {
     if (Status s = claim_socket_path(); !s.ok()) return s;
     remove_stale_segments();
     if (Status s = make_arena(); !s.ok()) return s;
-    for (const TableOptions& o : config.tables)
+    auto ck_id = arena_ids.take("checkpointer");
+    if (!ck_id.ok()) return ck_id.status();
+    ckpt_arena_id = *ck_id;
+    if (Status s = restore_at_start(); !s.ok()) return s;
+    for (const TableOptions& o : config.tables) {
+      if (tables.count(o.name)) {
+        log_info("table " + o.name + ": restored from the checkpoint; its [[table]] entry in the config is not applied");
+        continue;
+      }
       if (Status s = create_table(o); !s.ok()) return {s.code(), "table \"" + o.name + "\": " + s.message()};
+    }
+    if (config.checkpoint.interval_s > 0)
+      ckpt_due_ns = monotonic_ns() + int64_t{config.checkpoint.interval_s} * 1'000'000'000;
     wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (wake_fd < 0) return sys_error("eventfd");
     if (Status s = listen_socket(); !s.ok()) return s;
@@ -227,6 +257,224 @@ struct Server::Impl {
     return Status::Ok();
   }
 
+  // --- checkpoints ----------------------------------------------------------
+
+  // Restores the checkpoint named by --restore, else (if restore is on) the
+  // newest one that checks out, falling back to older ones. Runs before any
+  // client can attach.
+  Status restore_at_start() {
+    const CheckpointConfig& ck = config.checkpoint;
+    std::vector<std::string> candidates;
+    if (!ck.dir.empty()) {
+      prune_checkpoints(ck.dir, std::numeric_limits<uint32_t>::max());  // only leftovers of interrupted writes
+      auto all = list_checkpoints(ck.dir);
+      if (!all.empty()) ckpt_seq = checkpoint_sequence(all.front());
+      if (ck.restore) candidates = all;
+    }
+    if (!ck.restore_path.empty()) {
+      // Asked for by name: that one or nothing.
+      Status s = restore_from(ck.restore_path);
+      if (!s.ok()) return {s.code(), "cannot restore " + ck.restore_path + ": " + s.message()};
+      ckpt_seq = std::max(ckpt_seq, checkpoint_sequence(ck.restore_path));
+      return Status::Ok();
+    }
+    for (const std::string& path : candidates) {
+      Status s = restore_from(path);
+      if (s.ok()) return s;
+      log_error("refusing " + s.message() + "; trying the one before it");
+    }
+    if (!candidates.empty()) log_error("no checkpoint in " + ck.dir + " could be restored; starting empty");
+    return Status::Ok();
+  }
+
+  // All or nothing: on any failure every table and block it made is gone.
+  Status restore_from(const std::string& path) {
+    auto t0 = monotonic_ns();
+    auto reader = CheckpointReader::open(path);
+    if (!reader.ok()) return reader.status();
+    const Manifest& m = reader->manifest();
+    if (m.tables.size() > kMaxTables) return {Errc::corrupt, "it holds more tables than a server can"};
+    for (const TableState& t : m.tables)
+      if (tables.count(t.options.name)) return {Errc::already_exists, "it holds table " + t.options.name + " twice"};
+    // Chunks into blocks reserved by the checkpointer id, each sealed with
+    // one reference of the restore's own; items add theirs.
+    std::vector<BlockRef> blocks;
+    std::vector<bool> sealed;
+    std::vector<std::string> made;
+    auto undo = [&] {
+      for (const std::string& name : made)
+        if (TableEntry* e = find_table(name)) drop_table(*e);
+      for (size_t i = 0; i < blocks.size(); ++i)
+        (void)(sealed[i] ? arena.release(ckpt_arena_id, blocks[i]) : arena.free_reserved(ckpt_arena_id, blocks[i]));
+    };
+    uint64_t bytes = 0;
+    for (uint32_t i = 0; i < m.chunks.size(); ++i) {
+      const SavedChunk& c = m.chunks[i];
+      auto k = arena.class_for(c.raw_bytes);
+      if (!k.ok()) {
+        undo();
+        return {Errc::invalid_argument, "chunk " + std::to_string(i) + " needs a block of " + std::to_string(c.raw_bytes) +
+                                            " bytes, larger than any in this arena; configure [arena] as when it was saved"};
+      }
+      auto b = arena.alloc(ckpt_arena_id, *k);
+      if (!b.ok()) {
+        undo();
+        return {Errc::out_of_memory, "the arena has too few blocks of " +
+                                         std::to_string(arena.size_class(*k).block_size) + " bytes for its " +
+                                         std::to_string(m.chunks.size()) + " chunks; configure a larger [arena]"};
+      }
+      blocks.push_back(*b);
+      sealed.push_back(false);
+      if (Status s = reader->read_chunk(i, arena.data(*b)); !s.ok()) {
+        undo();
+        return s;
+      }
+      bytes += c.raw_bytes;
+    }
+    if (Status s = reader->finish(); !s.ok()) {
+      undo();
+      return s;
+    }
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      (void)arena.seal(ckpt_arena_id, blocks[i], 1);
+      sealed[i] = true;
+    }
+    uint64_t items = 0;
+    for (const TableState& saved : m.tables) {
+      TableState st = saved;
+      for (ChunkRef& r : st.refs) {
+        r.generation = blocks[r.block].generation;
+        r.block = blocks[r.block].index;
+      }
+      if (Status s = create_table(st.options); !s.ok()) {
+        undo();
+        return {s.code(), "table " + st.options.name + ": " + s.message()};
+      }
+      made.push_back(st.options.name);
+      if (Status s = find_table(st.options.name)->owner->restore(st); !s.ok()) {
+        undo();
+        return s;
+      }
+      for (const ChunkRef& r : st.refs) (void)arena.acquire({r.block, r.generation});
+      items += st.items.size();
+    }
+    for (BlockRef b : blocks) (void)arena.release(ckpt_arena_id, b);  // the restore's own references
+    double secs = double(monotonic_ns() - t0) / 1e9;
+    log_info("restored checkpoint " + path + " (format " + std::to_string(m.format_version) + ", engram " +
+             m.engram_version + "): " + std::to_string(m.tables.size()) + " tables, " + std::to_string(items) +
+             " items, " + std::to_string(m.chunks.size()) + " chunks, " + std::to_string(bytes >> 20) + " MiB in " +
+             std::to_string(secs) + " s");
+    return Status::Ok();
+  }
+
+  // Every table at one moment: each owner parks on a barrier, the snapshot
+  // copies the indexes and pins their chunks, then all go on. Owners stand
+  // still for as long as the copy takes, not for the write.
+  Result<Snapshot> take_snapshot() {
+    Snapshot snap;
+    // Shared: an owner may still be returning from go->wait() when this
+    // function has returned.
+    auto parked = std::make_shared<std::latch>(static_cast<ptrdiff_t>(tables.size()));
+    auto go = std::make_shared<std::latch>(1);
+    for (auto& [n, e] : tables)
+      e.owner->park([parked, go] {
+        parked->count_down();
+        go->wait();
+      });
+    parked->wait();
+    Status s;
+    for (auto& [n, e] : tables)
+      if (s.ok()) s = snap.add(e.owner->snapshot(), arena);
+    go->count_down();
+    if (!s.ok()) {
+      snap.release_all(arena, ckpt_arena_id);
+      return s;
+    }
+    return snap;
+  }
+
+  static void log_io_fallback(const std::string& why) {
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true)) log_warn(why);
+  }
+
+  Result<CheckpointResult> write_snapshot(Snapshot snap, uint64_t seq) {
+    auto r = write_checkpoint(std::move(snap), arena, ckpt_arena_id, config.checkpoint, seq, ENGRAM_VERSION_STRING,
+                              &log_io_fallback);
+    if (r.ok())
+      log_info("checkpoint " + r->path + ": " + std::to_string(r->chunk_bytes >> 20) + " MiB of chunks in " +
+               std::to_string(r->file_bytes >> 20) + " MiB of files, " + std::to_string(r->seconds) + " s (" +
+               io_path_name(r->io) + ")");
+    else
+      log_error("checkpoint failed: " + r.status().message());
+    return r;
+  }
+
+  // Starts a checkpoint in the background, or notes that another is wanted
+  // after the running one. `waiter` (a client fd, or -1) gets the path.
+  void request_checkpoint(int waiter) {
+    if (config.checkpoint.dir.empty()) {
+      if (waiter >= 0)
+        (void)send_message(waiter, ControlType::checkpoint, static_cast<int32_t>(Errc::invalid_argument),
+                           kNoCheckpointDir, std::strlen(kNoCheckpointDir));
+      return;
+    }
+    if (ckpt_thread.joinable()) {
+      if (waiter >= 0) ckpt_next.push_back(waiter);
+      ckpt_next_wanted = true;
+      return;
+    }
+    if (waiter >= 0) ckpt_waiters.push_back(waiter);
+    auto snap = take_snapshot();
+    if (!snap.ok()) {
+      ckpt_result = snap.status();
+      finish_checkpoint_replies();
+      return;
+    }
+    uint64_t seq = ++ckpt_seq;
+    ckpt_done.store(false);
+    ckpt_thread = std::thread([this, seq, sn = std::move(*snap)]() mutable {
+      ckpt_result = write_snapshot(std::move(sn), seq);
+      ckpt_done.store(true);
+      wake();
+    });
+  }
+
+  void finish_checkpoint_replies() {
+    for (int fd : ckpt_waiters) {
+      if (!clients.count(fd)) continue;  // gone meanwhile
+      if (ckpt_result.ok())
+        (void)send_message(fd, ControlType::checkpoint, 0, ckpt_result->path.data(), ckpt_result->path.size());
+      else
+        (void)send_message(fd, ControlType::checkpoint, static_cast<int32_t>(ckpt_result.status().code()),
+                           ckpt_result.status().message().data(), ckpt_result.status().message().size());
+    }
+    ckpt_waiters.clear();
+  }
+
+  // On the control thread, after the worker woke it.
+  void reap_checkpoint() {
+    if (!ckpt_thread.joinable() || !ckpt_done.load()) return;
+    ckpt_thread.join();
+    finish_checkpoint_replies();
+    if (ckpt_next_wanted) {
+      ckpt_next_wanted = false;
+      std::vector<int> next;
+      next.swap(ckpt_next);
+      if (next.empty()) request_checkpoint(-1);
+      for (size_t i = 0; i < next.size(); ++i) {
+        if (i == 0) request_checkpoint(next[i]);
+        else ckpt_waiters.push_back(next[i]);
+      }
+    }
+  }
+
+  void periodic_checkpoint() {
+    if (ckpt_due_ns < 0 || monotonic_ns() < ckpt_due_ns) return;
+    ckpt_due_ns = monotonic_ns() + int64_t{config.checkpoint.interval_s} * 1'000'000'000;
+    if (!ckpt_thread.joinable()) request_checkpoint(-1);
+  }
+
   // --- tables -------------------------------------------------------------
   Status create_table(const TableOptions& o) {
     if (tables.count(o.name)) return {Errc::already_exists, "a table named \"" + o.name + "\" exists"};
@@ -307,7 +555,10 @@ struct Server::Impl {
       fds.push_back({wake_fd, POLLIN, 0});
       fds.push_back({listen_fd, POLLIN, 0});
       for (auto& [fd, c] : clients) fds.push_back({fd, POLLIN, 0});
-      int r = ::poll(fds.data(), fds.size(), -1);
+      int timeout = -1;
+      if (ckpt_due_ns >= 0)
+        timeout = static_cast<int>(std::clamp<int64_t>((ckpt_due_ns - monotonic_ns()) / 1'000'000 + 1, 0, 60'000));
+      int r = ::poll(fds.data(), fds.size(), timeout);
       if (r < 0 && errno != EINTR) {
         log_error(std::string("poll: ") + std::strerror(errno));
         break;
@@ -316,7 +567,9 @@ struct Server::Impl {
         uint64_t v;
         (void)!::read(wake_fd, &v, sizeof v);
         apply_reload();
+        reap_checkpoint();
       }
+      periodic_checkpoint();
       if (fds[1].revents & POLLIN) accept_clients();
       for (size_t i = 2; i < fds.size(); ++i) {
         if (!fds[i].revents) continue;
@@ -477,6 +730,9 @@ struct Server::Impl {
         std::strncpy(st.version, ENGRAM_VERSION_STRING, sizeof st.version - 1);
         return reply(c, type, Status::Ok(), &st, sizeof st);
       }
+      case ControlType::checkpoint:
+        request_checkpoint(c.fd);  // answered when written
+        return true;
       case ControlType::goodbye: return false;
     }
     return reply(c, type, {Errc::invalid_argument, "unknown control message type " + std::to_string(h.type)});
@@ -604,6 +860,16 @@ struct Server::Impl {
     ::close(listen_fd);
     listen_fd = -1;
     ::unlink(config.socket_path.c_str());
+    if (ckpt_thread.joinable()) {
+      ckpt_thread.join();
+      finish_checkpoint_replies();
+    }
+    if (config.checkpoint.on_shutdown && !config.checkpoint.dir.empty()) {
+      log_info("checkpoint on shutdown");
+      auto snap = take_snapshot();
+      if (snap.ok()) (void)write_snapshot(std::move(*snap), ++ckpt_seq);
+      else log_error("checkpoint on shutdown failed: " + snap.status().message());
+    }
     for (auto& [n, e] : tables) e.owner->stop(ChannelClosed::daemon_stopping);
     for (auto& [fd, c] : clients) {
       (void)send_message(fd, ControlType::goodbye, 0, nullptr, 0);

@@ -43,6 +43,15 @@ void TableOwner::stop(ChannelClosed reason) {
   if (thread_.joinable()) thread_.join();
 }
 
+void TableOwner::post(std::function<void()> f) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    commands_.push_back(std::move(f));
+    has_commands_.store(true, std::memory_order_release);
+  }
+  bell_->ring();
+}
+
 void TableOwner::call(std::function<void()> f) {
   if (!thread_.joinable() || std::this_thread::get_id() == thread_.get_id()) {
     f();
@@ -50,16 +59,22 @@ void TableOwner::call(std::function<void()> f) {
   }
   std::promise<void> done;
   auto fut = done.get_future();
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    commands_.push_back([&] {
-      f();
-      done.set_value();
-    });
-    has_commands_.store(true, std::memory_order_release);
-  }
-  bell_->ring();
+  post([&] {
+    f();
+    done.set_value();
+  });
   fut.wait();
+}
+
+void TableOwner::park(std::function<void()> f) {
+  if (!thread_.joinable()) return f();  // nothing runs: already still
+  post(std::move(f));
+}
+
+Status TableOwner::restore(const TableState& s) {
+  Status r;
+  call([&] { r = table_.restore(s); });
+  return r;
 }
 
 void TableOwner::attach(uint32_t client, Channel channel) {

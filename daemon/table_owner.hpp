@@ -60,6 +60,13 @@ class TableOwner {
   void reset();
   Status set_rate_limiter(const RateLimiterConfig& c);
   TableInfoWire info();
+  // Checkpoints. park() runs `f` on the owner thread without waiting for it:
+  // f blocks there (a barrier), so that every table stands still at one
+  // moment; while it does, snapshot() may be called from the thread that
+  // parked it. restore() puts saved items back (before clients attach).
+  void park(std::function<void()> f);
+  TableState snapshot() const { return table_.snapshot(); }
+  Status restore(const TableState& s);
 
   // The single-threaded core, public for tests and fuzzing. Services every
   // channel once; returns true if anything happened.
@@ -80,6 +87,8 @@ class TableOwner {
 
   // Runs f on the owner thread (or here, when no thread runs) and waits.
   void call(std::function<void()> f);
+  // Queues f for the owner thread and rings it.
+  void post(std::function<void()> f);
   void run();
   bool run_commands();
   bool service(ChannelState& c);

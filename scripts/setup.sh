@@ -9,7 +9,7 @@ set -euo pipefail
 packages=(cmake g++ make pkg-config python3
           libboost-dev libgtest-dev libbenchmark-dev libtomlplusplus-dev libsystemd-dev
           clang libclang-rt-14-dev abigail-tools
-          redis-server libhiredis-dev gnuplot-nox)
+          redis-server libhiredis-dev gnuplot-nox liburing-dev libzstd-dev libxxhash-dev)
 
 missing=()
 for p in "${packages[@]}"; do

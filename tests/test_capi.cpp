@@ -443,7 +443,9 @@ TEST_F(CApi, DeltaZstdFramesShrinkBelowAQuarterAndSampleByteExact) {
   for (step = 0; step < kSteps; ++step) {
     atari_frame(step, frame);
     ASSERT_EQ(engram_writer_append(w, data), ENGRAM_OK) << last();
-    if (step >= 3) ASSERT_EQ(engram_writer_create_item(w, t, 4, 1.0), ENGRAM_OK) << last();
+    if (step >= 3) {
+      ASSERT_EQ(engram_writer_create_item(w, t, 4, 1.0), ENGRAM_OK) << last();
+    }
   }
   ASSERT_EQ(engram_writer_flush(w, 10000), ENGRAM_OK) << last();
   engram_table_info info;
@@ -471,7 +473,9 @@ TEST_F(CApi, DeltaZstdFramesShrinkBelowAQuarterAndSampleByteExact) {
     ASSERT_EQ(count, 64u);
     for (uint32_t i = 0; i < 64 * 4; ++i) {
       ASSERT_LT(steps[i], kSteps);
-      if (i % 4) ASSERT_EQ(steps[i], steps[i - 1] + 1) << "an item's steps are consecutive";
+      if (i % 4) {
+        ASSERT_EQ(steps[i], steps[i - 1] + 1) << "an item's steps are consecutive";
+      }
       atari_frame(steps[i], want);
       ASSERT_EQ(std::memcmp(&obs[size_t{i} * 84 * 84], want, sizeof want), 0) << "frame of step " << steps[i];
     }

@@ -108,6 +108,49 @@ TEST(Engramd, SighupReloadsRateLimiters) {
   EXPECT_NE(read_file(d.log()).find("rate limiter applied"), std::string::npos);
 }
 
+TEST(Engramd, CheckpointsOnRequestAndShutdownAndRestoresThem) {
+  Daemon d(table_toml("replay", "max_size = 500"));
+  std::string ckpt = d.dir() + "/ckpt";
+  std::ofstream(d.dir() + "/engramd.toml") << "socket = \"" << d.socket() << "\"\n[checkpoint]\ndir = \"" << ckpt
+                                            << "\"\non_shutdown = true\nkeep = 10\n"
+                                            << table_toml("replay", "max_size = 500");
+  d.terminate();
+  d.start();
+  std::string out;
+  const std::string ctl = ENGRAMCTL_PATH, s = "--socket";
+  ASSERT_EQ(wait_exit(spawn({ENGRAM_PROC_PATH, "writer", d.socket(), "replay", "0", "100", d.file("k")}, d.file("p")),
+                      30000),
+            0);
+  EXPECT_EQ(run({ctl, s, d.socket(), "checkpoint"}, &out, d.dir()), 0) << out;
+  EXPECT_NE(out.find(ckpt + "/ckpt-"), std::string::npos) << out;
+  std::string first = out.substr(out.find(ckpt));
+  first = first.substr(0, first.find('\n'));
+  ASSERT_EQ(wait_exit(spawn({ENGRAM_PROC_PATH, "writer", d.socket(), "replay", "1", "50", d.file("k2")}, d.file("p")),
+                      30000),
+            0);
+  EXPECT_EQ(d.terminate(), 0);  // writes the on-shutdown checkpoint
+  EXPECT_NE(read_file(d.log()).find("checkpoint on shutdown"), std::string::npos) << read_file(d.log());
+  d.start();  // restores the newest: 48 + 24 items (engram_proc makes one per two steps)
+  EXPECT_NE(read_file(d.log()).find("restored checkpoint"), std::string::npos) << read_file(d.log());
+  EXPECT_EQ(run({ctl, s, d.socket(), "info", "replay", "--json"}, &out, d.dir()), 0) << out;
+  EXPECT_NE(out.find("\"size\": 72,"), std::string::npos) << out;
+  EXPECT_EQ(d.terminate(), 0);
+
+  // --restore names one checkpoint: the first, with 48 items...
+  std::string log = d.dir() + "/restore.out";
+  pid_t pid = spawn({ENGRAMD_PATH, "--config", d.dir() + "/engramd.toml", "--restore", first}, log);
+  for (int i = 0; i < 500 && !Control(d.socket()).ok(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(run({ctl, s, d.socket(), "info", "replay", "--json"}, &out, d.dir()), 0) << out;
+  EXPECT_NE(out.find("\"size\": 48,"), std::string::npos) << out;
+  ::kill(pid, SIGTERM);
+  EXPECT_EQ(wait_exit(pid, 10000), 0);
+  // ...and when it does not check out, engramd refuses to start, naming the file.
+  std::ofstream(first + "/chunks.zst", std::ios::app) << "x";
+  EXPECT_EQ(run({ENGRAMD_PATH, "--config", d.dir() + "/engramd.toml", "--restore", first}, &out, d.dir()), 1);
+  EXPECT_NE(out.find("chunks.zst"), std::string::npos) << out;
+  d.start();  // keeps the daemon's destructor happy
+}
+
 TEST(Engramctl, CommandsAgainstTheDaemon) {
   Daemon d(table_toml("replay", "max_size = 50\nsampler = \"prioritized\"\npriority_exponent = 0.6"));
   std::string out;

@@ -252,6 +252,16 @@ ENGRAM_API int engram_table_columns(const engram_table* t, engram_column* out, u
  * array in engram_writer_options.compression. */
 ENGRAM_API int engram_table_compression(const engram_table* t, engram_compression* out, uint32_t cap, uint32_t* count);
 
+/* Asks the server for a checkpoint of every table (see engram-checkpoint(5))
+ * and waits until it is on disk, at most timeout_ms (-1 = for ever): traffic
+ * goes on meanwhile. Copies the checkpoint's directory into path (cap
+ * bytes, NUL-terminated; path may be NULL when cap is 0). Errors:
+ * ENGRAM_E_INVALID (the server has no [checkpoint] dir), ENGRAM_E_RANGE
+ * (path too small; the checkpoint was still written), ENGRAM_E_TIMEOUT,
+ * ENGRAM_E_SYSTEM (the write failed; the message says why),
+ * ENGRAM_E_DISCONNECTED. */
+ENGRAM_API int engram_checkpoint(engram_client* c, int32_t timeout_ms, char* path, size_t cap);
+
 /* --- writing ------------------------------------------------------------------ */
 
 typedef struct engram_writer engram_writer;

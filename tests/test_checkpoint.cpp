@@ -1,0 +1,617 @@
+// Checkpoints: the manifest format, both write paths, corruption of every
+// file, exact round trips through a restarted server for every selector kind
+// and for compressed columns, and traffic during a checkpoint of 1 GiB.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "core/checkpoint_format.hpp"
+#include "core/chunk_arena.hpp"
+#include "core/chunk_format.hpp"
+#include "daemon/checkpointer.hpp"
+#include "daemon_fixture.hpp"
+#include "engram/engram.h"
+
+namespace engram::test {
+namespace {
+namespace fs = std::filesystem;
+
+std::string last() { return engram_last_error(); }
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+void spit(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
+
+// --- the manifest -------------------------------------------------------------
+
+Manifest sample_manifest() {
+  Manifest m;
+  m.engram_version = "0.1.0";
+  m.created_unix_ns = 123;
+  m.sequence = 7;
+  m.files.push_back({kChunksFile, 300, 42});
+  m.chunks.push_back({0, 100, 200, 1, 9});
+  m.chunks.push_back({100, 200, 200, 0, 8});
+  TableState t;
+  t.options.name = "replay";
+  t.options.capacity = 4;
+  t.options.sampler = {SelectorKind::max_heap, 1.0};
+  t.options.signature = {make_column("obs", DType::u8, {84, 84}, Codec::delta_zstd, 5)};
+  t.counters = {3, 5, 1};
+  t.next_seq = 3;
+  t.generations = {1, 2, 1, 0};
+  t.free_stack = {3, 1};
+  t.items.push_back({(1ull << 32) | 0, 0.5, 0, 2, 0, 1, 7, 0});
+  t.items.push_back({(1ull << 32) | 2, 1.5, 2, 0, 1, 2, 9, 0});
+  t.refs = {{0, 0, 0, 1}, {0, 0, 1, 1}, {1, 0, 0, 1}};
+  m.tables.push_back(t);
+  return m;
+}
+
+TEST(Manifest, RoundTripsEveryField) {
+  Manifest m = sample_manifest();
+  std::string bytes = encode_manifest(m);
+  auto back = decode_manifest(bytes.data(), bytes.size());
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(encode_manifest(*back), bytes);
+  EXPECT_EQ(back->tables[0].items[1].sampler_seq, 9u);
+  EXPECT_EQ(back->tables[0].options.signature[0].codec, static_cast<uint32_t>(Codec::delta_zstd));
+  EXPECT_EQ(back->tables[0].refs[2].block, 1u);
+}
+
+TEST(Manifest, EveryTruncationAndFlipIsRefused) {
+  std::string bytes = encode_manifest(sample_manifest());
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    auto r = decode_manifest(bytes.data(), n);
+    ASSERT_FALSE(r.ok()) << "accepted the first " << n << " bytes";
+    EXPECT_NE(r.status().message().find("MANIFEST"), std::string::npos);
+  }
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    std::string b = bytes;
+    b[i] ^= 0x20;
+    auto r = decode_manifest(b.data(), b.size());
+    ASSERT_FALSE(r.ok()) << "accepted a flip at byte " << i;
+  }
+}
+
+TEST(Manifest, ANewerFormatIsRefusedNamingBothVersions) {
+  Manifest m = sample_manifest();
+  m.format_version = kCheckpointFormat + 1;
+  std::string bytes = encode_manifest(m);
+  auto r = decode_manifest(bytes.data(), bytes.size());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Errc::layout_mismatch);
+  EXPECT_NE(r.status().message().find("version " + std::to_string(kCheckpointFormat + 1)), std::string::npos)
+      << r.status().message();
+  EXPECT_NE(r.status().message().find("(" + std::to_string(kCheckpointFormat) + ")"), std::string::npos)
+      << r.status().message();
+}
+
+// --- writing and reading, without a server -------------------------------------
+
+// An arena and a table in private memory, with items over random chunks.
+struct Fixture {
+  std::vector<char> arena_mem, table_mem;
+  ChunkArena arena;
+  Table table;
+  TableOptions opts;
+  std::mt19937_64 rng{5};
+
+  Fixture() {
+    ArenaConfig ac{{{4096, 512}}};
+    arena_mem.resize(ChunkArena::bytes_needed(ac) + 64);
+    arena = *ChunkArena::format(aligned(arena_mem), ChunkArena::bytes_needed(ac), ac);
+    opts.name = "t";
+    opts.capacity = 300;
+    opts.sampler = {SelectorKind::prioritized, 0.6};
+    opts.signature = {make_column("x", DType::f32, {100})};
+    size_t need = Table::bytes_needed(opts);
+    table_mem.resize(need + 64);
+    table = *Table::format(aligned(table_mem), need, opts);
+    uint64_t sig = signature_hash(opts.signature.data(), 1);
+    for (int i = 0; i < 200; ++i) {
+      BlockRef b = *arena.alloc(1, 0);
+      ChunkHeader h{kChunkMagic, 2, 2, 1, sig, 1, 0, {}};
+      char* d = static_cast<char*>(arena.data(b));
+      std::memcpy(d, &h, sizeof h);
+      // Half the chunks compress (repeated values), half do not.
+      for (int k = 0; k < 200; ++k) {
+        float v = i % 2 ? static_cast<float>(rng() % 1000) : 1.0f;
+        std::memcpy(d + chunk_column_offset(opts.signature.data(), 0, 2) + 4 * k, &v, 4);
+      }
+      EXPECT_TRUE(arena.seal(1, b, 1).ok());
+      ChunkRef ref{b.index, b.generation, static_cast<uint32_t>(i % 2), 1};
+      EXPECT_TRUE(table.insert(1.0 + i, &ref, 1).ok());
+    }
+  }
+  static char* aligned(std::vector<char>& v) {
+    return v.data() + (64 - reinterpret_cast<uintptr_t>(v.data()) % 64) % 64;
+  }
+  Snapshot snapshot() {
+    Snapshot s;
+    EXPECT_TRUE(s.add(table.snapshot(), arena).ok());
+    return s;
+  }
+};
+
+CheckpointConfig config_in(const std::string& dir, IoMode io) {
+  CheckpointConfig c;
+  c.dir = dir;
+  c.io = io;
+  return c;
+}
+
+TEST(CheckpointFiles, BothWritePathsWriteTheSameBytes) {
+  Fixture f;
+  std::string dir = make_temp_dir();
+  auto a = write_checkpoint(f.snapshot(), f.arena, 2, config_in(dir + "/uring", IoMode::automatic), 1, "0.1.0", nullptr);
+  auto b = write_checkpoint(f.snapshot(), f.arena, 2, config_in(dir + "/pwrite", IoMode::pwrite), 1, "0.1.0", nullptr);
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  // io_uring works on the machines engram is tested on; where a kernel or a
+  // seccomp profile forbids it, say so instead of comparing pwrite to itself.
+  if (!std::getenv("ENGRAM_NO_IO_URING")) {
+    EXPECT_EQ(a->io, IoPath::io_uring) << "io_uring is unavailable here; set ENGRAM_NO_IO_URING=1 to accept that";
+  }
+  EXPECT_EQ(b->io, IoPath::pwrite);
+  std::string ca = slurp(a->path + "/" + kChunksFile), cb = slurp(b->path + "/" + kChunksFile);
+  EXPECT_GT(ca.size(), 0u);
+  EXPECT_TRUE(ca == cb) << "chunk files differ";
+  // The manifests differ only in their creation time.
+  std::string ma = slurp(a->path + "/" + kManifestFile), mb = slurp(b->path + "/" + kManifestFile);
+  auto da = decode_manifest(ma.data(), ma.size()), db = decode_manifest(mb.data(), mb.size());
+  ASSERT_TRUE(da.ok() && db.ok());
+  db->created_unix_ns = da->created_unix_ns;
+  EXPECT_EQ(encode_manifest(*db), ma);
+  // Every pin went back: the chunks are held by the items alone.
+  for (const ChunkRef& r : f.table.snapshot().refs) EXPECT_EQ(f.arena.refcount_or_owner(r.block), 1u);
+  fs::remove_all(dir);
+}
+
+// Reads a whole checkpoint as a restore does; the first failure.
+Status read_all(const std::string& path) {
+  auto r = CheckpointReader::open(path);
+  if (!r.ok()) return r.status();
+  std::vector<char> buf;
+  for (uint32_t i = 0; i < r->manifest().chunks.size(); ++i) {
+    buf.resize(r->manifest().chunks[i].raw_bytes);
+    if (Status s = r->read_chunk(i, buf.data()); !s.ok()) return s;
+  }
+  return r->finish();
+}
+
+TEST(CheckpointFiles, EveryKindOfDamageToEveryFileIsNamed) {
+  Fixture f;
+  std::string dir = make_temp_dir();
+  auto good = write_checkpoint(f.snapshot(), f.arena, 2, config_in(dir, IoMode::automatic), 1, "0.1.0", nullptr);
+  ASSERT_TRUE(good.ok()) << good.status().message();
+  ASSERT_TRUE(read_all(good->path).ok());
+  for (const char* file : {kManifestFile, kChunksFile}) {
+    std::string path = good->path + "/" + file;
+    std::string orig = slurp(path);
+    std::vector<std::pair<std::string, std::string>> damages = {
+        {"truncated", orig.substr(0, orig.size() / 2)}, {"emptied", ""}};
+    for (size_t at : {size_t{0}, orig.size() / 3, orig.size() - 1}) {
+      std::string b = orig;
+      b[at] ^= 0x01;
+      damages.push_back({"flipped at " + std::to_string(at), b});
+    }
+    for (auto& [what, bytes] : damages) {
+      spit(path, bytes);
+      Status s = read_all(good->path);
+      EXPECT_FALSE(s.ok()) << file << " " << what;
+      EXPECT_NE(s.message().find(file), std::string::npos) << file << " " << what << ": " << s.message();
+    }
+    fs::remove(path);
+    Status s = read_all(good->path);
+    EXPECT_FALSE(s.ok()) << file << " deleted";
+    EXPECT_NE(s.message().find(file), std::string::npos) << s.message();
+    spit(path, orig);
+    ASSERT_TRUE(read_all(good->path).ok()) << "restored bytes read again";
+  }
+  fs::remove_all(dir);
+}
+
+TEST(CheckpointFiles, OnlyTheNewestKAreKept) {
+  Fixture f;
+  std::string dir = make_temp_dir();
+  CheckpointConfig c = config_in(dir, IoMode::pwrite);
+  c.keep = 2;
+  for (uint64_t seq = 1; seq <= 4; ++seq) ASSERT_TRUE(write_checkpoint(f.snapshot(), f.arena, 2, c, seq, "x", nullptr).ok());
+  auto all = list_checkpoints(dir);
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(checkpoint_sequence(all[0]), 4u);
+  EXPECT_EQ(checkpoint_sequence(all[1]), 3u);
+  fs::remove_all(dir);
+}
+
+// --- through a server -----------------------------------------------------------
+
+constexpr const char* kSelectors[] = {"uniform", "prioritized", "fifo", "lifo", "max_heap", "min_heap"};
+
+class ServerCheckpoint : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = make_temp_dir();
+    socket_ = dir_ + "/engram.sock";
+    toml_ = "socket = \"" + socket_ + "\"\n[checkpoint]\ndir = \"" + dir_ + "/ckpt\"\nkeep = 5\n";
+  }
+  void TearDown() override {
+    stop();
+    fs::remove_all(dir_);
+  }
+  void start(const std::string& extra_toml = "") {
+    engram_server_options so;
+    engram_server_options_init(&so);
+    std::string text = toml_ + extra_toml;
+    so.config_toml = text.c_str();
+    so.quiet = 1;
+    ASSERT_EQ(engram_server_start(&so, &server_), ENGRAM_OK) << last();
+    engram_connect_options co;
+    engram_connect_options_init(&co);
+    co.socket_path = socket_.c_str();
+    ASSERT_EQ(engram_connect(&co, &c_), ENGRAM_OK) << last();
+  }
+  void stop() {
+    engram_disconnect(c_);
+    c_ = nullptr;
+    if (server_) {
+      EXPECT_EQ(engram_server_stop(server_), ENGRAM_OK);
+    }
+    server_ = nullptr;
+  }
+  std::string checkpoint() {
+    char path[512];
+    EXPECT_EQ(engram_checkpoint(c_, 60000, path, sizeof path), ENGRAM_OK) << last();
+    return path;
+  }
+  engram_table_info info(const char* name) {
+    engram_table_info i;
+    engram_table_info_init(&i);
+    EXPECT_EQ(engram_table_info_get(c_, name, &i), ENGRAM_OK) << last();
+    return i;
+  }
+
+  std::string dir_, socket_, toml_;
+  engram_server* server_ = nullptr;
+  engram_client* c_ = nullptr;
+};
+
+// One table per selector kind, plus a compressed one; items sampled,
+// updated and deleted so that every counter and order has something in it.
+void fill(engram_client* c, bool compressed_too) {
+  engram_column cols[2] = {{"obs", ENGRAM_UINT8, 1, {64}}, {"n", ENGRAM_UINT32, 0, {}}};
+  engram_compression comp[2] = {{ENGRAM_CODEC_DELTA_ZSTD, 0}, {ENGRAM_CODEC_NONE, 0}};
+  std::vector<std::string> names;
+  for (int k = 0; k < 6; ++k) names.push_back(kSelectors[k]);
+  if (compressed_too) names.push_back("compressed");
+  for (size_t k = 0; k < names.size(); ++k) {
+    engram_table_options o;
+    engram_table_options_init(&o);
+    o.name = names[k].c_str();
+    o.max_size = 150;
+    o.sampler = k < 6 ? static_cast<int32_t>(k + 1) : static_cast<int32_t>(ENGRAM_MAX_HEAP);
+    o.remover = ENGRAM_FIFO;
+    o.priority_exponent = 0.7;
+    o.columns = cols;
+    o.num_columns = 2;
+    if (k == 6) {
+      o.compression = comp;
+    }
+    ASSERT_EQ(engram_table_create(c, &o), ENGRAM_OK) << last();
+    engram_table* t = nullptr;
+    ASSERT_EQ(engram_table_open(c, o.name, &t), ENGRAM_OK) << last();
+    engram_writer_options wo;
+    engram_writer_options_init(&wo);
+    wo.columns = cols;
+    wo.num_columns = 2;
+    wo.chunk_length = 4;
+    wo.keep_keys = 1;
+    if (k == 6) {
+      wo.compression = comp;
+    }
+    engram_writer* w = nullptr;
+    ASSERT_EQ(engram_writer_open(c, &wo, &w), ENGRAM_OK) << last();
+    std::mt19937 rng(static_cast<unsigned>(k));
+    for (uint32_t i = 0; i < 200; ++i) {  // 50 evicted
+      uint8_t obs[64];
+      for (auto& b : obs) b = static_cast<uint8_t>(i + (rng() & 3));
+      const void* data[2] = {obs, &i};
+      ASSERT_EQ(engram_writer_append(w, data), ENGRAM_OK) << last();
+      ASSERT_EQ(engram_writer_create_item(w, t, 1, 0.5 + (i * 37 % 11)), ENGRAM_OK) << last();
+    }
+    ASSERT_EQ(engram_writer_flush(w, 10000), ENGRAM_OK) << last();
+    std::vector<uint64_t> keys(200);
+    size_t nk = 0;
+    ASSERT_EQ(engram_writer_take_keys(w, keys.data(), keys.size(), &nk), ENGRAM_OK);
+    engram_writer_close(w);
+    std::vector<double> prios = {9.5, 0.25, 3.0};
+    ASSERT_EQ(engram_update_priorities(t, &keys[160], prios.data(), 3, nullptr), ENGRAM_OK) << last();
+    ASSERT_EQ(engram_delete_items(t, &keys[170], 2, nullptr), ENGRAM_OK) << last();
+    engram_sample_options so;
+    engram_sample_options_init(&so);
+    so.batch_size = 16;
+    std::vector<uint8_t> obs(16 * 64);
+    std::vector<uint32_t> n(16);
+    void* bufs[2] = {obs.data(), n.data()};
+    uint32_t count = 0;
+    ASSERT_EQ(engram_sample(t, &so, bufs, nullptr, &count), ENGRAM_OK) << last();
+    engram_table_close(t);
+  }
+}
+
+// What a table gives when drained by its sampler: (key, data) in order.
+std::vector<std::pair<uint64_t, std::string>> draw(engram_client* c, const char* name, uint32_t n) {
+  engram_table* t = nullptr;
+  EXPECT_EQ(engram_table_open(c, name, &t), ENGRAM_OK) << last();
+  std::vector<std::pair<uint64_t, std::string>> out;
+  engram_sample_options so;
+  engram_sample_options_init(&so);
+  uint8_t obs[64];
+  uint32_t num;
+  void* bufs[2] = {obs, &num};
+  for (uint32_t i = 0; i < n; ++i) {
+    engram_sample_info si;
+    uint32_t count = 0;
+    EXPECT_EQ(engram_sample(t, &so, bufs, &si, &count), ENGRAM_OK) << last();
+    std::vector<double> zero = {0.0};
+    // Heaps would draw the same item again; move it to the back.
+    if (std::string(name).find("heap") != std::string::npos || std::string(name) == "compressed") {
+      EXPECT_EQ(engram_update_priorities(t, &si.key, zero.data(), 1, nullptr), ENGRAM_OK);
+    }
+    out.emplace_back(si.key, std::string(reinterpret_cast<char*>(obs), 64) + std::to_string(num) + "/" +
+                                 std::to_string(si.times_sampled) + "/" + std::to_string(si.priority));
+  }
+  engram_table_close(t);
+  return out;
+}
+
+Manifest manifest_of(const std::string& path) {
+  std::string b = slurp(path + "/" + kManifestFile);
+  auto m = decode_manifest(b.data(), b.size());
+  EXPECT_TRUE(m.ok()) << m.status().message();
+  return m.ok() ? *m : Manifest{};
+}
+
+// Each table's items with their data, as plain text to compare.
+std::map<std::string, std::string> dump(const std::string& path) {
+  auto r = CheckpointReader::open(path);
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  std::map<std::string, std::string> out;
+  if (!r.ok()) return out;
+  std::vector<std::string> chunks;
+  for (uint32_t i = 0; i < r->manifest().chunks.size(); ++i) {
+    std::string b(r->manifest().chunks[i].raw_bytes, '\0');
+    EXPECT_TRUE(r->read_chunk(i, b.data()).ok());
+    chunks.push_back(b);
+  }
+  for (const TableState& t : r->manifest().tables) {
+    std::string& s = out[t.options.name];
+    s += "inserts " + std::to_string(t.counters.inserts) + " samples " + std::to_string(t.counters.samples) +
+         " deletes " + std::to_string(t.counters.deletes) + " next " + std::to_string(t.next_seq) + " seqs " +
+         std::to_string(t.sampler_seq) + "," + std::to_string(t.remover_seq) + " updates " +
+         std::to_string(t.stats.updates) + " bytes " + std::to_string(t.stats.bytes_raw) + "/" +
+         std::to_string(t.stats.bytes_stored) + "\n";
+    for (uint32_t g : t.generations) s += std::to_string(g) + ",";
+    s += "\nfree";
+    for (uint32_t f : t.free_stack) s += " " + std::to_string(f);
+    s += "\n";
+    for (const ItemState& it : t.items) {
+      s += std::to_string(it.key) + " p" + std::to_string(it.priority) + " seq" + std::to_string(it.inserted_seq) +
+           " n" + std::to_string(it.times_sampled) + " ages" + std::to_string(it.sampler_seq) + "," +
+           std::to_string(it.remover_seq) + " data ";
+      for (uint32_t k = 0; k < it.num_refs; ++k) {
+        const ChunkRef& ref = t.refs[it.first_ref + k];
+        s += std::to_string(ref.offset) + "+" + std::to_string(ref.length) + ":" +
+             std::to_string(checksum(chunks[ref.block].data(), chunks[ref.block].size())) + " ";
+      }
+      s += "\n";
+    }
+  }
+  return out;
+}
+
+TEST_F(ServerCheckpoint, RestoreIsExactForEverySelectorAndCompressedColumns) {
+  start();
+  fill(c_, true);
+  std::map<std::string, engram_table_info> before;
+  for (const char* n : {"uniform", "prioritized", "fifo", "lifo", "max_heap", "min_heap", "compressed"})
+    before[n] = info(n);
+  std::string a = checkpoint();
+  ASSERT_TRUE(fs::exists(a + "/" + kManifestFile)) << a;
+  // What the deterministic kinds give next, before the restart...
+  std::map<std::string, std::vector<std::pair<uint64_t, std::string>>> next;
+  for (const char* n : {"fifo", "lifo", "max_heap", "min_heap", "compressed"}) next[n] = draw(c_, n, 20);
+  stop();
+
+  start();  // restores the newest checkpoint
+  for (auto& [n, i] : before) {
+    engram_table_info j = info(n.c_str());
+    EXPECT_EQ(j.size, i.size) << n;
+    EXPECT_EQ(j.inserts, i.inserts) << n;
+    EXPECT_EQ(j.samples, i.samples) << n;
+    EXPECT_EQ(j.deletes, i.deletes) << n;
+    EXPECT_EQ(j.updates, i.updates) << n;
+    EXPECT_EQ(j.bytes_raw, i.bytes_raw) << n;
+    EXPECT_EQ(j.bytes_stored, i.bytes_stored) << n;
+  }
+  std::string b = checkpoint();
+  EXPECT_NE(a, b);
+  auto da = dump(a), db = dump(b);
+  ASSERT_EQ(da.size(), 7u);
+  for (auto& [n, text] : da) EXPECT_EQ(db[n], text) << "table " << n << " differs after a restore";
+  // ...and after: the same items, with the same data, in the same order.
+  for (auto& [n, want] : next) EXPECT_EQ(draw(c_, n.c_str(), 20), want) << n;
+}
+
+TEST_F(ServerCheckpoint, ADamagedNewestCheckpointFallsBackToThePreviousOne) {
+  start();
+  fill(c_, false);
+  std::string older = checkpoint();
+  uint64_t older_samples = info("fifo").samples;
+  draw(c_, "fifo", 7);
+  std::string newer = checkpoint();
+  stop();
+  struct Damage {
+    const char* file;
+    const char* how;
+  };
+  for (Damage d : {Damage{kManifestFile, "flip"}, Damage{kManifestFile, "truncate"}, Damage{kManifestFile, "delete"},
+                   Damage{kChunksFile, "flip"}, Damage{kChunksFile, "truncate"}, Damage{kChunksFile, "delete"}}) {
+    std::string path = newer + "/" + d.file;
+    std::string orig = slurp(path);
+    if (std::string(d.how) == "flip") {
+      std::string b = orig;
+      b[b.size() / 2] ^= 0x10;
+      spit(path, b);
+    } else if (std::string(d.how) == "truncate") {
+      spit(path, orig.substr(0, orig.size() - 5));
+    } else {
+      fs::remove(path);
+    }
+    start();
+    EXPECT_EQ(info("fifo").samples, older_samples) << d.file << " " << d.how << ": not the previous checkpoint";
+    EXPECT_EQ(info("uniform").size, 148u) << d.file << " " << d.how;
+    stop();
+    spit(path, orig);
+  }
+  start();
+  EXPECT_EQ(info("fifo").samples, older_samples + 7) << "the repaired newest is used again";
+}
+
+TEST_F(ServerCheckpoint, WithNoGoodCheckpointTheServerStartsEmptyNotHalfLoaded) {
+  start();
+  fill(c_, false);
+  std::string p = checkpoint();
+  stop();
+  spit(p + "/" + kChunksFile, "garbage");
+  engram_server_options so;
+  engram_server_options_init(&so);
+  std::string text = toml_;
+  so.config_toml = text.c_str();
+  so.quiet = 1;
+  // With nothing good left, the server starts empty and says so (engramd
+  // --restore, which names one checkpoint, refuses to start instead: see
+  // test_engramd).
+  ASSERT_EQ(engram_server_start(&so, &server_), ENGRAM_OK) << last();
+  engram_connect_options co;
+  engram_connect_options_init(&co);
+  co.socket_path = socket_.c_str();
+  ASSERT_EQ(engram_connect(&co, &c_), ENGRAM_OK);
+  engram_table_info i;
+  engram_table_info_init(&i);
+  EXPECT_EQ(engram_table_info_get(c_, "fifo", &i), ENGRAM_E_NOT_FOUND) << "nothing half-loaded";
+}
+
+TEST_F(ServerCheckpoint, CheckpointsNeedADirectory) {
+  toml_ = "socket = \"" + socket_ + "\"\n";
+  start();
+  char path[256];
+  EXPECT_EQ(engram_checkpoint(c_, 1000, path, sizeof path), ENGRAM_E_INVALID);
+  EXPECT_NE(last().find("[checkpoint] dir"), std::string::npos) << last();
+}
+
+// Writers and samplers go on while a checkpoint of more than 1 GiB of chunk
+// data is written; the test counts what they completed meanwhile.
+TEST_F(ServerCheckpoint, TrafficContinuesDuringACheckpointOfOneGiB) {
+  start("[arena]\nclasses = [ { block_size = \"4KiB\", count = 8192 }, { block_size = \"1032KiB\", count = 1100 } ]\n"
+        "[[table]]\nname = \"big\"\nmax_size = 1100\n[[table.column]]\nname = \"x\"\ndtype = \"float32\"\nshape = [262144]\n"
+        "[[table]]\nname = \"small\"\nmax_size = 1000\n[[table.column]]\nname = \"x\"\ndtype = \"float32\"\nshape = [100]\n");
+  {
+    engram_table* big = nullptr;
+    ASSERT_EQ(engram_table_open(c_, "big", &big), ENGRAM_OK) << last();
+    engram_column col = {"x", ENGRAM_FLOAT32, 1, {262144}};
+    engram_writer_options wo;
+    engram_writer_options_init(&wo);
+    wo.columns = &col;
+    wo.num_columns = 1;
+    engram_writer* w = nullptr;
+    ASSERT_EQ(engram_writer_open(c_, &wo, &w), ENGRAM_OK) << last();
+    std::vector<float> x(262144);
+    std::mt19937 rng(1);
+    for (int i = 0; i < 1050; ++i) {  // random: zstd cannot shrink it
+      for (auto& v : x) v = static_cast<float>(rng());
+      const void* d[1] = {x.data()};
+      ASSERT_EQ(engram_writer_append(w, d), ENGRAM_OK) << last();
+      ASSERT_EQ(engram_writer_create_item(w, big, 1, 1.0), ENGRAM_OK) << last();
+    }
+    ASSERT_EQ(engram_writer_flush(w, 60000), ENGRAM_OK) << last();
+    engram_writer_close(w);
+    engram_table_close(big);
+  }
+  ASSERT_GE(info("big").bytes_raw, uint64_t{1} << 30);
+
+  std::atomic<bool> writing{false}, done{false};
+  std::atomic<uint64_t> inserts_during{0}, samples_during{0};
+  std::atomic<int64_t> max_stall_ns{0};
+  std::thread traffic([&] {
+    engram_connect_options co;
+    engram_connect_options_init(&co);
+    co.socket_path = socket_.c_str();
+    engram_client* c = nullptr;
+    ASSERT_EQ(engram_connect(&co, &c), ENGRAM_OK);
+    engram_table* t = nullptr;
+    ASSERT_EQ(engram_table_open(c, "small", &t), ENGRAM_OK);
+    engram_column col = {"x", ENGRAM_FLOAT32, 1, {100}};
+    engram_writer_options wo;
+    engram_writer_options_init(&wo);
+    wo.columns = &col;
+    wo.num_columns = 1;
+    engram_writer* w = nullptr;
+    ASSERT_EQ(engram_writer_open(c, &wo, &w), ENGRAM_OK);
+    float x[100] = {};
+    float out[100 * 8];
+    void* bufs[1] = {out};
+    engram_sample_options so;
+    engram_sample_options_init(&so);
+    so.batch_size = 8;
+    while (!done.load()) {
+      auto t0 = std::chrono::steady_clock::now();
+      const void* d[1] = {x};
+      ASSERT_EQ(engram_writer_append(w, d), ENGRAM_OK);
+      ASSERT_EQ(engram_writer_create_item(w, t, 1, 1.0), ENGRAM_OK);
+      ASSERT_EQ(engram_writer_flush(w, 10000), ENGRAM_OK) << last();
+      int64_t stall = (std::chrono::steady_clock::now() - t0).count();
+      uint32_t count = 0;
+      ASSERT_EQ(engram_sample(t, &so, bufs, nullptr, &count), ENGRAM_OK) << last();
+      if (writing.load()) {
+        ++inserts_during;
+        samples_during += count;
+        if (stall > max_stall_ns.load()) max_stall_ns.store(stall);
+      }
+    }
+    engram_writer_close(w);
+    engram_table_close(t);
+    engram_disconnect(c);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  writing.store(true);
+  auto t0 = std::chrono::steady_clock::now();
+  std::string p = checkpoint();
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  writing.store(false);
+  done.store(true);
+  traffic.join();
+  Manifest m = manifest_of(p);
+  uint64_t raw = 0;
+  for (const SavedChunk& c : m.chunks) raw += c.raw_bytes;
+  EXPECT_GE(raw, uint64_t{1} << 30);
+  EXPECT_GT(inserts_during.load(), 0u);
+  EXPECT_GT(samples_during.load(), 0u);
+  std::printf("checkpoint of %.2f GiB in %.2f s; during it: %llu inserts, %llu sampled items, longest insert %.2f ms\n",
+              double(raw) / (1 << 30), secs, static_cast<unsigned long long>(inserts_during.load()),
+              static_cast<unsigned long long>(samples_during.load()), double(max_stall_ns.load()) / 1e6);
+}
+
+}  // namespace
+}  // namespace engram::test
