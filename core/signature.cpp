@@ -106,7 +106,8 @@ Status validate_signature(const Column* cols, size_t n) {
       return {Errc::invalid_argument, where + " has unknown dtype " + std::to_string(c.dtype)};
     if (c.rank > kMaxRank)
       return {Errc::invalid_argument, where + " has rank " + std::to_string(c.rank) + "; at most " + std::to_string(kMaxRank) + " dimensions"};
-    unsigned __int128 bytes = dtype_size(static_cast<DType>(c.dtype));
+    // Each factor is < 2^32 and the product so far <= 2^30: no overflow.
+    uint64_t bytes = dtype_size(static_cast<DType>(c.dtype));
     for (uint32_t d = 0; d < c.rank; ++d) {
       if (c.shape[d] == 0) return {Errc::invalid_argument, where + " has a zero-sized dimension " + std::to_string(d)};
       bytes *= c.shape[d];

@@ -21,6 +21,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr char kPrefix[] = "ckpt-";
+constexpr uint64_t kProbeBytes = 64 << 10;
 constexpr char kTmpPrefix[] = ".tmp-ckpt-";
 
 std::string ckpt_name(uint64_t seq) {
@@ -141,7 +142,12 @@ Result<CheckpointResult> write_checkpoint(Snapshot s, ChunkArena& arena, uint32_
     const char* src = static_cast<const char*>(arena.data(s.chunks[i]));
     uint64_t n = s.chunk_bytes[i];
     std::string out(n, '\0');
-    size_t z = enc.compress(c.level, src, n, out.data(), n > 0 ? n - 1 : 0);
+    // Chunks of random floats (or already compressed columns) do not
+    // shrink: a 64 KiB probe decides, so that they cost a copy, not a
+    // failed compression of every byte.
+    size_t probe = std::min<uint64_t>(n, kProbeBytes);
+    bool worth = probe < n ? enc.compress(c.level, src, probe, out.data(), probe * 9 / 10) > 0 : true;
+    size_t z = worth ? enc.compress(c.level, src, n, out.data(), n > 0 ? n - 1 : 0) : 0;
     SavedChunk sc;
     sc.offset = offset;
     sc.raw_bytes = n;

@@ -1,0 +1,232 @@
+// Checkpoint benchmark: write throughput next to the disk's sequential write
+// throughput (the same bytes, written and fsynced the same way as dd
+// conv=fsync), restore throughput, and insert latency with and without a
+// checkpoint being written. Prints one JSON object (bench/checkpoint.sh
+// stores it in bench/results/checkpoint.json).
+//
+//   engram_bench_checkpoint --mb N --dir DIR [--seconds S]
+//
+// The chunk data is random float32, which zstd cannot shrink: the MB/s are
+// those of bytes that really reach the disk.
+#include <fcntl.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "daemon/file_writer.hpp"
+#include "engram/engram.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double secs_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+[[noreturn]] void die(const char* what, int rc) {
+  std::fprintf(stderr, "bench_checkpoint: %s: %s (%s)\n", what, engram_strerror(rc), engram_last_error());
+  std::exit(1);
+}
+
+constexpr uint32_t kFloats = 256 * 1024;  // 1 MiB items
+
+engram_server* start(const std::string& toml) {
+  engram_server_options so;
+  engram_server_options_init(&so);
+  so.config_toml = toml.c_str();
+  so.quiet = 1;
+  engram_server* s = nullptr;
+  if (int rc = engram_server_start(&so, &s)) die("server_start", rc);
+  return s;
+}
+
+engram_client* connect(const std::string& socket) {
+  engram_connect_options co;
+  engram_connect_options_init(&co);
+  co.socket_path = socket.c_str();
+  engram_client* c = nullptr;
+  if (int rc = engram_connect(&co, &c)) die("connect", rc);
+  return c;
+}
+
+// Small inserts (each flushed: one round trip) until stop; latencies in µs.
+void insert_loop(const std::string& socket, std::atomic<bool>* stop, std::vector<double>* lat) {
+  engram_client* c = connect(socket);
+  engram_table* t = nullptr;
+  if (int rc = engram_table_open(c, "small", &t)) die("open small", rc);
+  engram_column col = {"x", ENGRAM_FLOAT32, 1, {100}};
+  engram_writer_options wo;
+  engram_writer_options_init(&wo);
+  wo.columns = &col;
+  wo.num_columns = 1;
+  engram_writer* w = nullptr;
+  if (int rc = engram_writer_open(c, &wo, &w)) die("writer_open", rc);
+  float x[100] = {};
+  const void* d[1] = {x};
+  while (!stop->load()) {
+    auto t0 = Clock::now();
+    if (int rc = engram_writer_append(w, d)) die("append", rc);
+    if (int rc = engram_writer_create_item(w, t, 1, 1.0)) die("create_item", rc);
+    if (int rc = engram_writer_flush(w, -1)) die("flush", rc);
+    lat->push_back(secs_since(t0) * 1e6);
+    std::this_thread::sleep_for(std::chrono::microseconds(200));  // an actor's pace, not a flood
+  }
+  engram_writer_close(w);
+  engram_table_close(t);
+  engram_disconnect(c);
+}
+
+double pct(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * double(v.size())))];
+}
+
+// Sequential write of `bytes` in 1 MiB writes, then fsync: dd conv=fsync.
+double disk_seq_mb_per_s(const std::string& dir, uint64_t bytes) {
+  std::string path = dir + "/seq.bin";
+  std::vector<char> buf(1 << 20);
+  std::mt19937 rng(3);
+  for (auto& b : buf) b = static_cast<char>(rng());
+  auto t0 = Clock::now();
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0640);
+  if (fd < 0) return 0;
+  for (uint64_t done = 0; done < bytes; done += buf.size())
+    if (::write(fd, buf.data(), buf.size()) != static_cast<ssize_t>(buf.size())) break;
+  ::fsync(fd);
+  ::close(fd);
+  double s = secs_since(t0);
+  std::filesystem::remove(path);
+  return double(bytes) / 1e6 / s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  uint64_t mb = 1024;
+  std::string dir = "/tmp/engram-bench-checkpoint";
+  double seconds = 3;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--mb" && i + 1 < argc) mb = std::stoull(argv[++i]);
+    else if (a == "--dir" && i + 1 < argc) dir = argv[++i];
+    else if (a == "--seconds" && i + 1 < argc) seconds = std::stod(argv[++i]);
+    else {
+      std::fprintf(stderr, "usage: engram_bench_checkpoint [--mb N] [--dir DIR] [--seconds S]\n");
+      return 2;
+    }
+  }
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::string socket = dir + "/engram.sock";
+  std::string toml = "socket = \"" + socket + "\"\n[checkpoint]\ndir = \"" + dir + "/ckpt\"\nkeep = 1\n" +
+                     "[arena]\nclasses = [ { block_size = \"4KiB\", count = 65536 }, { block_size = \"1032KiB\", count = " +
+                     std::to_string(mb + 8) + " } ]\n" +
+                     "[[table]]\nname = \"big\"\nmax_size = " + std::to_string(mb) +
+                     "\n[[table.column]]\nname = \"x\"\ndtype = \"float32\"\nshape = [" + std::to_string(kFloats) +
+                     "]\n[[table]]\nname = \"small\"\nmax_size = 10000\n[[table.column]]\nname = \"x\"\n"
+                     "dtype = \"float32\"\nshape = [100]\n";
+  engram_server* server = start(toml);
+  engram_client* c = connect(socket);
+  {
+    std::fprintf(stderr, "bench_checkpoint: filling %llu MiB...\n", static_cast<unsigned long long>(mb));
+    engram_table* big = nullptr;
+    if (int rc = engram_table_open(c, "big", &big)) die("open big", rc);
+    engram_column col = {"x", ENGRAM_FLOAT32, 1, {kFloats}};
+    engram_writer_options wo;
+    engram_writer_options_init(&wo);
+    wo.columns = &col;
+    wo.num_columns = 1;
+    engram_writer* w = nullptr;
+    if (int rc = engram_writer_open(c, &wo, &w)) die("writer_open", rc);
+    std::vector<float> x(kFloats);
+    std::mt19937 rng(1);
+    for (uint64_t i = 0; i < mb; ++i) {
+      for (auto& v : x) v = static_cast<float>(rng());
+      const void* d[1] = {x.data()};
+      if (int rc = engram_writer_append(w, d)) die("append", rc);
+      if (int rc = engram_writer_create_item(w, big, 1, 1.0)) die("create_item", rc);
+    }
+    if (int rc = engram_writer_flush(w, -1)) die("flush", rc);
+    engram_writer_close(w);
+    engram_table_close(big);
+  }
+  engram_table_info info;
+  engram_table_info_init(&info);
+  if (int rc = engram_table_info_get(c, "big", &info)) die("info", rc);
+  uint64_t bytes = info.bytes_raw;
+
+  std::fprintf(stderr, "bench_checkpoint: insert latency without a checkpoint (%.0f s)...\n", seconds);
+  std::vector<double> quiet, during;
+  {
+    std::atomic<bool> stop{false};
+    std::thread t(insert_loop, socket, &stop, &quiet);
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+    stop.store(true);
+    t.join();
+  }
+  std::fprintf(stderr, "bench_checkpoint: checkpoint with inserts going on...\n");
+  double ckpt_s = 0;
+  std::string path(4096, '\0');
+  {
+    std::atomic<bool> stop{false};
+    std::thread t(insert_loop, socket, &stop, &during);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    size_t before = during.size();
+    auto t0 = Clock::now();
+    if (int rc = engram_checkpoint(c, -1, path.data(), path.size())) die("checkpoint", rc);
+    ckpt_s = secs_since(t0);
+    stop.store(true);
+    t.join();
+    during.erase(during.begin(), during.begin() + static_cast<long>(before));  // only those during it
+  }
+  path.resize(std::strlen(path.c_str()));
+  uint64_t file_bytes = 0;
+  for (const auto& e : std::filesystem::directory_iterator(path)) file_bytes += e.file_size();
+  engram_disconnect(c);
+  engram_server_stop(server);
+
+  std::fprintf(stderr, "bench_checkpoint: disk baseline, restore...\n");
+  double disk = disk_seq_mb_per_s(dir, file_bytes);
+  auto t0 = Clock::now();
+  server = start(toml);  // restores the checkpoint before it returns
+  double restore_s = secs_since(t0);
+  c = connect(socket);
+  engram_table_info_init(&info);
+  if (int rc = engram_table_info_get(c, "big", &info)) die("info after restore", rc);
+  if (info.bytes_raw != bytes) {
+    std::fprintf(stderr, "bench_checkpoint: the restore brought back %llu bytes, not %llu\n",
+                 static_cast<unsigned long long>(info.bytes_raw), static_cast<unsigned long long>(bytes));
+    return 1;
+  }
+  engram_disconnect(c);
+  engram_server_stop(server);
+
+  std::string why;
+  auto probe = engram::FileWriter::open(dir + "/probe", engram::IoMode::automatic, &why);
+  const char* io = probe.ok() ? engram::io_path_name((*probe)->path()) : "unknown";
+  utsname u{};
+  ::uname(&u);
+  std::printf(
+      "{\"bench\": \"checkpoint\", \"kernel\": \"%s\", \"cores\": %u, \"bytes\": %llu, \"file_bytes\": %llu, "
+      "\"io_path\": \"%s\", \"checkpoint_s\": %.3f, \"checkpoint_mb_per_s\": %.1f, \"disk_seq_mb_per_s\": %.1f, "
+      "\"checkpoint_vs_disk\": %.3f, \"restore_s\": %.3f, \"restore_mb_per_s\": %.1f, "
+      "\"insert_p50_us\": %.1f, \"insert_p99_us\": %.1f, \"insert_max_us\": %.1f, \"inserts\": %zu, "
+      "\"insert_p50_us_during\": %.1f, \"insert_p99_us_during\": %.1f, \"insert_max_us_during\": %.1f, "
+      "\"inserts_during\": %zu, \"p99_during_vs_without\": %.3f}\n",
+      u.release, std::thread::hardware_concurrency(), static_cast<unsigned long long>(bytes),
+      static_cast<unsigned long long>(file_bytes), io, ckpt_s, double(bytes) / 1e6 / ckpt_s, disk,
+      double(bytes) / 1e6 / ckpt_s / disk, restore_s, double(bytes) / 1e6 / restore_s, pct(quiet, 0.5),
+      pct(quiet, 0.99), pct(quiet, 1.0), quiet.size(), pct(during, 0.5), pct(during, 0.99), pct(during, 1.0),
+      during.size(), pct(during, 0.99) / std::max(1e-9, pct(quiet, 0.99)));
+  std::filesystem::remove_all(dir);
+  return 0;
+}
