@@ -4,6 +4,8 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <pwd.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -434,6 +436,12 @@ struct Server::Impl {
     uint64_t seq = ++ckpt_seq;
     ckpt_done.store(false);
     ckpt_thread = std::thread([this, seq, sn = std::move(*snap)]() mutable {
+      // Traffic first: the writer takes only CPU time that owners and
+      // clients leave idle (on two cores, a compressing thread at normal
+      // priority puts inserts behind it in the run queue for milliseconds).
+      sched_param idle{};
+      if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle) != 0)
+        log_warn("checkpoint: cannot lower the writer's priority (SCHED_IDLE); traffic may wait for it");
       ckpt_result = write_snapshot(std::move(sn), seq);
       ckpt_done.store(true);
       wake();
