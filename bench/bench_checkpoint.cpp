@@ -4,7 +4,10 @@
 // checkpoint being written. Prints one JSON object (bench/checkpoint.sh
 // stores it in bench/results/checkpoint.json).
 //
-//   engram_bench_checkpoint --mb N --dir DIR [--seconds S]
+//   engram_bench_checkpoint --mb N --dir DIR [--seconds S] [--buffered]
+//
+// --buffered writes the chunk file through the page cache instead of with
+// O_DIRECT ([checkpoint] direct = false), to compare the two.
 //
 // The chunk data is random float32, which zstd cannot shrink: the MB/s are
 // those of bytes that really reach the disk.
@@ -114,20 +117,23 @@ int main(int argc, char** argv) {
   uint64_t mb = 1024;
   std::string dir = "/tmp/engram-bench-checkpoint";
   double seconds = 3;
+  bool direct = true;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--mb" && i + 1 < argc) mb = std::stoull(argv[++i]);
     else if (a == "--dir" && i + 1 < argc) dir = argv[++i];
     else if (a == "--seconds" && i + 1 < argc) seconds = std::stod(argv[++i]);
+    else if (a == "--buffered") direct = false;
     else {
-      std::fprintf(stderr, "usage: engram_bench_checkpoint [--mb N] [--dir DIR] [--seconds S]\n");
+      std::fprintf(stderr, "usage: engram_bench_checkpoint [--mb N] [--dir DIR] [--seconds S] [--buffered]\n");
       return 2;
     }
   }
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   std::string socket = dir + "/engram.sock";
-  std::string toml = "socket = \"" + socket + "\"\n[checkpoint]\ndir = \"" + dir + "/ckpt\"\nkeep = 1\n" +
+  std::string toml = "socket = \"" + socket + "\"\n[checkpoint]\ndir = \"" + dir + "/ckpt\"\nkeep = 1\ndirect = " +
+                     (direct ? "true" : "false") + "\n" +
                      "[arena]\nclasses = [ { block_size = \"4KiB\", count = 65536 }, { block_size = \"1032KiB\", count = " +
                      std::to_string(mb + 8) + " } ]\n" +
                      "[[table]]\nname = \"big\"\nmax_size = " + std::to_string(mb) +
@@ -211,19 +217,19 @@ int main(int argc, char** argv) {
   engram_server_stop(server);
 
   std::string why;
-  auto probe = engram::FileWriter::open(dir + "/probe", engram::IoMode::automatic, &why);
+  auto probe = engram::FileWriter::open(dir + "/probe", engram::IoMode::automatic, direct, &why);
   const char* io = probe.ok() ? engram::io_path_name((*probe)->path()) : "unknown";
   utsname u{};
   ::uname(&u);
   std::printf(
       "{\"bench\": \"checkpoint\", \"kernel\": \"%s\", \"cores\": %u, \"bytes\": %llu, \"file_bytes\": %llu, "
-      "\"io_path\": \"%s\", \"checkpoint_s\": %.3f, \"checkpoint_mb_per_s\": %.1f, \"disk_seq_mb_per_s\": %.1f, "
+      "\"io_path\": \"%s\", \"direct\": %s, \"checkpoint_s\": %.3f, \"checkpoint_mb_per_s\": %.1f, \"disk_seq_mb_per_s\": %.1f, "
       "\"checkpoint_vs_disk\": %.3f, \"restore_s\": %.3f, \"restore_mb_per_s\": %.1f, "
       "\"insert_p50_us\": %.1f, \"insert_p99_us\": %.1f, \"insert_max_us\": %.1f, \"inserts\": %zu, "
       "\"insert_p50_us_during\": %.1f, \"insert_p99_us_during\": %.1f, \"insert_max_us_during\": %.1f, "
       "\"inserts_during\": %zu, \"p99_during_vs_without\": %.3f}\n",
       u.release, std::thread::hardware_concurrency(), static_cast<unsigned long long>(bytes),
-      static_cast<unsigned long long>(file_bytes), io, ckpt_s, double(bytes) / 1e6 / ckpt_s, disk,
+      static_cast<unsigned long long>(file_bytes), io, probe.ok() && (*probe)->direct() ? "true" : "false", ckpt_s, double(bytes) / 1e6 / ckpt_s, disk,
       double(bytes) / 1e6 / ckpt_s / disk, restore_s, double(bytes) / 1e6 / restore_s, pct(quiet, 0.5),
       pct(quiet, 0.99), pct(quiet, 1.0), quiet.size(), pct(during, 0.5), pct(during, 0.99), pct(during, 1.0),
       during.size(), pct(during, 0.99) / std::max(1e-9, pct(quiet, 0.99)));

@@ -43,7 +43,7 @@ Status fsync_dir(const std::string& dir) {
 }
 
 Status write_file(const std::string& path, IoMode mode, const std::string& bytes) {
-  auto w = FileWriter::open(path, mode, nullptr);
+  auto w = FileWriter::open(path, mode, false, nullptr);
   if (!w.ok()) return w.status();
   if (Status s = (*w)->write(0, bytes); !s.ok()) return s;
   return (*w)->finish();
@@ -127,7 +127,7 @@ Result<CheckpointResult> write_checkpoint(Snapshot s, ChunkArena& arena, uint32_
   m.tables = std::move(s.tables);
 
   std::string why;
-  auto w = FileWriter::open(tmp + "/" + kChunksFile, c.io, &why);
+  auto w = FileWriter::open(tmp + "/" + kChunksFile, c.io, c.direct, &why);
   if (!w.ok()) return w.status();
   if (!why.empty() && log_fallback) log_fallback(why);
   CheckpointResult res;
@@ -136,12 +136,13 @@ Result<CheckpointResult> write_checkpoint(Snapshot s, ChunkArena& arena, uint32_
   std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t*)> hash_owner(hash, XXH3_freeState);
   XXH3_64bits_reset(hash);
   Encoder enc;
+  std::string out;  // one chunk as stored; reused
   uint64_t offset = 0;
   m.chunks.reserve(s.chunks.size());
   for (size_t i = 0; i < s.chunks.size(); ++i) {
     const char* src = static_cast<const char*>(arena.data(s.chunks[i]));
     uint64_t n = s.chunk_bytes[i];
-    std::string out(n, '\0');
+    out.resize(n);
     // Chunks of random floats (or already compressed columns) do not
     // shrink: a 64 KiB probe decides, so that they cost a copy, not a
     // failed compression of every byte.
@@ -167,7 +168,7 @@ Result<CheckpointResult> write_checkpoint(Snapshot s, ChunkArena& arena, uint32_
     offset += out.size();
     res.chunk_bytes += n;
     m.chunks.push_back(sc);
-    if (Status st = (*w)->write(sc.offset, std::move(out)); !st.ok()) return st;
+    if (Status st = (*w)->append(out.data(), out.size()); !st.ok()) return st;
   }
   if (Status st = (*w)->finish(); !st.ok()) return st;
   m.files.push_back({kChunksFile, offset, XXH3_64bits_digest(hash)});

@@ -31,6 +31,7 @@ struct CheckpointConfig {
   bool on_shutdown = false;  // on SIGTERM / stop
   uint32_t keep = 3;         // newest complete checkpoints kept
   IoMode io = IoMode::automatic;
+  bool direct = true;        // chunk file with O_DIRECT (falls back where refused)
   int32_t level = 1;         // zstd level of chunk data
   bool restore = true;       // restore the newest at start-up
   std::string restore_path;  // a named checkpoint to restore instead (engramd --restore)

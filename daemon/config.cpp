@@ -257,7 +257,7 @@ Result<uint64_t> parse_size(std::string_view s) {
 
 static Result<CheckpointConfig> parse_checkpoint(const toml::table& t) {
   const std::string p = "checkpoint";
-  if (Status s = only_keys(t, p, {"dir", "interval_s", "on_shutdown", "keep", "io", "level", "restore"}); !s.ok())
+  if (Status s = only_keys(t, p, {"dir", "interval_s", "on_shutdown", "keep", "io", "level", "restore", "direct"}); !s.ok())
     return s;
   CheckpointConfig c;
   auto dir = get_string(t, p, "dir", "");
@@ -270,7 +270,7 @@ static Result<CheckpointConfig> parse_checkpoint(const toml::table& t) {
   if (!keep.ok()) return keep.status();
   if (!io.ok()) return io.status();
   if (!level.ok()) return level.status();
-  for (const char* key : {"on_shutdown", "restore"})
+  for (const char* key : {"on_shutdown", "restore", "direct"})
     if (const toml::node* n = t.get(key); n && !n->is_boolean()) return bad(at(p, key), "must be true or false");
   c.dir = *dir;
   c.interval_s = static_cast<uint32_t>(*interval);
@@ -278,6 +278,7 @@ static Result<CheckpointConfig> parse_checkpoint(const toml::table& t) {
   c.level = static_cast<int32_t>(*level);
   c.on_shutdown = t["on_shutdown"].value_or(false);
   c.restore = t["restore"].value_or(true);
+  c.direct = t["direct"].value_or(true);
   if (*io == "auto") c.io = IoMode::automatic;
   else if (*io == "pwrite") c.io = IoMode::pwrite;
   else return bad(at(p, "io"), "\"" + *io + "\" is not an I/O path; allowed: auto (io_uring, else pwrite), pwrite");

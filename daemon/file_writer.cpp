@@ -4,9 +4,14 @@
 #include <liburing.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <vector>
+
+#include "core/segment_header.hpp"
 
 namespace engram {
 
@@ -14,9 +19,10 @@ const char* io_path_name(IoPath p) noexcept { return p == IoPath::io_uring ? "io
 
 namespace {
 
-// Bounds memory held by writes in flight: 16 writes of chunk size (a few
-// MiB at most each) keep the device busy without buffering the checkpoint.
+// Bounds memory held by writes in flight: 16 buffers of 1 MiB keep a disk
+// busy without buffering the checkpoint.
 constexpr unsigned kQueueDepth = 16;
+constexpr size_t kBufferBytes = size_t{1} << 20;
 
 Status io_error(const std::string& path, const char* what, int err) {
   return {Errc::system, std::string(what) + " " + path + ": " + std::strerror(err)};
@@ -24,112 +30,87 @@ Status io_error(const std::string& path, const char* what, int err) {
 
 class PwriteWriter final : public FileWriter {
  public:
-  PwriteWriter(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  PwriteWriter(int fd, std::string path, bool direct) : FileWriter(fd, std::move(path), direct) {}
   ~PwriteWriter() override {
     if (fd_ >= 0) ::close(fd_);
   }
   IoPath path() const noexcept override { return IoPath::pwrite; }
-  Status write(uint64_t offset, std::string data) override {
+
+ protected:
+  Status submit(uint64_t offset, IoBuffer b) override {
     size_t done = 0;
-    while (done < data.size()) {
-      ssize_t n = ::pwrite(fd_, data.data() + done, data.size() - done, static_cast<off_t>(offset + done));
+    while (done < b.size()) {
+      ssize_t n = ::pwrite(fd_, b.data() + done, b.size() - done, static_cast<off_t>(offset + done));
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) return io_error(path_, "writing", n < 0 ? errno : EIO);
       done += static_cast<size_t>(n);
     }
     return Status::Ok();
   }
-  Status finish() override {
-    int fd = fd_;
-    fd_ = -1;
-    if (::fsync(fd) != 0) {
-      int e = errno;
-      ::close(fd);
-      return io_error(path_, "fsync of", e);
-    }
-    if (::close(fd) != 0) return io_error(path_, "closing", errno);
-    return Status::Ok();
-  }
-
- private:
-  int fd_;
-  std::string path_;
+  Status drain() override { return Status::Ok(); }
+  Status sync() override { return ::fsync(fd_) == 0 ? Status::Ok() : io_error(path_, "fsync of", errno); }
 };
 
 class UringWriter final : public FileWriter {
  public:
-  UringWriter(int fd, std::string path, io_uring ring) : fd_(fd), path_(std::move(path)), ring_(ring) {
-    slots_.resize(kQueueDepth);
-  }
+  UringWriter(int fd, std::string path, bool direct, io_uring ring)
+      : FileWriter(fd, std::move(path), direct), ring_(ring), slots_(kQueueDepth) {}
   ~UringWriter() override {
-    if (in_flight_ > 0) (void)drain(0);
+    (void)reap(0);
     io_uring_queue_exit(&ring_);
     if (fd_ >= 0) ::close(fd_);
   }
   IoPath path() const noexcept override { return IoPath::io_uring; }
 
-  Status write(uint64_t offset, std::string data) override {
+ protected:
+  Status submit(uint64_t offset, IoBuffer b) override {
     if (!error_.ok()) return error_;
-    if (data.empty()) return Status::Ok();
+    if (b.size() == 0) return Status::Ok();
     if (in_flight_ == kQueueDepth)
-      if (Status s = drain(kQueueDepth - 1); !s.ok()) return s;
-    size_t i = free_slot();
-    slots_[i] = {std::move(data), offset, 0, true};
-    submit(i);
-    // Batched submission: the kernel sees several writes per enter, except
-    // when the queue runs dry anyway.
+      if (Status s = reap(kQueueDepth - 1); !s.ok()) return s;
+    size_t i = 0;
+    while (slots_[i].used) ++i;  // one is free: in_flight_ < kQueueDepth
+    slots_[i] = {std::move(b), offset, 0, true};
+    queue(i);
+    // Batched submission: the kernel sees several writes per enter.
     if (++unsubmitted_ >= 4) flush_submissions();
     return error_;
   }
-
-  Status finish() override {
-    flush_submissions();
-    Status s = drain(0);
-    if (s.ok()) {
-      io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
-      io_uring_prep_fsync(sqe, fd_, 0);
-      io_uring_submit(&ring_);
-      io_uring_cqe* cqe = nullptr;
-      int r = wait_cqe(&cqe);
-      if (r < 0) s = io_error(path_, "waiting for fsync of", -r);
-      else {
-        if (cqe->res < 0) s = io_error(path_, "fsync of", -cqe->res);
-        io_uring_cqe_seen(&ring_, cqe);
-      }
-    }
-    int fd = fd_;
-    fd_ = -1;
-    if (::close(fd) != 0 && s.ok()) s = io_error(path_, "closing", errno);
-    return s;
+  Status drain() override { return reap(0); }
+  Status sync() override {
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    io_uring_prep_fsync(sqe, fd_, 0);
+    io_uring_submit(&ring_);
+    io_uring_cqe* cqe = nullptr;
+    int r = wait_cqe(&cqe);
+    if (r < 0) return io_error(path_, "waiting for fsync of", -r);
+    int res = cqe->res;
+    io_uring_cqe_seen(&ring_, cqe);
+    return res < 0 ? io_error(path_, "fsync of", -res) : Status::Ok();
   }
 
  private:
   struct Slot {
-    std::string data;
-    uint64_t offset;
-    size_t done;  // bytes written so far (short writes resubmit the rest)
-    bool used;
+    IoBuffer buf;
+    uint64_t offset = 0;
+    size_t done = 0;  // bytes written so far (short writes resubmit the rest)
+    bool used = false;
   };
 
-  size_t free_slot() const {
-    for (size_t i = 0; i < slots_.size(); ++i)
-      if (!slots_[i].used) return i;
-    return 0;  // unreachable: in_flight_ < kQueueDepth
-  }
-  void submit(size_t i) {
+  void queue(size_t i) {
     Slot& s = slots_[i];
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
     if (!sqe) {  // full submission queue: hand it to the kernel first
       flush_submissions();
       sqe = io_uring_get_sqe(&ring_);
     }
-    io_uring_prep_write(sqe, fd_, s.data.data() + s.done, static_cast<unsigned>(s.data.size() - s.done),
+    io_uring_prep_write(sqe, fd_, s.buf.data() + s.done, static_cast<unsigned>(s.buf.size() - s.done),
                         s.offset + s.done);
     io_uring_sqe_set_data64(sqe, i);
     ++in_flight_;
   }
   void flush_submissions() {
-    if (unsubmitted_ == 0 && io_uring_sq_ready(&ring_) == 0) return;
+    if (io_uring_sq_ready(&ring_) == 0) return;
     int r = io_uring_submit(&ring_);
     if (r < 0 && error_.ok()) error_ = io_error(path_, "submitting writes to", -r);
     unsubmitted_ = 0;
@@ -141,7 +122,7 @@ class UringWriter final : public FileWriter {
     return r;
   }
   // Reaps completions until at most `target` writes are in flight.
-  Status drain(unsigned target) {
+  Status reap(unsigned target) {
     flush_submissions();
     while (in_flight_ > target) {
       io_uring_cqe* cqe = nullptr;
@@ -156,14 +137,14 @@ class UringWriter final : public FileWriter {
       io_uring_cqe_seen(&ring_, cqe);
       --in_flight_;
       Slot& s = slots_[i];
-      if (res < 0 || (res == 0 && s.done < s.data.size())) {
+      if (res < 0 || (res == 0 && s.done < s.buf.size())) {
         if (error_.ok()) error_ = io_error(path_, "writing", res < 0 ? -res : EIO);
         s = {};
         continue;
       }
       s.done += static_cast<size_t>(res);
-      if (s.done < s.data.size()) {
-        submit(i);  // short write: the rest
+      if (s.done < s.buf.size()) {
+        queue(i);  // short write: the rest
         flush_submissions();
       } else {
         s = {};
@@ -172,8 +153,6 @@ class UringWriter final : public FileWriter {
     return error_;
   }
 
-  int fd_;
-  std::string path_;
   io_uring ring_;
   std::vector<Slot> slots_;
   unsigned in_flight_ = 0;
@@ -183,13 +162,88 @@ class UringWriter final : public FileWriter {
 
 }  // namespace
 
-Result<std::unique_ptr<FileWriter>> FileWriter::open(const std::string& path, IoMode mode, std::string* fallback_reason) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+IoBuffer::IoBuffer(size_t cap) : cap_(align_up(std::max<size_t>(cap, 1), kAlign)) {
+  p_ = static_cast<char*>(std::aligned_alloc(kAlign, cap_));
+  if (!p_) throw std::bad_alloc();
+}
+IoBuffer::IoBuffer(IoBuffer&& o) noexcept : p_(o.p_), n_(o.n_), cap_(o.cap_) { o.p_ = nullptr; o.n_ = o.cap_ = 0; }
+IoBuffer& IoBuffer::operator=(IoBuffer&& o) noexcept {
+  if (this != &o) {
+    std::free(p_);
+    p_ = o.p_;
+    n_ = o.n_;
+    cap_ = o.cap_;
+    o.p_ = nullptr;
+    o.n_ = o.cap_ = 0;
+  }
+  return *this;
+}
+IoBuffer::~IoBuffer() { std::free(p_); }
+
+Status FileWriter::append(const void* data, size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    if (cur_.capacity() == 0) {
+      cur_ = IoBuffer(kBufferBytes);
+      cur_offset_ = end_;
+    }
+    size_t k = std::min(n, cur_.capacity() - cur_.size());
+    std::memcpy(cur_.data() + cur_.size(), p, k);
+    cur_.resize(cur_.size() + k);
+    p += k;
+    n -= k;
+    end_ += k;
+    if (cur_.size() == cur_.capacity())
+      if (Status s = submit(cur_offset_, std::move(cur_)); !s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+Status FileWriter::write(uint64_t offset, const std::string& data) {
+  IoBuffer b(data.size());
+  std::memcpy(b.data(), data.data(), data.size());
+  b.resize(data.size());
+  return submit(offset, std::move(b));
+}
+
+Status FileWriter::finish() {
+  Status s;
+  uint64_t exact = end_;
+  if (cur_.size() > 0) {
+    // O_DIRECT writes whole blocks: pad, and cut the file back below.
+    size_t n = cur_.size();
+    if (direct_) {
+      size_t padded = align_up(n, IoBuffer::kAlign);
+      std::memset(cur_.data() + n, 0, padded - n);
+      cur_.resize(padded);
+    }
+    s = submit(cur_offset_, std::move(cur_));
+  }
+  if (Status d = drain(); s.ok()) s = d;
+  if (s.ok() && direct_ && exact > 0 && ::ftruncate(fd_, static_cast<off_t>(exact)) != 0)
+    s = io_error(path_, "trimming", errno);
+  if (s.ok()) s = sync();
+  int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0 && s.ok()) s = io_error(path_, "closing", errno);
+  return s;
+}
+
+Result<std::unique_ptr<FileWriter>> FileWriter::open(const std::string& path, IoMode mode, bool direct,
+                                                     std::string* fallback_reason) {
+  int flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC;
+  int fd = direct ? ::open(path.c_str(), flags | O_DIRECT, 0640) : -1;
+  if (direct && fd < 0) {
+    if (errno != EINVAL) return io_error(path, "cannot create", errno);
+    if (fallback_reason) *fallback_reason = "the file system of " + path + " refuses O_DIRECT; writing through the page cache";
+    direct = false;
+  }
+  if (!direct) fd = ::open(path.c_str(), flags, 0640);
   if (fd < 0) return io_error(path, "cannot create", errno);
   if (mode == IoMode::automatic) {
     io_uring ring;
     int r = io_uring_queue_init(kQueueDepth * 2, &ring, 0);
-    if (r == 0) return std::unique_ptr<FileWriter>(new UringWriter(fd, path, ring));
+    if (r == 0) return std::unique_ptr<FileWriter>(new UringWriter(fd, path, direct, ring));
     if (fallback_reason)
       *fallback_reason = std::string("io_uring is unavailable (") + std::strerror(-r) +
                          (r == -ENOSYS   ? ": the kernel has no io_uring"
@@ -198,7 +252,7 @@ Result<std::unique_ptr<FileWriter>> FileWriter::open(const std::string& path, Io
                                          : "") +
                          "); writing checkpoints with pwrite";
   }
-  return std::unique_ptr<FileWriter>(new PwriteWriter(fd, path));
+  return std::unique_ptr<FileWriter>(new PwriteWriter(fd, path, direct));
 }
 
 }  // namespace engram

@@ -25,6 +25,7 @@ cmake --build --preset fuzz
 for target in ring_record config manifest; do
   corpus=build/fuzz/corpus/$target
   mkdir -p "$corpus"
+  [ -x "build/fuzz/tests/fuzz/fuzz_$target" ] || { echo "fuzz_$target was not built (see the fuzz preset's targets)"; exit 1; }
   seeds=()
   [ -d "tests/fuzz/corpus/$target" ] && seeds=("tests/fuzz/corpus/$target")
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

@@ -4,7 +4,9 @@
 //
 // The harness rewrites the trailing checksum before parsing (when there is
 // room for one): otherwise nearly every mutation would stop at the checksum
-// and the parser behind it would go unexplored.
+// and the parser behind it would go unexplored. The seed
+// (corpus/manifest/two-tables) is a valid manifest of a FIFO and a max-heap
+// table with compressed columns.
 #include <cstdint>
 #include <cstring>
 #include <vector>
