@@ -4,7 +4,13 @@
 // checkpoint being written. Prints one JSON object (bench/checkpoint.sh
 // stores it in bench/results/checkpoint.json).
 //
-//   engram_bench_checkpoint --mb N --dir DIR [--seconds S] [--buffered]
+//   engram_bench_checkpoint --mb N --dir DIR [--seconds S] [--reps R] [--buffered] [--max-mb-per-s N]
+//
+// --max-mb-per-s sets [checkpoint] max_mb_per_s (default 512, the server's;
+// 0 = unpaced).
+//
+// Each of R repetitions (default 3) times a checkpoint, then the disk
+// baseline; the JSON has their medians, and the insert latencies of all.
 //
 // --buffered writes the chunk file through the page cache instead of with
 // O_DIRECT ([checkpoint] direct = false), to compare the two.
@@ -60,8 +66,13 @@ engram_client* connect(const std::string& socket) {
   return c;
 }
 
-// Small inserts (each flushed: one round trip) until stop; latencies in µs.
-void insert_loop(const std::string& socket, std::atomic<bool>* stop, std::vector<double>* lat) {
+struct Insert {
+  Clock::time_point start;
+  double us;
+};
+
+// Small inserts (each flushed: one round trip) until stop.
+void insert_loop(const std::string& socket, std::atomic<bool>* stop, std::vector<Insert>* out) {
   engram_client* c = connect(socket);
   engram_table* t = nullptr;
   if (int rc = engram_table_open(c, "small", &t)) die("open small", rc);
@@ -79,12 +90,17 @@ void insert_loop(const std::string& socket, std::atomic<bool>* stop, std::vector
     if (int rc = engram_writer_append(w, d)) die("append", rc);
     if (int rc = engram_writer_create_item(w, t, 1, 1.0)) die("create_item", rc);
     if (int rc = engram_writer_flush(w, -1)) die("flush", rc);
-    lat->push_back(secs_since(t0) * 1e6);
+    out->push_back({t0, secs_since(t0) * 1e6});
     std::this_thread::sleep_for(std::chrono::microseconds(200));  // an actor's pace, not a flood
   }
   engram_writer_close(w);
   engram_table_close(t);
   engram_disconnect(c);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
 }
 
 double pct(std::vector<double> v, double p) {
@@ -118,14 +134,18 @@ int main(int argc, char** argv) {
   std::string dir = "/tmp/engram-bench-checkpoint";
   double seconds = 3;
   bool direct = true;
+  int reps = 3;
+  long max_mb_per_s = 512;  // the server's default
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--mb" && i + 1 < argc) mb = std::stoull(argv[++i]);
     else if (a == "--dir" && i + 1 < argc) dir = argv[++i];
     else if (a == "--seconds" && i + 1 < argc) seconds = std::stod(argv[++i]);
     else if (a == "--buffered") direct = false;
+    else if (a == "--reps" && i + 1 < argc) reps = std::max(1, std::stoi(argv[++i]));
+    else if (a == "--max-mb-per-s" && i + 1 < argc) max_mb_per_s = std::stol(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: engram_bench_checkpoint [--mb N] [--dir DIR] [--seconds S] [--buffered]\n");
+      std::fprintf(stderr, "usage: engram_bench_checkpoint [--mb N] [--dir DIR] [--seconds S] [--reps R] [--buffered] [--max-mb-per-s N]\n");
       return 2;
     }
   }
@@ -133,7 +153,7 @@ int main(int argc, char** argv) {
   std::filesystem::create_directories(dir);
   std::string socket = dir + "/engram.sock";
   std::string toml = "socket = \"" + socket + "\"\n[checkpoint]\ndir = \"" + dir + "/ckpt\"\nkeep = 1\ndirect = " +
-                     (direct ? "true" : "false") + "\n" +
+                     (direct ? "true" : "false") + "\nmax_mb_per_s = " + std::to_string(max_mb_per_s) + "\n" +
                      "[arena]\nclasses = [ { block_size = \"4KiB\", count = 65536 }, { block_size = \"1032KiB\", count = " +
                      std::to_string(mb + 8) + " } ]\n" +
                      "[[table]]\nname = \"big\"\nmax_size = " + std::to_string(mb) +
@@ -173,35 +193,44 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "bench_checkpoint: insert latency without a checkpoint (%.0f s)...\n", seconds);
   std::vector<double> quiet, during;
   {
+    std::vector<Insert> all;
     std::atomic<bool> stop{false};
-    std::thread t(insert_loop, socket, &stop, &quiet);
+    std::thread t(insert_loop, socket, &stop, &all);
     std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
     stop.store(true);
     t.join();
+    for (const Insert& i : all) quiet.push_back(i.us);
   }
-  std::fprintf(stderr, "bench_checkpoint: checkpoint with inserts going on...\n");
-  double ckpt_s = 0;
-  std::string path(4096, '\0');
-  {
+  // Checkpoints and the disk baseline alternate, so that drift in the
+  // disk's speed touches both alike; medians of the repetitions.
+  std::vector<double> ckpt_runs, disk_runs;
+  std::string path;
+  uint64_t file_bytes = 0;
+  for (int r = 0; r < reps; ++r) {
+    std::fprintf(stderr, "bench_checkpoint: checkpoint %d of %d with inserts going on, then the disk...\n", r + 1, reps);
+    std::vector<Insert> all;
     std::atomic<bool> stop{false};
-    std::thread t(insert_loop, socket, &stop, &during);
+    std::thread t(insert_loop, socket, &stop, &all);
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    size_t before = during.size();
+    path.assign(4096, '\0');
     auto t0 = Clock::now();
     if (int rc = engram_checkpoint(c, -1, path.data(), path.size())) die("checkpoint", rc);
-    ckpt_s = secs_since(t0);
+    auto t1 = Clock::now();
     stop.store(true);
     t.join();
-    during.erase(during.begin(), during.begin() + static_cast<long>(before));  // only those during it
+    ckpt_runs.push_back(std::chrono::duration<double>(t1 - t0).count());
+    for (const Insert& i : all)
+      if (i.start >= t0 && i.start <= t1) during.push_back(i.us);
+    path.resize(std::strlen(path.c_str()));
+    file_bytes = 0;
+    for (const auto& e : std::filesystem::directory_iterator(path)) file_bytes += e.file_size();
+    disk_runs.push_back(disk_seq_mb_per_s(dir, file_bytes));
   }
-  path.resize(std::strlen(path.c_str()));
-  uint64_t file_bytes = 0;
-  for (const auto& e : std::filesystem::directory_iterator(path)) file_bytes += e.file_size();
+  double ckpt_s = median(ckpt_runs), disk = median(disk_runs);
   engram_disconnect(c);
   engram_server_stop(server);
 
-  std::fprintf(stderr, "bench_checkpoint: disk baseline, restore...\n");
-  double disk = disk_seq_mb_per_s(dir, file_bytes);
+  std::fprintf(stderr, "bench_checkpoint: restore...\n");
   auto t0 = Clock::now();
   server = start(toml);  // restores the checkpoint before it returns
   double restore_s = secs_since(t0);
@@ -223,16 +252,16 @@ int main(int argc, char** argv) {
   ::uname(&u);
   std::printf(
       "{\"bench\": \"checkpoint\", \"kernel\": \"%s\", \"cores\": %u, \"bytes\": %llu, \"file_bytes\": %llu, "
-      "\"io_path\": \"%s\", \"direct\": %s, \"checkpoint_s\": %.3f, \"checkpoint_mb_per_s\": %.1f, \"disk_seq_mb_per_s\": %.1f, "
+      "\"io_path\": \"%s\", \"direct\": %s, \"max_mb_per_s\": %ld, \"checkpoint_s\": %.3f, \"checkpoint_mb_per_s\": %.1f, \"disk_seq_mb_per_s\": %.1f, "
       "\"checkpoint_vs_disk\": %.3f, \"restore_s\": %.3f, \"restore_mb_per_s\": %.1f, "
       "\"insert_p50_us\": %.1f, \"insert_p99_us\": %.1f, \"insert_max_us\": %.1f, \"inserts\": %zu, "
       "\"insert_p50_us_during\": %.1f, \"insert_p99_us_during\": %.1f, \"insert_max_us_during\": %.1f, "
-      "\"inserts_during\": %zu, \"p99_during_vs_without\": %.3f}\n",
+      "\"inserts_during\": %zu, \"p99_during_vs_without\": %.3f, \"repetitions\": %d}\n",
       u.release, std::thread::hardware_concurrency(), static_cast<unsigned long long>(bytes),
-      static_cast<unsigned long long>(file_bytes), io, probe.ok() && (*probe)->direct() ? "true" : "false", ckpt_s, double(bytes) / 1e6 / ckpt_s, disk,
+      static_cast<unsigned long long>(file_bytes), io, probe.ok() && (*probe)->direct() ? "true" : "false", max_mb_per_s, ckpt_s, double(bytes) / 1e6 / ckpt_s, disk,
       double(bytes) / 1e6 / ckpt_s / disk, restore_s, double(bytes) / 1e6 / restore_s, pct(quiet, 0.5),
       pct(quiet, 0.99), pct(quiet, 1.0), quiet.size(), pct(during, 0.5), pct(during, 0.99), pct(during, 1.0),
-      during.size(), pct(during, 0.99) / std::max(1e-9, pct(quiet, 0.99)));
+      during.size(), pct(during, 0.99) / std::max(1e-9, pct(quiet, 0.99)), reps);
   std::filesystem::remove_all(dir);
   return 0;
 }

@@ -130,6 +130,7 @@ Result<CheckpointResult> write_checkpoint(Snapshot s, ChunkArena& arena, uint32_
   auto w = FileWriter::open(tmp + "/" + kChunksFile, c.io, c.direct, &why);
   if (!w.ok()) return w.status();
   if (!why.empty() && log_fallback) log_fallback(why);
+  (*w)->set_max_rate(uint64_t{c.max_mb_per_s} * 1000 * 1000);
   CheckpointResult res;
   res.io = (*w)->path();
   XXH3_state_t* hash = XXH3_createState();
@@ -143,11 +144,12 @@ Result<CheckpointResult> write_checkpoint(Snapshot s, ChunkArena& arena, uint32_
     const char* src = static_cast<const char*>(arena.data(s.chunks[i]));
     uint64_t n = s.chunk_bytes[i];
     out.resize(n);
-    // Chunks of random floats (or already compressed columns) do not
-    // shrink: a 64 KiB probe decides, so that they cost a copy, not a
-    // failed compression of every byte.
+    // Chunks of random floats (or already compressed columns) barely
+    // shrink, and compressing them costs more time than writing the few
+    // bytes saved: a 64 KiB probe must come down to 3/4 for the chunk to be
+    // compressed.
     size_t probe = std::min<uint64_t>(n, kProbeBytes);
-    bool worth = probe < n ? enc.compress(c.level, src, probe, out.data(), probe * 9 / 10) > 0 : true;
+    bool worth = probe < n ? enc.compress(c.level, src, probe, out.data(), probe * 3 / 4) > 0 : true;
     size_t z = worth ? enc.compress(c.level, src, n, out.data(), n > 0 ? n - 1 : 0) : 0;
     SavedChunk sc;
     sc.offset = offset;

@@ -32,6 +32,7 @@ struct CheckpointConfig {
   uint32_t keep = 3;         // newest complete checkpoints kept
   IoMode io = IoMode::automatic;
   bool direct = true;        // chunk file with O_DIRECT (falls back where refused)
+  uint32_t max_mb_per_s = 512;  // pace of the chunk file; 0 = unlimited
   int32_t level = 1;         // zstd level of chunk data
   bool restore = true;       // restore the newest at start-up
   std::string restore_path;  // a named checkpoint to restore instead (engramd --restore)

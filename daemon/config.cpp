@@ -257,7 +257,8 @@ Result<uint64_t> parse_size(std::string_view s) {
 
 static Result<CheckpointConfig> parse_checkpoint(const toml::table& t) {
   const std::string p = "checkpoint";
-  if (Status s = only_keys(t, p, {"dir", "interval_s", "on_shutdown", "keep", "io", "level", "restore", "direct"}); !s.ok())
+  if (Status s = only_keys(t, p, {"dir", "interval_s", "on_shutdown", "keep", "io", "level", "restore", "direct",
+                                  "max_mb_per_s"}); !s.ok())
     return s;
   CheckpointConfig c;
   auto dir = get_string(t, p, "dir", "");
@@ -265,6 +266,8 @@ static Result<CheckpointConfig> parse_checkpoint(const toml::table& t) {
   auto keep = get_int(t, p, "keep", 3, 1, 1000);
   auto io = get_string(t, p, "io", "auto");
   auto level = get_int(t, p, "level", 1, -7, 22);
+  auto rate = get_int(t, p, "max_mb_per_s", 512, 0, 1 << 20);
+  if (!rate.ok()) return rate.status();
   if (!dir.ok()) return dir.status();
   if (!interval.ok()) return interval.status();
   if (!keep.ok()) return keep.status();
@@ -279,6 +282,7 @@ static Result<CheckpointConfig> parse_checkpoint(const toml::table& t) {
   c.on_shutdown = t["on_shutdown"].value_or(false);
   c.restore = t["restore"].value_or(true);
   c.direct = t["direct"].value_or(true);
+  c.max_mb_per_s = static_cast<uint32_t>(*rate);
   if (*io == "auto") c.io = IoMode::automatic;
   else if (*io == "pwrite") c.io = IoMode::pwrite;
   else return bad(at(p, "io"), "\"" + *io + "\" is not an I/O path; allowed: auto (io_uring, else pwrite), pwrite");

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <thread>
 #include <vector>
 
 #include "core/segment_header.hpp"
@@ -193,10 +194,25 @@ Status FileWriter::append(const void* data, size_t n) {
     p += k;
     n -= k;
     end_ += k;
-    if (cur_.size() == cur_.capacity())
+    if (cur_.size() == cur_.capacity()) {
       if (Status s = submit(cur_offset_, std::move(cur_)); !s.ok()) return s;
+      pace();
+    }
   }
   return Status::Ok();
+}
+
+void FileWriter::set_max_rate(uint64_t bytes_per_s) noexcept {
+  max_rate_ = bytes_per_s;
+  paced_from_ = std::chrono::steady_clock::now();
+  paced_bytes_ = end_;
+}
+
+void FileWriter::pace() {
+  if (max_rate_ == 0) return;
+  auto due = paced_from_ + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                               std::chrono::duration<double>(double(end_ - paced_bytes_) / double(max_rate_)));
+  std::this_thread::sleep_until(due);
 }
 
 Status FileWriter::write(uint64_t offset, const std::string& data) {

@@ -15,6 +15,7 @@
 // log it once; IoMode::pwrite forces the fallback, so both paths are tested.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -57,6 +58,10 @@ class FileWriter {
   bool direct() const noexcept { return direct_; }
   // Appends n bytes (copied) at the end of what was appended so far.
   Status append(const void* data, size_t n);
+  // Appends no faster than bytes_per_s from now on (0: as fast as the
+  // device takes them). On a small machine a writer at full speed takes
+  // CPU (and, in a VM, host time) that the traffic needs.
+  void set_max_rate(uint64_t bytes_per_s) noexcept;
   // Writes `data` at `offset` (not with O_DIRECT; not mixed with append()).
   Status write(uint64_t offset, const std::string& data);
   // Waits for every write, trims the padding, fsyncs and closes the file.
@@ -76,9 +81,14 @@ class FileWriter {
   bool direct_;
 
  private:
+  void pace();
+
   IoBuffer cur_;
   uint64_t cur_offset_ = 0;  // file offset of cur_
   uint64_t end_ = 0;         // bytes appended
+  uint64_t max_rate_ = 0;    // bytes per second; 0 = unlimited
+  std::chrono::steady_clock::time_point paced_from_;
+  uint64_t paced_bytes_ = 0;
 };
 
 }  // namespace engram
