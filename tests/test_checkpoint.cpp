@@ -519,6 +519,22 @@ TEST_F(ServerCheckpoint, WithNoGoodCheckpointTheServerStartsEmptyNotHalfLoaded) 
   EXPECT_EQ(engram_table_info_get(c_, "fifo", &i), ENGRAM_E_NOT_FOUND) << "nothing half-loaded";
 }
 
+TEST_F(ServerCheckpoint, PeriodicCheckpointsAreWrittenAndPruned) {
+  toml_ += "interval_s = 1\n";
+  start();
+  fill(c_, false);
+  // The first is due a second after the start; keep = 5 bounds how many stay.
+  std::vector<std::string> all;
+  for (int i = 0; i < 100 && all.size() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    all = list_checkpoints(dir_ + "/ckpt");
+  }
+  ASSERT_GE(all.size(), 2u) << "no periodic checkpoints within 10 s";
+  Manifest m = manifest_of(all.front());
+  EXPECT_EQ(m.tables.size(), 6u);
+  EXPECT_GT(m.sequence, checkpoint_sequence(all.back()));
+}
+
 TEST_F(ServerCheckpoint, CheckpointsNeedADirectory) {
   toml_ = "socket = \"" + socket_ + "\"\n";
   start();
