@@ -372,13 +372,19 @@ Status Table::restore(const TableState& s) {
     (void)sampler_.insert_with_seq(slot, st.priority, st.sampler_seq);
     (void)remover_.insert_with_seq(slot, st.priority, st.remover_seq);
   }
+  std::vector<bool> listed(cap);
   for (uint32_t i = 0; i < s.free_stack.size(); ++i) {
     uint32_t slot = s.free_stack[i];
-    if (slot >= cap || items_[slot].key != 0) return bad("has a free slot that is taken or out of range");
+    if (slot >= cap || items_[slot].key != 0 || listed[slot])
+      return bad("has a free slot that is taken, listed twice or out of range");
+    listed[slot] = true;
     free_[i] = slot;
   }
   h_->free_count = static_cast<uint32_t>(s.free_stack.size());
   h_->size = static_cast<uint32_t>(s.items.size());
+  if (s.counters.inserts < 0 || s.counters.samples < 0 || s.counters.deletes < 0 ||
+      s.counters.deletes > s.counters.inserts)
+    return bad("has negative counters, or more deletes than inserts");
   if (s.counters.inserts - s.counters.deletes != int64_t{h_->size})
     return bad("says inserts - deletes = " + std::to_string(s.counters.inserts - s.counters.deletes) + " but holds " +
                std::to_string(h_->size) + " items");

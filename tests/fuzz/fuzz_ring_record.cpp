@@ -47,7 +47,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   uint64_t sig = signature_hash(to.signature.data(), to.signature.size());
   for (int i = 0; i < 4; ++i) {
     BlockRef b = *arena.alloc(kClient, 0);
-    ChunkHeader h{kChunkMagic, 2, 2, 2, sig, 1, {}};
+    ChunkHeader h{kChunkMagic, 2, 2, 2, sig, 1, 0, {}};
     std::memcpy(arena.data(b), &h, sizeof h);
   }
   if (size == 0) return 0;
