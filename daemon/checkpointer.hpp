@@ -45,6 +45,7 @@ struct Snapshot {
   std::vector<BlockRef> chunks;
   std::vector<uint64_t> chunk_bytes;  // bytes of each block to save
   std::unordered_map<uint64_t, uint32_t> index;  // pack_block -> chunk number
+  int64_t pause_ns = 0;                           // how long the tables stood still for it
 
   // Adds a table's state, pinning each chunk it references the first time
   // (ChunkArena::acquire) and rewriting its refs to chunk numbers. Call it

@@ -374,20 +374,16 @@ struct Server::Impl {
   // still for as long as the copy takes, not for the write.
   Result<Snapshot> take_snapshot() {
     Snapshot snap;
-    // Shared: an owner may still be returning from go->wait() when this
-    // function has returned.
     auto parked = std::make_shared<std::latch>(static_cast<ptrdiff_t>(tables.size()));
     auto go = std::make_shared<std::latch>(1);
-    for (auto& [n, e] : tables)
-      e.owner->park([parked, go] {
-        parked->count_down();
-        go->wait();
-      });
+    int64_t t0 = monotonic_ns();
+    for (auto& [n, e] : tables) e.owner->park(parked, go);
     parked->wait();
     Status s;
     for (auto& [n, e] : tables)
       if (s.ok()) s = snap.add(e.owner->snapshot(), arena);
     go->count_down();
+    snap.pause_ns = monotonic_ns() - t0;
     if (!s.ok()) {
       snap.release_all(arena, ckpt_arena_id);
       return s;
@@ -401,12 +397,13 @@ struct Server::Impl {
   }
 
   Result<CheckpointResult> write_snapshot(Snapshot snap, uint64_t seq) {
+    double pause_ms = double(snap.pause_ns) / 1e6;
     auto r = write_checkpoint(std::move(snap), arena, ckpt_arena_id, config.checkpoint, seq, ENGRAM_VERSION_STRING,
                               &log_io_fallback);
     if (r.ok())
       log_info("checkpoint " + r->path + ": " + std::to_string(r->chunk_bytes >> 20) + " MiB of chunks in " +
                std::to_string(r->file_bytes >> 20) + " MiB of files, " + std::to_string(r->seconds) + " s (" +
-               io_path_name(r->io) + ")");
+               io_path_name(r->io) + "); tables paused " + std::to_string(pause_ms) + " ms for the snapshot");
     else
       log_error("checkpoint failed: " + r.status().message());
     return r;

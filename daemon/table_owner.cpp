@@ -66,9 +66,17 @@ void TableOwner::call(std::function<void()> f) {
   fut.wait();
 }
 
-void TableOwner::park(std::function<void()> f) {
-  if (!thread_.joinable()) return f();  // nothing runs: already still
-  post(std::move(f));
+void TableOwner::park(std::shared_ptr<std::latch> parked, std::shared_ptr<std::latch> go) {
+  if (!thread_.joinable()) {
+    parked->count_down();
+    return;
+  }
+  // Shared: the owner may still be returning from go->wait() when the
+  // thread that parked it has moved on.
+  post([parked, go] {
+    parked->count_down();
+    go->wait();
+  });
 }
 
 Status TableOwner::restore(const TableState& s) {

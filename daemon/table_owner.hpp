@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <latch>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -60,11 +61,13 @@ class TableOwner {
   void reset();
   Status set_rate_limiter(const RateLimiterConfig& c);
   TableInfoWire info();
-  // Checkpoints. park() runs `f` on the owner thread without waiting for it:
-  // f blocks there (a barrier), so that every table stands still at one
-  // moment; while it does, snapshot() may be called from the thread that
-  // parked it. restore() puts saved items back (before clients attach).
-  void park(std::function<void()> f);
+  // Checkpoints. park() makes the owner thread count `parked` down and
+  // then wait for `go`, without waiting itself: with every owner parked,
+  // every table stands still at one moment, and snapshot() may be called
+  // from the thread that parked them. Without an owner thread the table
+  // stands still anyway: parked is counted down at once. restore() puts
+  // saved items back (before clients attach).
+  void park(std::shared_ptr<std::latch> parked, std::shared_ptr<std::latch> go);
   TableState snapshot() const { return table_.snapshot(); }
   Status restore(const TableState& s);
 
