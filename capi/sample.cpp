@@ -12,7 +12,12 @@ struct engram_batch {
   engram_table* table = nullptr;
   uint64_t id = 0;
   std::vector<SampledItemWire> items;
-  std::vector<ChunkHeader> headers;  // per item and ref: items[i].refs[k] -> headers[i * kRecordRefs + k]
+  // The checked header of each reference: items[i].refs[k] -> headers[first_header[i] + k]. Packed by
+  // the items' reference counts, so a batch of 1-chunk items needs one
+  // header each (a batch sized for 8 each would pass malloc's mmap threshold
+  // and fault its pages in on every sample).
+  std::vector<ChunkHeader> headers;
+  std::vector<uint32_t> first_header;
 };
 
 namespace engram {
@@ -44,6 +49,7 @@ Status request_sample(engram_table* t, const engram_sample_options* o, uint64_t*
   *id = r.id;
   if (Status s = t->send(r, Owed{RequestOp::sample, r.id, o->batch_size, nullptr, {}}, r.deadline_ns); !s.ok()) return s;
   items->clear();
+  items->reserve(o->batch_size);
   for (;;) {
     ResponseRecord rsp;
     // The owner answers by the deadline itself; the client waits a little
@@ -211,10 +217,16 @@ int engram_sample_view(engram_table* t, const engram_sample_options* o, engram_b
   auto b = std::make_unique<engram_batch>();
   b->table = t;
   Status s = request_sample(t, o, &b->id, &b->items);
-  b->headers.resize(b->items.size() * kRecordRefs);
+  b->first_header.resize(b->items.size());
+  uint32_t refs = 0;
+  for (size_t i = 0; i < b->items.size(); ++i) {
+    b->first_header[i] = refs;
+    refs += b->items[i].num_refs;  // 1..kRecordRefs, checked by request_sample
+  }
+  b->headers.resize(refs);
   if (s.ok()) prefetch_headers(t, b->items);
   for (size_t i = 0; i < b->items.size() && s.ok(); ++i)
-    s = check_item(t, b->items[i], o->num_steps, &b->headers[i * kRecordRefs]);
+    s = check_item(t, b->items[i], o->num_steps, &b->headers[b->first_header[i]]);
   if (!s.ok()) {
     if (b->id && s.code() != Errc::disconnected) release(t, b->id);
     return set_error(s);
@@ -257,7 +269,7 @@ int engram_batch_views(const engram_batch* b, uint32_t item, uint32_t column, en
     const ChunkRef& ref = it.refs[k];
     const char* base = static_cast<const char*>(arena.data({ref.block, ref.generation}));
     ColumnSpan span;
-    if (Status s = chunk_column_span(base, arena.block_size(ref.block), b->headers[item * kRecordRefs + k],
+    if (Status s = chunk_column_span(base, arena.block_size(ref.block), b->headers[b->first_header[item] + k],
                                      spec.columns, column, &span);
         !s.ok())
       return set_error(s);
