@@ -66,6 +66,18 @@ engram_client* connect(const std::string& socket) {
   return c;
 }
 
+// A writer of steps of one float32 column of `floats` values, chunk_length 1.
+engram_writer* float_writer(engram_client* c, uint32_t floats) {
+  engram_column col = {"x", ENGRAM_FLOAT32, 1, {floats}};
+  engram_writer_options wo;
+  engram_writer_options_init(&wo);
+  wo.columns = &col;
+  wo.num_columns = 1;
+  engram_writer* w = nullptr;
+  if (int rc = engram_writer_open(c, &wo, &w)) die("writer_open", rc);
+  return w;
+}
+
 struct Insert {
   Clock::time_point start;
   double us;
@@ -76,13 +88,7 @@ void insert_loop(const std::string& socket, std::atomic<bool>* stop, std::vector
   engram_client* c = connect(socket);
   engram_table* t = nullptr;
   if (int rc = engram_table_open(c, "small", &t)) die("open small", rc);
-  engram_column col = {"x", ENGRAM_FLOAT32, 1, {100}};
-  engram_writer_options wo;
-  engram_writer_options_init(&wo);
-  wo.columns = &col;
-  wo.num_columns = 1;
-  engram_writer* w = nullptr;
-  if (int rc = engram_writer_open(c, &wo, &w)) die("writer_open", rc);
+  engram_writer* w = float_writer(c, 100);
   float x[100] = {};
   const void* d[1] = {x};
   while (!stop->load()) {
@@ -166,13 +172,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_checkpoint: filling %llu MiB...\n", static_cast<unsigned long long>(mb));
     engram_table* big = nullptr;
     if (int rc = engram_table_open(c, "big", &big)) die("open big", rc);
-    engram_column col = {"x", ENGRAM_FLOAT32, 1, {kFloats}};
-    engram_writer_options wo;
-    engram_writer_options_init(&wo);
-    wo.columns = &col;
-    wo.num_columns = 1;
-    engram_writer* w = nullptr;
-    if (int rc = engram_writer_open(c, &wo, &w)) die("writer_open", rc);
+    engram_writer* w = float_writer(c, kFloats);
     std::vector<float> x(kFloats);
     std::mt19937 rng(1);
     for (uint64_t i = 0; i < mb; ++i) {

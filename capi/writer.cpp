@@ -227,13 +227,10 @@ Status engram_writer::send_pending(bool force) {
     r.deadline_ns = deadline_after_ms(insert_timeout_ms);
     o.id = r.id;
     // Credit waits may deliver acks that give chunks back; these cannot go,
-    // as this item still counts on them.
-    if (Status s = p.table->send(r, std::move(o), r.deadline_ns); !s.ok()) {
-      ResponseRecord refused = error_response(r, s);
-      Owed undo{RequestOp::insert, 0, 1, this};
-      undo.num_chunks = p.num_refs;
-      std::copy(p.seq, p.seq + p.num_refs, undo.chunks);
-      on_ack(p.table, refused, undo);
+    // as this item still counts on them. A refused send is acked here, as
+    // the server would have: that gives the item's counts back.
+    if (Status s = p.table->send(r, o, r.deadline_ns); !s.ok()) {
+      on_ack(p.table, error_response(r, s), o);
       if (s.code() == Errc::disconnected) return s;
     }
   }

@@ -2,9 +2,11 @@
 
 #include <xxhash.h>
 
+#include <bit>
 #include <cstring>
 #include <type_traits>
-#include <bit>
+
+#include "core/codec.hpp"
 
 namespace engram {
 
@@ -14,6 +16,15 @@ namespace {
 
 constexpr char kMagic[8] = {'E', 'N', 'G', 'R', 'A', 'M', 'C', 'K'};
 constexpr size_t kMaxString = 4096;
+// The fewest bytes each listed element takes in a manifest, so that a count
+// read from it is checked against the bytes left before anything is sized
+// by it (strings count their 4-byte length only).
+constexpr size_t kFileBytes = 4 + 8 + 8;            // name, size, checksum
+constexpr size_t kChunkBytes = 8 + 8 + 8 + 4 + 8;   // offset, stored, raw, encoding, checksum
+constexpr size_t kColumnBytes = 4 + 4 + 4 + 4 + 4;  // name, dtype, rank, codec, level
+constexpr size_t kTableBytes = 64;                  // well under its options and counters
+constexpr size_t kItemBytes = 8 + 8 + 8 + 4 + 8 + 8 + 4;  // without its references
+constexpr size_t kRefBytes = 4 + 4 + 4;
 static_assert(std::endian::native == std::endian::little, "the checkpoint format is little-endian");
 
 class Out {
@@ -119,7 +130,7 @@ TableOptions get_options(In& in) {
   t.rate_limiter.min_size_to_sample = in.get<int64_t>("min_size_to_sample");
   t.rate_limiter.min_diff = in.get<double>("min_diff");
   t.rate_limiter.max_diff = in.get<double>("max_diff");
-  uint32_t ncols = in.count("column count", 20);
+  uint32_t ncols = in.count("column count", kColumnBytes);
   if (ncols > kMaxColumns) in.fail("a table has " + std::to_string(ncols) + " columns");
   for (uint32_t i = 0; i < ncols && in.ok(); ++i) {
     Column c{};
@@ -136,9 +147,6 @@ TableOptions get_options(In& in) {
   }
   return t;
 }
-
-constexpr size_t kItemBytes = 8 + 8 + 8 + 4 + 8 + 8 + 4;  // without refs
-constexpr size_t kRefBytes = 12;
 
 }  // namespace
 
@@ -219,7 +227,7 @@ Result<Manifest> decode_manifest(const void* data, size_t n) {
   m.engram_version = in.str("engram version");
   m.created_unix_ns = in.get<uint64_t>("creation time");
   m.sequence = in.get<uint64_t>("sequence");
-  uint32_t nfiles = in.count("file count", 20);
+  uint32_t nfiles = in.count("file count", kFileBytes);
   for (uint32_t i = 0; i < nfiles && in.ok(); ++i) {
     SavedFile f;
     f.name = in.str("file name");
@@ -229,7 +237,7 @@ Result<Manifest> decode_manifest(const void* data, size_t n) {
       in.fail("file name \"" + f.name + "\" is not a plain file name");
     m.files.push_back(std::move(f));
   }
-  uint32_t nchunks = in.count("chunk count", 36);
+  uint32_t nchunks = in.count("chunk count", kChunkBytes);
   m.chunks.reserve(nchunks);
   for (uint32_t i = 0; i < nchunks && in.ok(); ++i) {
     SavedChunk c;
@@ -238,12 +246,13 @@ Result<Manifest> decode_manifest(const void* data, size_t n) {
     c.raw_bytes = in.get<uint64_t>("chunk raw size");
     c.encoding = in.get<uint32_t>("chunk encoding");
     c.checksum = in.get<uint64_t>("chunk checksum");
-    if (c.encoding > 1) in.fail("chunk " + std::to_string(i) + " has encoding " + std::to_string(c.encoding));
-    if (c.encoding == 0 && c.stored_bytes != c.raw_bytes) in.fail("raw chunk " + std::to_string(i) + " has two sizes");
+    if (c.encoding != static_cast<uint32_t>(Encoding::raw) && c.encoding != static_cast<uint32_t>(Encoding::zstd))
+      in.fail("chunk " + std::to_string(i) + " has encoding " + std::to_string(c.encoding));
+    if (c.encoding == static_cast<uint32_t>(Encoding::raw) && c.stored_bytes != c.raw_bytes) in.fail("raw chunk " + std::to_string(i) + " has two sizes");
     if (c.offset + c.stored_bytes < c.offset) in.fail("chunk " + std::to_string(i) + " overflows");
     m.chunks.push_back(c);
   }
-  uint32_t ntables = in.count("table count", 64);
+  uint32_t ntables = in.count("table count", kTableBytes);
   for (uint32_t ti = 0; ti < ntables && in.ok(); ++ti) {
     TableState t;
     t.options = get_options(in);
@@ -275,7 +284,7 @@ Result<Manifest> decode_manifest(const void* data, size_t n) {
       it.remover_seq = in.get<uint64_t>("item remover age");
       it.num_refs = in.get<uint32_t>("item reference count");
       it.first_ref = static_cast<uint32_t>(t.refs.size());
-      if (it.num_refs == 0 || it.num_refs > 64 || uint64_t{it.num_refs} * kRefBytes > in.left())
+      if (it.num_refs == 0 || uint64_t{it.num_refs} * kRefBytes > in.left())
         in.fail("item " + std::to_string(i) + " of table " + t.options.name + " has " + std::to_string(it.num_refs) +
                 " chunk references");
       for (uint32_t k = 0; k < it.num_refs && in.ok(); ++k) {

@@ -69,11 +69,8 @@ uint64_t signature_hash(const Column* cols, size_t n) noexcept {
     h = fnv1a(h, &cols[i].dtype, sizeof cols[i].dtype);
     h = fnv1a(h, &cols[i].rank, sizeof cols[i].rank);
     h = fnv1a(h, cols[i].shape, sizeof(uint32_t) * std::min<size_t>(cols[i].rank, kMaxRank));
-    // Uncompressed columns hash as before codecs existed.
-    if (cols[i].codec != 0 || cols[i].level != 0) {
-      h = fnv1a(h, &cols[i].codec, sizeof cols[i].codec);
-      h = fnv1a(h, &cols[i].level, sizeof cols[i].level);
-    }
+    h = fnv1a(h, &cols[i].codec, sizeof cols[i].codec);
+    h = fnv1a(h, &cols[i].level, sizeof cols[i].level);
   }
   return h;
 }

@@ -83,26 +83,33 @@ Result<Table> Table::format(void* mem, size_t size, const TableOptions& o, uint6
   return t;
 }
 
+// The options a header holds; the selectors' kinds come from their regions.
+// The caller has checked num_columns <= kMaxColumns.
+static TableOptions header_options(const TableHeader* h, SelectorOptions sampler, SelectorOptions remover) {
+  TableOptions o;
+  o.name.assign(h->name, strnlen(h->name, kMaxTableName - 1));
+  o.capacity = h->capacity;
+  o.sampler = sampler;
+  o.remover = remover;
+  o.max_times_sampled = h->max_times_sampled;
+  o.max_refs_per_item = h->max_refs_per_item;
+  o.rate_limiter = h->limiter_config;
+  o.signature.assign(h->columns, h->columns + h->num_columns);
+  return o;
+}
+
 Result<Table> Table::attach(void* mem, size_t size, uint64_t seed) {
   auto* h = static_cast<TableHeader*>(mem);
   if (size < sizeof(TableHeader)) return Status{Errc::corrupt, "table region is smaller than its header"};
   if (Status s = segment_check(&h->segment, SegmentKind::table, kTableLayoutHash, size); !s.ok()) return s;
-  TableOptions o;
-  o.name.assign(h->name, strnlen(h->name, kMaxTableName - 1));
-  o.capacity = h->capacity;
-  o.max_times_sampled = h->max_times_sampled;
-  o.max_refs_per_item = h->max_refs_per_item;
-  o.rate_limiter = h->limiter_config;
   if (h->num_columns > kMaxColumns) return Status{Errc::corrupt, "table header has too many columns"};
-  o.signature.assign(h->columns, h->columns + h->num_columns);
   char* base = static_cast<char*>(mem);
   if (h->off_sampler >= size || h->off_remover >= size) return Status{Errc::corrupt, "table header offsets are out of range"};
   auto sampler = Selector::attach(base + h->off_sampler, size - h->off_sampler);
   auto remover = Selector::attach(base + h->off_remover, size - h->off_remover);
   if (!sampler.ok()) return sampler.status();
   if (!remover.ok()) return remover.status();
-  o.sampler = {sampler->kind(), sampler->exponent()};
-  o.remover = {remover->kind(), remover->exponent()};
+  TableOptions o = header_options(h, {sampler->kind(), sampler->exponent()}, {remover->kind(), remover->exponent()});
   if (Status s = validate(o); !s.ok()) return Status{Errc::corrupt, "table header is invalid: " + s.message()};
   TableHeader expect;
   size_t need = plan(o, &expect);
@@ -300,16 +307,7 @@ void Table::reset() {
 }
 
 TableOptions Table::options() const {
-  TableOptions o;
-  o.name.assign(h_->name, strnlen(h_->name, kMaxTableName - 1));
-  o.capacity = h_->capacity;
-  o.sampler = {sampler_.kind(), sampler_.exponent()};
-  o.remover = {remover_.kind(), remover_.exponent()};
-  o.max_times_sampled = h_->max_times_sampled;
-  o.rate_limiter = h_->limiter_config;
-  o.signature.assign(h_->columns, h_->columns + h_->num_columns);
-  o.max_refs_per_item = h_->max_refs_per_item;
-  return o;
+  return header_options(h_, {sampler_.kind(), sampler_.exponent()}, {remover_.kind(), remover_.exponent()});
 }
 
 TableState Table::snapshot() const {

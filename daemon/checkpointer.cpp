@@ -1,6 +1,5 @@
 #include "daemon/checkpointer.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -51,13 +50,13 @@ Status write_file(const std::string& path, IoMode mode, const std::string& bytes
 
 }  // namespace
 
-uint64_t chunk_used_bytes(const ChunkArena& arena, BlockRef b, const TableState& t) {
+uint64_t chunk_used_bytes(const ChunkArena& arena, BlockRef b, const std::vector<Column>& columns, uint64_t sig_hash) {
   uint64_t size = arena.block_size(b.index);
   const void* block = arena.data(b);
-  const Column* cols = t.options.signature.data();
-  auto n = static_cast<uint32_t>(t.options.signature.size());
+  const Column* cols = columns.data();
+  auto n = static_cast<uint32_t>(columns.size());
   ChunkHeader h;
-  if (!check_chunk(block, size, cols, n, signature_hash(cols, n), 0, 1, &h).ok()) return size;
+  if (!check_chunk(block, size, cols, n, sig_hash, 0, 1, &h).ok()) return size;
   if (!(h.flags & kChunkPacked)) return chunk_bytes(cols, n, h.capacity_steps);
   uint64_t end = packed_data_offset(n);
   for (uint32_t c = 0; c < n; ++c) {
@@ -78,7 +77,7 @@ Status Snapshot::add(TableState st, ChunkArena& arena) {
         return {s.code(), "table " + st.options.name + ": pinning a chunk for the checkpoint: " + s.message()};
       }
       chunks.push_back(b);
-      chunk_bytes.push_back(chunk_used_bytes(arena, b, st));
+      chunk_table.push_back(static_cast<uint32_t>(tables.size()));
     }
     r.block = it->second;
     r.generation = 0;
@@ -125,6 +124,9 @@ Result<CheckpointResult> write_checkpoint(Snapshot s, ChunkArena& arena, uint32_
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
   m.sequence = sequence;
   m.tables = std::move(s.tables);
+  std::vector<uint64_t> sig_hashes;  // per table
+  for (const TableState& t : m.tables)
+    sig_hashes.push_back(signature_hash(t.options.signature.data(), t.options.signature.size()));
 
   std::string why;
   auto w = FileWriter::open(tmp + "/" + kChunksFile, c.io, c.direct, &why);
@@ -142,28 +144,24 @@ Result<CheckpointResult> write_checkpoint(Snapshot s, ChunkArena& arena, uint32_
   m.chunks.reserve(s.chunks.size());
   for (size_t i = 0; i < s.chunks.size(); ++i) {
     const char* src = static_cast<const char*>(arena.data(s.chunks[i]));
-    uint64_t n = s.chunk_bytes[i];
+    uint32_t ti = s.chunk_table[i];
+    uint64_t n = chunk_used_bytes(arena, s.chunks[i], m.tables[ti].options.signature, sig_hashes[ti]);
     out.resize(n);
     // Chunks of random floats (or already compressed columns) barely
     // shrink, and compressing them costs more time than writing the few
     // bytes saved: a 64 KiB probe must come down to 3/4 for the chunk to be
-    // compressed.
+    // compressed. The encoder stores it raw when zstd does not shrink it.
     size_t probe = std::min<uint64_t>(n, kProbeBytes);
     bool worth = probe < n ? enc.compress(c.level, src, probe, out.data(), probe * 3 / 4) > 0 : true;
-    size_t z = worth ? enc.compress(c.level, src, n, out.data(), n > 0 ? n - 1 : 0) : 0;
-    SavedChunk sc;
-    sc.offset = offset;
-    sc.raw_bytes = n;
-    if (z > 0) {
-      out.resize(z);
-      sc.encoding = static_cast<uint32_t>(Encoding::zstd);
-    } else {
-      std::memcpy(out.data(), src, n);
-      sc.encoding = static_cast<uint32_t>(Encoding::raw);
-    }
+    Encoding used;
+    out.resize(enc.encode_column(worth ? Codec::zstd : Codec::none, c.level, src, n, 1, out.data(), n, &used));
     // Copied out: the chunk may go now.
     (void)arena.release(arena_id, s.chunks[i]);
     s.chunks[i].generation = 0;
+    SavedChunk sc;
+    sc.offset = offset;
+    sc.raw_bytes = n;
+    sc.encoding = static_cast<uint32_t>(used);
     sc.stored_bytes = out.size();
     sc.checksum = checksum(out.data(), out.size());
     XXH3_64bits_update(hash, out.data(), out.size());
@@ -253,14 +251,14 @@ Result<CheckpointReader> CheckpointReader::open(const std::string& path) {
   if (at != f.size) return fail(std::string(kManifestFile) + ": chunks add up to " + std::to_string(at) + " bytes, not " +
                                 std::to_string(f.size));
   std::string cpath = path + "/" + f.name;
-  r.fd_ = ::open(cpath.c_str(), O_RDONLY | O_CLOEXEC);
-  if (r.fd_ < 0) return fail(f.name + ": cannot open: " + std::strerror(errno));
-  r.fd_owner_ = std::shared_ptr<int>(new int(r.fd_), [](int* p) {
+  int cfd = ::open(cpath.c_str(), O_RDONLY | O_CLOEXEC);
+  if (cfd < 0) return fail(f.name + ": cannot open: " + std::strerror(errno));
+  r.fd_ = std::shared_ptr<int>(new int(cfd), [](int* p) {
     ::close(*p);
     delete p;
   });
   struct stat st;
-  if (::fstat(r.fd_, &st) != 0) return fail(f.name + ": cannot stat: " + std::strerror(errno));
+  if (::fstat(cfd, &st) != 0) return fail(f.name + ": cannot stat: " + std::strerror(errno));
   if (static_cast<uint64_t>(st.st_size) != f.size)
     return fail(f.name + " is " + std::to_string(st.st_size) + " bytes; " + kManifestFile + " says " +
                 std::to_string(f.size) + " (truncated or overwritten)");
@@ -280,7 +278,7 @@ Status CheckpointReader::read_chunk(uint32_t i, void* dst) {
   buf_.resize(c.stored_bytes);
   size_t done = 0;
   while (done < buf_.size()) {
-    ssize_t n = ::pread(fd_, buf_.data() + done, buf_.size() - done, static_cast<off_t>(c.offset + done));
+    ssize_t n = ::pread(*fd_, buf_.data() + done, buf_.size() - done, static_cast<off_t>(c.offset + done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return fail(n == 0 ? "the file ends early" : std::string("cannot read: ") + std::strerror(errno));
     done += static_cast<size_t>(n);

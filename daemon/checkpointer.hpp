@@ -43,13 +43,16 @@ struct CheckpointConfig {
 struct Snapshot {
   std::vector<TableState> tables;
   std::vector<BlockRef> chunks;
-  std::vector<uint64_t> chunk_bytes;  // bytes of each block to save
+  // The first table that referenced each chunk: its signature says how
+  // much of the block to save (worked out by the writer, not while the
+  // tables stand still).
+  std::vector<uint32_t> chunk_table;
   std::unordered_map<uint64_t, uint32_t> index;  // pack_block -> chunk number
   int64_t pause_ns = 0;                           // how long the tables stood still for it
 
   // Adds a table's state, pinning each chunk it references the first time
   // (ChunkArena::acquire) and rewriting its refs to chunk numbers. Call it
-  // while the table's owner is parked.
+  // while the table's owner is parked: only the pins must happen then.
   Status add(TableState st, ChunkArena& arena);
   // Drops every pin still held.
   void release_all(ChunkArena& arena, uint32_t arena_id);
@@ -64,9 +67,10 @@ struct CheckpointResult {
   IoPath io = IoPath::pwrite;
 };
 
-// Bytes of a chunk worth saving: its layout (plain) or up to its last column
-// (packed); the whole block when its header does not check out.
-uint64_t chunk_used_bytes(const ChunkArena& arena, BlockRef b, const TableState& t);
+// Bytes of a chunk worth saving, for columns `cols` (sig_hash their
+// signature_hash): its layout (plain) or up to its last column (packed); the
+// whole block when its header does not check out.
+uint64_t chunk_used_bytes(const ChunkArena& arena, BlockRef b, const std::vector<Column>& cols, uint64_t sig_hash);
 
 // Writes `s` as checkpoint number `sequence` under c.dir, releasing each pin
 // once its chunk is copied; on failure everything written is removed and
@@ -99,8 +103,7 @@ class CheckpointReader {
  private:
   std::string path_;
   Manifest m_;
-  int fd_ = -1;
-  std::shared_ptr<int> fd_owner_;  // closes fd_ with the last copy
+  std::shared_ptr<int> fd_;  // the chunk file; closed with the last copy
   uint32_t next_ = 0;
   std::shared_ptr<void> hash_;     // XXH3 state of the chunk file so far
   std::shared_ptr<Decoder> dec_;

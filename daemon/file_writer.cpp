@@ -260,8 +260,9 @@ Result<std::unique_ptr<FileWriter>> FileWriter::open(const std::string& path, Io
     io_uring ring;
     int r = io_uring_queue_init(kQueueDepth * 2, &ring, 0);
     if (r == 0) return std::unique_ptr<FileWriter>(new UringWriter(fd, path, direct, ring));
+    // Appended: the O_DIRECT fallback above may have said something too.
     if (fallback_reason)
-      *fallback_reason = std::string("io_uring is unavailable (") + std::strerror(-r) +
+      *fallback_reason += std::string(fallback_reason->empty() ? "" : "; ") + "io_uring is unavailable (" + std::strerror(-r) +
                          (r == -ENOSYS   ? ": the kernel has no io_uring"
                           : r == -EPERM  ? ": a seccomp profile or sysctl forbids it"
                           : r == -ENOMEM ? ": the memlock limit is too low"

@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <condition_variable>
 #include <cstdio>
 #include <latch>
 #include <cstring>
@@ -119,8 +118,8 @@ struct Server::Impl {
 
   // Checkpoints. The control thread takes snapshots; one worker thread at a
   // time writes one, then wakes the control thread, which answers the
-  // clients that asked (fds in ckpt_waiters) and starts the next if more
-  // asked meanwhile (ckpt_next).
+  // clients that asked for it (fds in ckpt_waiters) and starts the next if
+  // anyone asked meanwhile (ckpt_next_wanted, their fds in ckpt_next).
   uint32_t ckpt_arena_id = 0;  // pins and releases of checkpointed chunks
   uint64_t ckpt_seq = 0;       // the last sequence number used
   std::thread ckpt_thread;
@@ -301,13 +300,13 @@ struct Server::Impl {
     // Chunks into blocks reserved by the checkpointer id, each sealed with
     // one reference of the restore's own; items add theirs.
     std::vector<BlockRef> blocks;
-    std::vector<bool> sealed;
+    bool sealed = false;  // all of them, once every chunk checked out
     std::vector<std::string> made;
     auto undo = [&] {
       for (const std::string& name : made)
         if (TableEntry* e = find_table(name)) drop_table(*e);
-      for (size_t i = 0; i < blocks.size(); ++i)
-        (void)(sealed[i] ? arena.release(ckpt_arena_id, blocks[i]) : arena.free_reserved(ckpt_arena_id, blocks[i]));
+      for (BlockRef b : blocks)
+        (void)(sealed ? arena.release(ckpt_arena_id, b) : arena.free_reserved(ckpt_arena_id, b));
     };
     uint64_t bytes = 0;
     for (uint32_t i = 0; i < m.chunks.size(); ++i) {
@@ -326,7 +325,6 @@ struct Server::Impl {
                                          std::to_string(m.chunks.size()) + " chunks; configure a larger [arena]"};
       }
       blocks.push_back(*b);
-      sealed.push_back(false);
       if (Status s = reader->read_chunk(i, arena.data(*b)); !s.ok()) {
         undo();
         return s;
@@ -337,10 +335,8 @@ struct Server::Impl {
       undo();
       return s;
     }
-    for (size_t i = 0; i < blocks.size(); ++i) {
-      (void)arena.seal(ckpt_arena_id, blocks[i], 1);
-      sealed[i] = true;
-    }
+    for (BlockRef b : blocks) (void)arena.seal(ckpt_arena_id, b, 1);
+    sealed = true;
     uint64_t items = 0;
     for (const TableState& saved : m.tables) {
       TableState st = saved;
@@ -424,6 +420,11 @@ struct Server::Impl {
       return;
     }
     if (waiter >= 0) ckpt_waiters.push_back(waiter);
+    start_checkpoint();
+  }
+
+  // Snapshots now and hands the write to the worker; ckpt_waiters hear the result.
+  void start_checkpoint() {
     auto snap = take_snapshot();
     if (!snap.ok()) {
       ckpt_result = snap.status();
@@ -464,13 +465,8 @@ struct Server::Impl {
     finish_checkpoint_replies();
     if (ckpt_next_wanted) {
       ckpt_next_wanted = false;
-      std::vector<int> next;
-      next.swap(ckpt_next);
-      if (next.empty()) request_checkpoint(-1);
-      for (size_t i = 0; i < next.size(); ++i) {
-        if (i == 0) request_checkpoint(next[i]);
-        else ckpt_waiters.push_back(next[i]);
-      }
+      ckpt_waiters.swap(ckpt_next);  // empty after finish_checkpoint_replies
+      start_checkpoint();
     }
   }
 

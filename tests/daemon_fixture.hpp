@@ -22,8 +22,20 @@
 
 #include "core/control_message.hpp"
 #include "core/futex.hpp"
+#include "engram/engram.h"
 
 namespace engram::test {
+
+// A client of the server on `socket` with default options; nullptr (and a
+// test failure naming the error) when it cannot connect.
+inline engram_client* connect_c(const std::string& socket) {
+  engram_connect_options o;
+  engram_connect_options_init(&o);
+  o.socket_path = socket.c_str();
+  engram_client* c = nullptr;
+  EXPECT_EQ(engram_connect(&o, &c), ENGRAM_OK) << engram_last_error();
+  return c;
+}
 
 inline std::string make_temp_dir() {
   char tmpl[] = "/tmp/engram-test-XXXXXX";

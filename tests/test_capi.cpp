@@ -29,10 +29,8 @@ class CApi : public ::testing::Test {
     so.socket_path = socket_.c_str();
     so.quiet = 1;
     ASSERT_EQ(engram_server_start(&so, &server_), ENGRAM_OK) << last();
-    engram_connect_options co;
-    engram_connect_options_init(&co);
-    co.socket_path = socket_.c_str();
-    ASSERT_EQ(engram_connect(&co, &c_), ENGRAM_OK) << last();
+    c_ = connect_c(socket_);
+    ASSERT_NE(c_, nullptr);
     cols_[0] = {"obs", ENGRAM_UINT8, 2, {4, 5}};
     cols_[1] = {"reward", ENGRAM_FLOAT32, 0, {}};
   }
@@ -656,11 +654,8 @@ TEST_F(CApi, AClientThatDoesNotReadItsRepliesCannotStallTheServer) {
   engram_table_info i;
   engram_table_info_init(&i);
   for (int k = 0; k < 100; ++k) ASSERT_EQ(engram_table_info_get(c_, "replay", &i), ENGRAM_OK) << last();
-  engram_client* other = nullptr;
-  engram_connect_options co;
-  engram_connect_options_init(&co);
-  co.socket_path = socket_.c_str();
-  ASSERT_EQ(engram_connect(&co, &other), ENGRAM_OK) << last();
+  engram_client* other = connect_c(socket_);
+  ASSERT_NE(other, nullptr);
   engram_disconnect(other);
 }
 

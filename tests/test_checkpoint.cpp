@@ -26,6 +26,18 @@ namespace fs = std::filesystem;
 
 std::string last() { return engram_last_error(); }
 
+// A writer of steps of one float32 column of `floats` values, chunk_length 1.
+engram_writer* float_writer(engram_client* c, uint32_t floats) {
+  engram_column col = {"x", ENGRAM_FLOAT32, 1, {floats}};
+  engram_writer_options wo;
+  engram_writer_options_init(&wo);
+  wo.columns = &col;
+  wo.num_columns = 1;
+  engram_writer* w = nullptr;
+  EXPECT_EQ(engram_writer_open(c, &wo, &w), ENGRAM_OK) << last();
+  return w;
+}
+
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
@@ -263,10 +275,8 @@ class ServerCheckpoint : public ::testing::Test {
     so.config_toml = text.c_str();
     so.quiet = 1;
     ASSERT_EQ(engram_server_start(&so, &server_), ENGRAM_OK) << last();
-    engram_connect_options co;
-    engram_connect_options_init(&co);
-    co.socket_path = socket_.c_str();
-    ASSERT_EQ(engram_connect(&co, &c_), ENGRAM_OK) << last();
+    c_ = connect_c(socket_);
+    ASSERT_NE(c_, nullptr);
   }
   void stop() {
     engram_disconnect(c_);
@@ -554,13 +564,8 @@ TEST_F(ServerCheckpoint, TrafficContinuesDuringACheckpointOfOneGiB) {
   {
     engram_table* big = nullptr;
     ASSERT_EQ(engram_table_open(c_, "big", &big), ENGRAM_OK) << last();
-    engram_column col = {"x", ENGRAM_FLOAT32, 1, {262144}};
-    engram_writer_options wo;
-    engram_writer_options_init(&wo);
-    wo.columns = &col;
-    wo.num_columns = 1;
-    engram_writer* w = nullptr;
-    ASSERT_EQ(engram_writer_open(c_, &wo, &w), ENGRAM_OK) << last();
+    engram_writer* w = float_writer(c_, 262144);
+    ASSERT_NE(w, nullptr);
     std::vector<float> x(262144);
     std::mt19937 rng(1);
     for (int i = 0; i < 1050; ++i) {  // random: zstd cannot shrink it
@@ -579,20 +584,12 @@ TEST_F(ServerCheckpoint, TrafficContinuesDuringACheckpointOfOneGiB) {
   std::atomic<uint64_t> inserts_during{0}, samples_during{0};
   std::atomic<int64_t> max_stall_ns{0};
   std::thread traffic([&] {
-    engram_connect_options co;
-    engram_connect_options_init(&co);
-    co.socket_path = socket_.c_str();
-    engram_client* c = nullptr;
-    ASSERT_EQ(engram_connect(&co, &c), ENGRAM_OK);
+    engram_client* c = connect_c(socket_);
+    ASSERT_NE(c, nullptr);
     engram_table* t = nullptr;
     ASSERT_EQ(engram_table_open(c, "small", &t), ENGRAM_OK);
-    engram_column col = {"x", ENGRAM_FLOAT32, 1, {100}};
-    engram_writer_options wo;
-    engram_writer_options_init(&wo);
-    wo.columns = &col;
-    wo.num_columns = 1;
-    engram_writer* w = nullptr;
-    ASSERT_EQ(engram_writer_open(c, &wo, &w), ENGRAM_OK);
+    engram_writer* w = float_writer(c, 100);
+    ASSERT_NE(w, nullptr);
     float x[100] = {};
     float out[100 * 8];
     void* bufs[1] = {out};

@@ -14,15 +14,6 @@
 namespace engram::test {
 namespace {
 
-engram_client* connect_c(const std::string& socket) {
-  engram_connect_options o;
-  engram_connect_options_init(&o);
-  o.socket_path = socket.c_str();
-  engram_client* c = nullptr;
-  EXPECT_EQ(engram_connect(&o, &c), ENGRAM_OK) << engram_last_error();
-  return c;
-}
-
 engram_table_info info(engram_client* c, const char* table) {
   engram_table_info i;
   engram_table_info_init(&i);
