@@ -69,8 +69,12 @@ uint64_t signature_hash(const Column* cols, size_t n) noexcept {
     h = fnv1a(h, &cols[i].dtype, sizeof cols[i].dtype);
     h = fnv1a(h, &cols[i].rank, sizeof cols[i].rank);
     h = fnv1a(h, cols[i].shape, sizeof(uint32_t) * std::min<size_t>(cols[i].rank, kMaxRank));
-    h = fnv1a(h, &cols[i].codec, sizeof cols[i].codec);
-    h = fnv1a(h, &cols[i].level, sizeof cols[i].level);
+    // Chunk headers carry this hash, so an uncompressed signature keeps the
+    // value that builds before codecs computed for it.
+    if (cols[i].codec != 0 || cols[i].level != 0) {
+      h = fnv1a(h, &cols[i].codec, sizeof cols[i].codec);
+      h = fnv1a(h, &cols[i].level, sizeof cols[i].level);
+    }
   }
   return h;
 }
