@@ -129,12 +129,11 @@ void engram_writer::retire(uint64_t seq) {
     // already freed by an owner that undid a failed insert.
     (void)client->arena.free_reserved(client->hello.client_id, c.block);
   } else {
-    for (uint32_t id = 0; id < kMaxTables; ++id)
-      if (c.held_by >> id & 1)
-        if (engram_table* t = client->table_by_id(id)) {
-          t->drops.push_back(c.block);
-          if (t->drops.size() >= kRecordKeys) (void)t->flush_drops();
-        }
+    for (uint64_t held = c.held_by; held != 0; held &= held - 1)
+      if (engram_table* t = client->table_by_id(static_cast<uint32_t>(__builtin_ctzll(held)))) {
+        t->drops.push_back(c.block);
+        if (t->drops.size() >= kRecordKeys) (void)t->flush_drops();
+      }
   }
   c.given_back = true;
   while (!chunks.empty() && chunks.front().given_back) {

@@ -244,6 +244,13 @@ Result<BlockRef> ChunkArena::alloc(uint32_t client, uint32_t k) noexcept {
     uint64_t marker = make_head(head_tag(h) + 1, kMarker | client);
     if (head.compare_exchange_weak(h, marker, std::memory_order_acq_rel)) {
       if (Status st = complete(k, marker); !st.ok()) return st;
+      // The next alloc of this class likely takes the new top: start
+      // fetching its state and first line (its chunk header) now.
+      uint32_t next = blocks_[p].next.load(std::memory_order_relaxed);
+      if (next < total_blocks_) {
+        prefetch_state(next);
+        __builtin_prefetch(data({next, 0}), 1);
+      }
       return BlockRef{p, state_gen(s)};
     }
   }

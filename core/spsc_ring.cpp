@@ -54,8 +54,10 @@ Result<uint64_t> SpscRing::readable() const noexcept {
 
 Status SpscRing::try_push(const void* record, bool ring_bell) noexcept {
   uint64_t tail = h_->tail.load(std::memory_order_relaxed);
-  uint64_t head = h_->head.load(std::memory_order_acquire);
-  if (tail - head >= capacity_) return {Errc::full, {}};
+  if (tail - seen_head_ >= capacity_) {
+    seen_head_ = h_->head.load(std::memory_order_acquire);
+    if (tail - seen_head_ >= capacity_) return {Errc::full, {}};
+  }
   std::memcpy(slot(tail), record, record_size_);
   h_->tail.store(tail + 1, std::memory_order_release);
   if (ring_bell) h_->data.ring();
@@ -76,10 +78,16 @@ Status SpscRing::push(const void* record, int64_t timeout_ns) noexcept {
 }
 
 Status SpscRing::try_pop(void* record, bool ring_bell) noexcept {
-  auto n = readable();
-  if (!n.ok()) return n.status();
-  if (*n == 0) return {Errc::empty, {}};
   uint64_t head = h_->head.load(std::memory_order_relaxed);
+  if (head == seen_tail_) {
+    auto n = readable();
+    if (!n.ok()) return n.status();
+    if (*n == 0) return {Errc::empty, {}};
+    seen_tail_ = head + *n;
+  } else if (seen_tail_ - head > capacity_) {  // the producer moved head, which only we store
+    return {Errc::corrupt, "ring consumer position " + std::to_string(head) + " is not within " +
+                               std::to_string(capacity_) + " records of the producer's " + std::to_string(seen_tail_)};
+  }
   std::memcpy(record, slot(head), record_size_);
   h_->head.store(head + 1, std::memory_order_release);
   if (ring_bell) h_->space.ring();

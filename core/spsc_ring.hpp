@@ -12,6 +12,12 @@
 //    tail; the consumer reads it, then frees it with a release store of head.
 //  - Everything read from the other side is untrusted: a consumer that sees
 //    tail - head > capacity reports Errc::corrupt instead of reading.
+//  - Each side keeps a private copy of the other side's position and reads
+//    the shared one only when the copy says full (producer) or empty
+//    (consumer): the other side's cache line then moves once per batch of
+//    records, not once per record. The copies are per SpscRing object, so
+//    one object must serve one producer thread and one consumer thread at
+//    most (each touches only its own copy).
 #pragma once
 
 #include <atomic>
@@ -63,6 +69,14 @@ class SpscRing {
   Status try_pop(void* record, bool ring_bell = true) noexcept;
   void ring_space() noexcept { h_->space.ring(); }
   Status pop(void* record, int64_t timeout_ns) noexcept;
+  // Consumer: the published record k places after the next one to pop, if
+  // this side already knows of it (no shared load), else nullptr. A hint
+  // for prefetching only: it is the other side's memory, so act on what
+  // try_pop copies out, never on this.
+  const void* peek(uint32_t k) const noexcept {
+    uint64_t head = h_->head.load(std::memory_order_relaxed);
+    return seen_tail_ - head > k && seen_tail_ - head <= capacity_ ? slot(head + k) : nullptr;
+  }
   // The doorbells, for waiting on a ring together with other conditions.
   Doorbell& data_bell() const noexcept { return h_->data; }
   Doorbell& space_bell() const noexcept { return h_->space; }
@@ -73,7 +87,7 @@ class SpscRing {
  private:
   SpscRing(RingHeader* h, uint32_t capacity, uint32_t record_size)
       : h_(h), records_(reinterpret_cast<char*>(h) + sizeof(RingHeader)), capacity_(capacity),
-        record_size_(record_size) {}
+        record_size_(record_size), seen_head_(h->head.load(std::memory_order_acquire)), seen_tail_(seen_head_) {}
   char* slot(uint64_t pos) const noexcept { return records_ + (pos & (capacity_ - 1)) * record_size_; }
 
   // The other side can write the header, so the geometry is copied once,
@@ -83,6 +97,8 @@ class SpscRing {
   char* records_ = nullptr;
   uint32_t capacity_ = 0;
   uint32_t record_size_ = 0;
+  uint64_t seen_head_ = 0;  // producer's copy of head: head >= seen_head_
+  uint64_t seen_tail_ = 0;  // consumer's copy of tail: tail >= seen_tail_; == head: look again
 };
 
 }  // namespace engram

@@ -27,13 +27,13 @@
 #include <optional>
 #include <thread>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "core/channel.hpp"
 #include "core/chunk_arena.hpp"
 #include "core/control_message.hpp"
 #include "core/table.hpp"
+#include "core/u64_set.hpp"
 
 namespace engram {
 
@@ -82,7 +82,7 @@ class TableOwner {
     Channel channel;
     std::optional<RequestRecord> pending;  // waiting for the rate limiter
     std::unordered_map<uint64_t, std::vector<BlockRef>> pins;  // sample id -> pinned chunks
-    std::unordered_set<uint64_t> holds;                         // packed BlockRef
+    U64Set holds;                                               // packed BlockRef
     bool broken = false;
     bool unrung = false;  // responses pushed since the client's bell was last rung
   };
@@ -95,6 +95,8 @@ class TableOwner {
   void run();
   bool run_commands();
   bool service(ChannelState& c);
+  // Prefetches what applying c's next request will read first.
+  void prefetch_next(const ChannelState& c) const;
   Outcome apply(ChannelState& c, const RequestRecord& r);
   Outcome insert(ChannelState& c, const RequestRecord& r);
   Outcome sample(ChannelState& c, const RequestRecord& r);
