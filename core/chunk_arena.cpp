@@ -333,6 +333,14 @@ Status ChunkArena::pin(uint32_t owner, BlockRef b, uint32_t refs) noexcept {
 }
 
 Status ChunkArena::release(uint32_t client, BlockRef b) noexcept {
+  bool last = false;
+  Status s = unref(client, b, &last);
+  if (!s.ok() || !last) return s;
+  return free_reserved(client, b);
+}
+
+Status ChunkArena::unref(uint32_t client, BlockRef b, bool* last) noexcept {
+  *last = false;
   if (Status s = check_ref(b, "release"); !s.ok()) return s;
   if (client >= kArenaMaxClients) return {Errc::invalid_argument, "client id " + std::to_string(client) + " is out of range"};
   std::atomic<uint64_t>& st = blocks_[b.index].state;
@@ -346,8 +354,8 @@ Status ChunkArena::release(uint32_t client, BlockRef b) noexcept {
     // before it is listed, reclaim(client) frees it.
     uint64_t next = state_low(s) == 1 ? make_state(b.generation, BlockKind::reserved, client) : s - 1;
     if (st.compare_exchange_weak(s, next, std::memory_order_acq_rel)) {
-      if (state_low(s) != 1) return Status::Ok();
-      return push(client, class_of(b.index), b.index, next);
+      *last = state_low(s) == 1;
+      return Status::Ok();
     }
   }
 }

@@ -20,8 +20,7 @@ TableOwner::TableOwner(ChunkArena arena, uint32_t arena_id, Table table, const T
   table_.set_remove_hook([this](const ItemSlot& it, const ChunkRef* refs) {
     for (uint32_t i = 0; i < it.num_refs; ++i)
       if (defer_releases_) deferred_.push_back({refs[i].block, refs[i].generation});
-      else if (Status s = arena_.release(arena_id_, {refs[i].block, refs[i].generation}); !s.ok())
-        log_error("table " + table_.name() + ": releasing an item's chunk: " + s.message());
+      else unpin({refs[i].block, refs[i].generation}, "releasing an item's chunk");
   });
 }
 
@@ -186,8 +185,33 @@ void TableOwner::ring_responses(ChannelState& c) {
   c.channel.responses.data_bell().ring();
 }
 
+void TableOwner::unpin(BlockRef b, const char* what) {
+  bool last = false;
+  Status s = arena_.unref(arena_id_, b, &last);
+  if (!s.ok()) log_error("table " + table_.name() + ": " + what + ": " + s.message());
+  if (!last) return;
+  freed_.push_back(b);
+  if (!in_service_) list_freed();
+}
+
+void TableOwner::list_freed() {
+  for (BlockRef b : freed_)
+    if (Status s = arena_.free_reserved(arena_id_, b); !s.ok())
+      log_error("table " + table_.name() + ": listing a freed chunk: " + s.message());
+  freed_.clear();
+}
+
 bool TableOwner::service(ChannelState& c) {
   if (c.broken) return false;
+  // Blocks freed while this batch is applied are listed together at the end.
+  in_service_ = true;
+  struct List {
+    TableOwner* o;
+    ~List() {
+      o->in_service_ = false;
+      o->list_freed();
+    }
+  } list{this};
   if (c.pending) {
     Outcome o = apply(c, *c.pending);
     ring_responses(c);
@@ -351,9 +375,7 @@ TableOwner::Outcome TableOwner::sample(ChannelState& c, const RequestRecord& r) 
   struct Flush {  // after the pins below, whatever happens
     TableOwner* o;
     ~Flush() {
-      for (BlockRef b : o->deferred_)
-        if (Status s = o->arena_.release(o->arena_id_, b); !s.ok())
-          log_error("table " + o->table_.name() + ": releasing an expired item's chunk: " + s.message());
+      for (BlockRef b : o->deferred_) o->unpin(b, "releasing an expired item's chunk");
       o->deferred_.clear();
     }
   } flush{this};
@@ -390,8 +412,7 @@ TableOwner::Outcome TableOwner::sample(ChannelState& c, const RequestRecord& r) 
 void TableOwner::release(ChannelState& c, uint64_t id) {
   auto it = c.pins.find(id);
   if (it == c.pins.end()) return;  // unknown ids are a client bug with nothing to undo
-  for (BlockRef b : it->second)
-    if (Status s = arena_.release(arena_id_, b); !s.ok()) log_error("table " + table_.name() + ": unpinning: " + s.message());
+  for (BlockRef b : it->second) unpin(b, "unpinning");
   c.pins.erase(it);
 }
 
@@ -399,8 +420,7 @@ void TableOwner::drop(ChannelState& c, const RequestRecord& r) {
   for (uint32_t i = 0; i < r.count; ++i) {
     BlockRef b = r.payload.blocks[i];
     if (!c.holds.erase(pack_block(b))) continue;  // never held here: nothing to give back
-    if (Status s = arena_.release(arena_id_, b); !s.ok())
-      log_error("table " + table_.name() + ": dropping a writer's chunk: " + s.message());
+    unpin(b, "dropping a writer's chunk");
   }
 }
 

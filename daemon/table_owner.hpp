@@ -95,6 +95,10 @@ class TableOwner {
   void run();
   bool run_commands();
   bool service(ChannelState& c);
+  // Drops one reference to b (logging what failed); a block that this frees
+  // is listed at once, or at the end of the current service() batch.
+  void unpin(BlockRef b, const char* what);
+  void list_freed();
   // Prefetches what applying c's next request will read first.
   void prefetch_next(const ChannelState& c) const;
   Outcome apply(ChannelState& c, const RequestRecord& r);
@@ -130,6 +134,8 @@ class TableOwner {
   // free their chunks before the batch pins them: their releases wait here.
   bool defer_releases_ = false;
   std::vector<BlockRef> deferred_;
+  bool in_service_ = false;         // unpin: leave freed blocks in freed_
+  std::vector<BlockRef> freed_;     // reserved by arena_id_, to be listed
 
   std::mutex mu_;  // guards commands_ only; the index has no lock
   std::deque<std::function<void()>> commands_;

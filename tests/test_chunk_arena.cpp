@@ -118,6 +118,28 @@ TEST(ChunkArena, PinSealsTheOwnersBlockOrAddsReferences) {
   expect_all_free(a);
 }
 
+TEST(ChunkArena, UnrefLeavesTheLastReferencesBlockReservedUntilListed) {
+  SharedArena s(small_config());
+  ChunkArena& a = s.arena;
+  auto b = a.alloc(5, 0);
+  ASSERT_TRUE(b.ok());
+  ASSERT_TRUE(a.pin(5, *b, 2).ok());
+  bool last = true;
+  ASSERT_TRUE(a.unref(7, *b, &last).ok());
+  EXPECT_FALSE(last);
+  EXPECT_EQ(a.refcount_or_owner(b->index), 1u);
+  ASSERT_TRUE(a.unref(7, *b, &last).ok());
+  EXPECT_TRUE(last) << "the last reference";
+  EXPECT_EQ(a.kind(b->index), BlockKind::reserved) << "not listed yet: nobody can take it, reclaim(7) would free it";
+  EXPECT_EQ(a.refcount_or_owner(b->index), 7u);
+  EXPECT_EQ(a.acquire(*b).code(), Errc::stale_reference);
+  EXPECT_EQ(a.unref(7, *b, &last).code(), Errc::double_free);
+  EXPECT_FALSE(last);
+  EXPECT_EQ(a.free_reserved(6, *b).code(), Errc::double_free) << "reserved by 7, not 6";
+  ASSERT_TRUE(a.free_reserved(7, *b).ok());
+  expect_all_free(a);
+}
+
 TEST(ChunkArena, ConfigValidationAndAttach) {
   EXPECT_EQ(ChunkArena::validate({}).code(), Errc::invalid_argument);
   EXPECT_EQ(ChunkArena::validate({{{100, 1}}}).code(), Errc::invalid_argument);         // not a multiple of 64
