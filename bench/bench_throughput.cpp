@@ -495,7 +495,7 @@ void run_payload(uint64_t payload) {
 
   // Samples from full prioritized and uniform tables.
   for (auto [name, sampler] : {std::pair<const char*, int>{"prioritized", ENGRAM_PRIORITIZED}, {"uniform", ENGRAM_UNIFORM}}) {
-    if (!wanted("engram", "sample")) continue;
+    if (!wanted("engram", "sample") && !wanted("engram", "sample_zero_copy")) continue;
     create_table(c, name, payload, items, sampler, false);
     run_workers(1, [&](int, auto& ready) { return engram_writer_worker(name, payload, int64_t(items), 0, ready); });
     for (bool zc : {false, true})

@@ -28,6 +28,7 @@ Status engram_table::usable() {
 }
 
 Status engram_table::pump(uint64_t id, ResponseRecord* mine, const std::function<bool()>& done, int64_t deadline_ns) {
+  bool quiet = false;  // the last wait ended with nothing to read
   for (;;) {
     ResponseRecord r;
     // The owner never waits for room in the response ring (the credit rule
@@ -62,14 +63,17 @@ Status engram_table::pump(uint64_t id, ResponseRecord* mine, const std::function
     if (done && done()) return Status::Ok();
     if (id == 0 && !done) return Status::Ok();
     if (Status u = usable(); !u.ok()) return u;
-    if (!client->alive()) return {Errc::disconnected, "the server went away; disconnect and connect again"};
+    // A server killed outright cannot say so through the rings: ask its
+    // socket, but only once a wait brought nothing. Between the records of
+    // a streaming answer, that poll(2) would cost more than the record.
+    if (quiet && !client->alive()) return {Errc::disconnected, "the server went away; disconnect and connect again"};
     int64_t now = monotonic_ns();
     if (deadline_ns >= 0 && now >= deadline_ns) return {Errc::timeout, "timed out waiting for table " + name};
     int64_t slice = deadline_ns < 0 ? kSliceNs : std::min(kSliceNs, deadline_ns - now);
     // Waiting for our own answer (id set), the owner is at work on it and
     // the answer is close: spin longer before sleeping (the spin yields the
     // core every 64 rounds, so a runnable neighbour loses little).
-    channel.responses.data_bell().wait(
+    quiet = !channel.responses.data_bell().wait(
         [this] {
           auto n = channel.responses.readable();
           return !n.ok() || *n > 0 || channel.header->closed.load(std::memory_order_relaxed) != 0;

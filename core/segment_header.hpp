@@ -20,6 +20,10 @@ namespace engram {
 inline constexpr uint32_t kLayoutVersion = 2;
 inline constexpr uint64_t kSegmentMagic = 0x4d41524745'4e45ULL;  // "ENGRAM" little-endian
 inline constexpr size_t kCacheLine = 64;
+// How many elements ahead a loop over scattered memory prefetches: enough
+// to overlap the misses, few enough for the core's outstanding-miss slots
+// (prefetching a whole batch up front drops most of it).
+inline constexpr size_t kPrefetchAhead = 8;
 
 // Selectors and sum trees live inside a table's region, under its header.
 enum class SegmentKind : uint32_t { arena = 1, ring = 2, channel = 3, bells = 4, table = 5, demo = 100 };

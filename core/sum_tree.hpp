@@ -197,7 +197,6 @@ class SumTree {
       for (size_t q = 0; q < n; ++q) out[q] = occupancy().pick(u[q]);
       return;
     }
-    constexpr size_t kAhead = 8;
     for (size_t base = 0; base < n; base += SumTreeScratch::kMaxBatch) {
       size_t m = std::min(n - base, SumTreeScratch::kMaxBatch);
       uint32_t* node = out + base;
@@ -208,9 +207,9 @@ class SumTree {
       }
       for (uint32_t l = 1; l < h_->levels; ++l) {
         const double* lv = level_[l];
-        for (size_t q = 0; q < m && q < kAhead; ++q) prefetch_group(lv + static_cast<size_t>(node[q]) * K);
+        for (size_t q = 0; q < m && q < kPrefetchAhead; ++q) prefetch_group(lv + static_cast<size_t>(node[q]) * K);
         for (size_t q = 0; q < m; ++q) {
-          if (q + kAhead < m) prefetch_group(lv + static_cast<size_t>(node[q + kAhead]) * K);
+          if (q + kPrefetchAhead < m) prefetch_group(lv + static_cast<size_t>(node[q + kPrefetchAhead]) * K);
           node[q] = descend(lv + static_cast<size_t>(node[q]) * K, node[q], target[q]);
         }
       }

@@ -249,9 +249,14 @@ Status Table::sample_independent(uint32_t n, SampleBatch* out) {
   picks.resize(n);
   for (uint32_t i = 0; i < n; ++i) u[i] = uniform();
   if (Status s = sampler_.sample_batch(u.data(), picks.data(), n, scratch); !s.ok()) return s;
-  for (uint32_t i = 0; i < n; ++i) __builtin_prefetch(&items_[picks[i].slot]);
+  auto prefetch = [&](uint32_t i) {
+    __builtin_prefetch(&items_[picks[i].slot], 1);
+    __builtin_prefetch(refs(picks[i].slot));
+  };
+  for (uint32_t i = 0; i < n && i < kPrefetchAhead; ++i) prefetch(i);
   out->items.reserve(out->items.size() + n);
   for (uint32_t i = 0; i < n; ++i) {
+    if (i + kPrefetchAhead < n) prefetch(i + kPrefetchAhead);
     uint32_t slot = picks[i].slot;
     ItemSlot& it = items_[slot];
     ++it.times_sampled;

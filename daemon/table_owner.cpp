@@ -385,7 +385,8 @@ TableOwner::Outcome TableOwner::sample(ChannelState& c, const RequestRecord& r) 
   }
   std::vector<BlockRef>& pins = c.pins[r.id];
   pins.reserve(batch_.refs.size());
-  for (const ChunkRef& ref : batch_.refs) arena_.prefetch_state(ref.block);
+  size_t num_refs = batch_.refs.size();
+  for (size_t k = 0; k < num_refs && k < kPrefetchAhead; ++k) arena_.prefetch_state(batch_.refs[k].block);
   ResponseRecord rsp{};
   rsp.op = r.op;
   rsp.id = r.id;
@@ -396,6 +397,7 @@ TableOwner::Outcome TableOwner::sample(ChannelState& c, const RequestRecord& r) 
     w = {it.key, it.priority, it.probability, it.times_sampled, it.table_size, it.num_refs, 0, {}};
     for (uint32_t k = 0; k < it.num_refs && k < kRecordRefs; ++k) {
       w.refs[k] = batch_.refs[it.first_ref + k];
+      if (it.first_ref + k + kPrefetchAhead < num_refs) arena_.prefetch_state(batch_.refs[it.first_ref + k + kPrefetchAhead].block);
       BlockRef b{w.refs[k].block, w.refs[k].generation};
       // The item still holds its reference (expired items' releases are
       // deferred until after this loop), so this fails only on corruption.
