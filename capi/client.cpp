@@ -156,6 +156,43 @@ bool engram_client::alive() {
   return !disconnected;
 }
 
+namespace {
+// Enough for the acks in flight of one writer's steady state (an insert
+// evicts one item, a chunk takes one block); more would keep free blocks
+// from other clients.
+constexpr size_t kMaxSpares = 16;
+}  // namespace
+
+void engram_client::keep_spare(BlockRef b) {
+  // Trusted: the server reserved it for us. Reading its state word here
+  // would pull that line to this core only for the server to pull it back
+  // when it seals the chunk.
+  if (b.index >= arena.total_blocks()) return;
+  auto k = arena.class_for(arena.block_size(b.index));
+  if (!k.ok()) return;
+  if (spares.size() < arena.num_classes()) spares.resize(arena.num_classes());
+  std::vector<BlockRef>& s = spares[*k];
+  if (s.size() >= kMaxSpares) {
+    (void)arena.free_reserved(hello.client_id, b);
+    return;
+  }
+  __builtin_prefetch(arena.data(b), 1);  // its header is the next chunk's first write
+  s.push_back(b);
+}
+
+bool engram_client::take_spare(uint32_t k, BlockRef* b) {
+  if (k >= spares.size() || spares[k].empty()) return false;
+  *b = spares[k].back();
+  spares[k].pop_back();
+  return true;
+}
+
+void engram_client::free_spares() {
+  for (auto& s : spares)
+    for (BlockRef b : s) (void)arena.free_reserved(hello.client_id, b);
+  spares.clear();
+}
+
 engram_table* engram_client::table_by_id(uint32_t id) {
   for (engram_table* t : tables)
     if (t->id == id) return t;
@@ -276,6 +313,7 @@ void engram_disconnect(engram_client* c) {
     while (!c->batches.empty()) engram_batch_release(c->batches.back());
     while (!c->writers.empty()) engram_writer_close(c->writers.back());
     while (!c->tables.empty()) engram_table_close(c->tables.back());
+    if (!c->disconnected) c->free_spares();  // else the server is gone, and the arena with it
   } catch (...) {
   }
   if (c->fd >= 0) ::close(c->fd);  // the server reclaims whatever is left

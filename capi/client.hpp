@@ -87,6 +87,9 @@ struct engram_client {
   std::vector<engram_table*> tables;
   std::vector<engram_writer*> writers;
   std::vector<engram_batch*> batches;
+  // Per size class: free blocks the server handed over in insert acks,
+  // reserved by this client, for writers' next chunks (see InsertAck).
+  std::vector<std::vector<engram::BlockRef>> spares;
 
   // Control request and reply; ENGRAM_E_DISCONNECTED if the server is gone.
   // wait_ms: 0 for the client's timeout_ms, -1 for no limit.
@@ -95,6 +98,12 @@ struct engram_client {
   // Is the server still there? Reads a goodbye if one came.
   bool alive();
   engram_table* table_by_id(uint32_t id);
+  // Keeps a spare from an insert ack (at most kMaxSpares per class; the rest
+  // go back to the free list). Takes one of class k, if any.
+  void keep_spare(engram::BlockRef b);
+  bool take_spare(uint32_t k, engram::BlockRef* b);
+  // Gives every spare back to the free list (disconnect).
+  void free_spares();
 };
 
 struct engram_table {

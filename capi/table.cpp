@@ -40,7 +40,11 @@ Status engram_table::pump(uint64_t id, ResponseRecord* mine, const std::function
       Owed& o = owed.front();
       bool last = !(o.op == RequestOp::sample && r.status == 0 && r.count > 0 && r.index + 1 < r.count);
       bool is_mine = r.id == id && o.op != RequestOp::insert;
-      if (o.op == RequestOp::insert) writer_on_ack(o.writer, this, r, o);
+      if (o.op == RequestOp::insert) {
+        if (r.status == 0 && r.payload.insert.spare_block != kNoSpare)
+          client->keep_spare({r.payload.insert.spare_block, r.payload.insert.spare_generation});
+        writer_on_ack(o.writer, this, r, o);
+      }
       if (last) {
         // A sample whose caller gave up waiting still pinned its chunks.
         bool orphan = o.op == RequestOp::sample && !is_mine && r.status == 0 && r.count > 0;
@@ -99,7 +103,7 @@ Status engram_table::send(const RequestRecord& r, Owed o, int64_t deadline_ns) {
 Status engram_table::send_quiet(const RequestRecord& r) {
   for (;;) {
     // The owner sleeps on the table's bell, never on this ring's.
-    Status s = channel.requests.try_push(&r, /*ring_bell=*/false);
+    Status s = channel.requests.try_push(&r, request_bytes(r), /*ring_bell=*/false);
     if (s.ok()) {
       bell->ring();
       return s;

@@ -21,7 +21,9 @@ Status engram_writer::open_chunk() {
   int64_t deadline = deadline_after_ms(insert_timeout_ms);
   int64_t pause_ns = 10'000;
   for (;;) {
-    auto b = client->arena.alloc(client->hello.client_id, size_class);
+    BlockRef spare;
+    auto b = client->take_spare(size_class, &spare) ? Result<BlockRef>(spare)
+                                                    : client->arena.alloc(client->hello.client_id, size_class);
     if (b.ok()) {
       Chunk c;
       c.block = *b;
@@ -231,7 +233,12 @@ Status engram_writer::send_pending(bool force) {
     if (Status s = p.table->send(r, o, r.deadline_ns); !s.ok()) {
       on_ack(p.table, error_response(r, s), o);
       if (s.code() == Errc::disconnected) return s;
+      continue;
     }
+    // Take the acks that are ready now, not a ring's worth at once when
+    // credit runs out: each may bring the block for the next chunk.
+    ResponseRecord unused;
+    if (Status s = p.table->pump(0, &unused, nullptr, -1); !s.ok()) return s;
   }
   return Status::Ok();
 }
@@ -239,7 +246,7 @@ Status engram_writer::send_pending(bool force) {
 void engram_writer::on_ack(engram_table* t, const ResponseRecord& r, const Owed& o) {
   --unacked;
   if (r.status == 0) {
-    if (keep_keys) keys.push_back(r.payload.key);
+    if (keep_keys) keys.push_back(r.payload.insert.key);
   } else if (first_error.ok()) {
     Status s = response_status(r);
     first_error = Status{s.code(), "item in table " + t->name + ": " + s.message()};

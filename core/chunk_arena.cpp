@@ -360,6 +360,18 @@ Status ChunkArena::unref(uint32_t client, BlockRef b, bool* last) noexcept {
   }
 }
 
+Status ChunkArena::hand_over(uint32_t from, uint32_t to, BlockRef b) noexcept {
+  if (Status s = check_ref(b, "hand over"); !s.ok()) return s;
+  if (from >= kArenaMaxClients || to >= kArenaMaxClients)
+    return {Errc::invalid_argument, "client id " + std::to_string(std::max(from, to)) + " is out of range"};
+  uint64_t expect = make_state(b.generation, BlockKind::reserved, from);
+  if (!blocks_[b.index].state.compare_exchange_strong(expect, make_state(b.generation, BlockKind::reserved, to),
+                                                      std::memory_order_acq_rel))
+    return {Errc::stale_reference, "block " + std::to_string(b.index) + " generation " + std::to_string(b.generation) +
+                                       " is not reserved by client " + std::to_string(from)};
+  return Status::Ok();
+}
+
 Result<uint64_t> ChunkArena::reclaim(uint32_t dead) noexcept {
   if (dead >= kArenaMaxClients || dead == kArenaDaemonClient)
     return Status{Errc::invalid_argument, "cannot reclaim client id " + std::to_string(dead)};

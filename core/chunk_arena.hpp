@@ -157,6 +157,10 @@ class ChunkArena {
   // free_reserved: a batch of frees then takes the free list's cache line
   // once instead of once per block.
   Status unref(uint32_t client, BlockRef b, bool* last) noexcept;
+  // Reserved by `from` -> reserved by `to`, one CAS: a block freed by the
+  // daemon goes straight to the client that will write it next, without a
+  // trip through the free list. If `to` dies, reclaim(to) frees it.
+  Status hand_over(uint32_t from, uint32_t to, BlockRef b) noexcept;
   // After `dead` died: finishes its pending free-list operation, if any, and
   // frees every block it still had reserved (using the daemon's intent
   // slot). Returns the number of blocks freed. Must not run while `dead` lives.

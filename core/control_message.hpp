@@ -22,7 +22,7 @@
 namespace engram {
 
 inline constexpr uint32_t kControlMagic = 0x4c525443;  // "CTRL"
-inline constexpr uint32_t kProtocolVersion = 2;
+inline constexpr uint32_t kProtocolVersion = 3;  // 3: insert acks carry spare blocks
 inline constexpr uint32_t kMaxControlPayload = 1 << 16;
 inline constexpr size_t kMaxSegmentName = 128;
 

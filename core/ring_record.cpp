@@ -1,6 +1,7 @@
 #include "core/ring_record.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <string>
 
@@ -16,6 +17,35 @@ const char* request_op_name(uint32_t op) noexcept {
     case RequestOp::remove: return "remove";
   }
   return "unknown";
+}
+
+size_t request_bytes(const RequestRecord& r) noexcept {
+  size_t head = offsetof(RequestRecord, payload), n = std::min(r.count, kRecordKeys);
+  switch (static_cast<RequestOp>(r.op)) {
+    case RequestOp::insert:
+      return offsetof(RequestRecord, payload.insert.refs) + sizeof(ChunkRef) * std::min(r.count, kRecordRefs);
+    case RequestOp::sample:
+    case RequestOp::release: return head;
+    case RequestOp::drop: return head + sizeof(BlockRef) * n;
+    case RequestOp::update: return head + sizeof(KeyPriority) * std::min(r.count, kRecordUpdates);
+    case RequestOp::remove: return head + sizeof(uint64_t) * n;
+  }
+  return sizeof r;
+}
+
+size_t response_bytes(const ResponseRecord& r) noexcept {
+  size_t head = offsetof(ResponseRecord, payload);
+  if (r.status != 0) return head + strnlen(r.payload.message, sizeof r.payload.message - 1) + 1;
+  switch (static_cast<RequestOp>(r.op)) {
+    case RequestOp::insert: return head + sizeof(InsertAck);
+    case RequestOp::sample:
+      if (r.count == 0) return head;
+      return offsetof(ResponseRecord, payload.item.refs) + sizeof(ChunkRef) * std::min(r.payload.item.num_refs, kRecordRefs);
+    case RequestOp::update:
+    case RequestOp::remove: return head + sizeof r.payload.keys;
+    default: break;
+  }
+  return sizeof r;
 }
 
 Status check_request(const RequestRecord& r, uint32_t max_batch) noexcept {

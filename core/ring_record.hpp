@@ -10,7 +10,8 @@
 // it is never applied after its deadline.
 //
 // Responses per request:
-//   insert  -> 1 record (payload.key, or an error)
+//   insert  -> 1 record (payload.insert: the key, and maybe a spare block;
+//              or an error)
 //   sample  -> `count` item records with index 0..count-1 (count <= n), or 1
 //              error record with count 0; the chunks behind the items stay
 //              pinned until the client sends `release` with the same id
@@ -78,6 +79,18 @@ struct SampledItemWire {
   ChunkRef refs[kRecordRefs];
 };
 
+// The answer to an insert. An insert that evicted an item often frees that
+// item's chunk; if the block is of the class of the new item's newest chunk,
+// the owner hands it to the inserting client (reserved by it) as a spare
+// for its writer's next chunk, so that steady-state inserts skip the shared
+// free list on both sides. spare_block is kNoSpare when there is none.
+inline constexpr uint32_t kNoSpare = UINT32_MAX;
+struct InsertAck {
+  uint64_t key;
+  uint32_t spare_block;
+  uint32_t spare_generation;
+};
+
 struct ResponseRecord {
   uint32_t op;      // echo of the request's op
   int32_t status;   // Errc as int; 0 = ok
@@ -85,7 +98,7 @@ struct ResponseRecord {
   uint32_t index;   // sample: item index
   uint32_t count;   // sample: items in this response
   union {
-    uint64_t key;  // insert
+    InsertAck insert;
     struct {
       uint32_t applied, stale_mask, unknown_mask, reserved_;
     } keys;                 // update / remove, bit i = entry i
@@ -94,6 +107,14 @@ struct ResponseRecord {
   } payload;
 };
 static_assert(sizeof(ResponseRecord) == kRecordSize);
+
+// The leading bytes of a record that carry meaning: its header and the
+// first `count` entries (refs, keys, updates; an item's refs; an error's
+// message). Pushed with SpscRing::try_push(r, bytes, ...), so that the rest
+// of the slot still holds an older record's bytes: readers never look past
+// the entries `count` (or an item's num_refs) names.
+size_t request_bytes(const RequestRecord& r) noexcept;
+size_t response_bytes(const ResponseRecord& r) noexcept;
 
 // Structural checks of a request copied out of a ring: a known op, a count
 // in range for it (max_batch for samples). Semantic checks (priorities,

@@ -1,5 +1,6 @@
 #include "core/spsc_ring.hpp"
 
+#include <algorithm>
 #include <string>
 
 namespace engram {
@@ -52,13 +53,13 @@ Result<uint64_t> SpscRing::readable() const noexcept {
   return tail - head;
 }
 
-Status SpscRing::try_push(const void* record, bool ring_bell) noexcept {
+Status SpscRing::try_push(const void* record, size_t bytes, bool ring_bell) noexcept {
   uint64_t tail = h_->tail.load(std::memory_order_relaxed);
   if (tail - seen_head_ >= capacity_) {
     seen_head_ = h_->head.load(std::memory_order_acquire);
     if (tail - seen_head_ >= capacity_) return {Errc::full, {}};
   }
-  std::memcpy(slot(tail), record, record_size_);
+  std::memcpy(slot(tail), record, std::min<size_t>(bytes, record_size_));
   h_->tail.store(tail + 1, std::memory_order_release);
   if (ring_bell) h_->data.ring();
   return Status::Ok();

@@ -59,7 +59,12 @@ class SpscRing {
   // Producer. Copies one record (record_size bytes); Errc::full if no room.
   // With ring_bell false the data doorbell is not rung: for a consumer that
   // sleeps on another doorbell (a table owner serving many rings).
-  Status try_push(const void* record, bool ring_bell = true) noexcept;
+  Status try_push(const void* record, bool ring_bell = true) noexcept { return try_push(record, record_size_, ring_bell); }
+  // The same, writing only the first `bytes` (<= record_size) of the slot:
+  // the rest keeps an older record's bytes, which the reader must not look
+  // at. Between processes every cache line written is one the reader's core
+  // must fetch, so a record that fits one line should move one line.
+  Status try_push(const void* record, size_t bytes, bool ring_bell) noexcept;
   // Waits (spin, then sleep) up to timeout_ns (< 0: for ever) for room.
   Status push(const void* record, int64_t timeout_ns) noexcept;
 

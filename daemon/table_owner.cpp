@@ -343,6 +343,7 @@ TableOwner::Outcome TableOwner::insert(ChannelState& c, const RequestRecord& r) 
       newly[n_new++] = b;
     }
   }
+  size_t freed_before = freed_.size();  // an eviction may free blocks
   auto key = table_.insert(in.priority, in.refs, r.count);
   if (!key.ok()) {
     undo();
@@ -358,7 +359,17 @@ TableOwner::Outcome TableOwner::insert(ChannelState& c, const RequestRecord& r) 
   ResponseRecord rsp{};
   rsp.op = r.op;
   rsp.id = r.id;
-  rsp.payload.key = *key;
+  rsp.payload.insert = {*key, kNoSpare, 0};
+  // The victim's block, if this insert freed it, suits the writer's next
+  // chunk when it is of the class of the newest one (see InsertAck).
+  uint64_t want = arena_.block_size(in.refs[r.count - 1].block);
+  for (size_t i = freed_before; i < freed_.size(); ++i) {
+    if (c.broken || arena_.block_size(freed_[i].index) != want || !arena_.hand_over(arena_id_, c.client, freed_[i]).ok()) continue;
+    rsp.payload.insert.spare_block = freed_[i].index;
+    rsp.payload.insert.spare_generation = freed_[i].generation;
+    freed_.erase(freed_.begin() + static_cast<long>(i));
+    break;
+  }
   respond(c, rsp);
   return Outcome::done;
 }
@@ -462,7 +473,7 @@ void TableOwner::respond(ChannelState& c, const ResponseRecord& rsp) {
   // The bell is rung once per batch (service), not per record: a client
   // that spins sees the records as they land, one that sleeps is woken then.
   c.unrung = true;
-  if (Status s = c.channel.responses.try_push(&rsp, /*ring_bell=*/false); !s.ok()) {
+  if (Status s = c.channel.responses.try_push(&rsp, response_bytes(rsp), /*ring_bell=*/false); !s.ok()) {
     log_warn("table " + table_.name() + ": client " + std::to_string(c.client) +
              " overran its response ring; closing its channel");
     close_channel(c, ChannelClosed::protocol_error);

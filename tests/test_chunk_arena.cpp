@@ -118,7 +118,7 @@ TEST(ChunkArena, PinSealsTheOwnersBlockOrAddsReferences) {
   expect_all_free(a);
 }
 
-TEST(ChunkArena, UnrefLeavesTheLastReferencesBlockReservedUntilListed) {
+TEST(ChunkArena, UnrefLeavesTheLastReferencesBlockReservedUntilListedOrHandedOver) {
   SharedArena s(small_config());
   ChunkArena& a = s.arena;
   auto b = a.alloc(5, 0);
@@ -136,7 +136,13 @@ TEST(ChunkArena, UnrefLeavesTheLastReferencesBlockReservedUntilListed) {
   EXPECT_EQ(a.unref(7, *b, &last).code(), Errc::double_free);
   EXPECT_FALSE(last);
   EXPECT_EQ(a.free_reserved(6, *b).code(), Errc::double_free) << "reserved by 7, not 6";
-  ASSERT_TRUE(a.free_reserved(7, *b).ok());
+  EXPECT_EQ(a.hand_over(6, 8, *b).code(), Errc::stale_reference) << "only the holder can hand it over";
+  ASSERT_TRUE(a.hand_over(7, 8, *b).ok());
+  EXPECT_EQ(a.refcount_or_owner(b->index), 8u);
+  EXPECT_EQ(a.free_reserved(7, *b).code(), Errc::double_free) << "now reserved by 8";
+  auto freed = a.reclaim(8);
+  ASSERT_TRUE(freed.ok());
+  EXPECT_EQ(*freed, 1u) << "a handed-over block of a dead client comes back";
   expect_all_free(a);
 }
 
