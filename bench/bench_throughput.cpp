@@ -394,13 +394,44 @@ bool wanted(const std::string& system, const std::string& op) {
   return false;
 }
 
-// Repeats a scenario g_opt.reps times.
+// One payload's scenarios, collected over its repetitions. A repetition runs
+// every scenario once, so the repetitions of engram and of its baselines
+// alternate: a slow minute of this VM (cross-core latency here swings by
+// 2x from one minute to the next) lands on all of them, not on one system.
+struct Collected {
+  std::string system, op, table;
+  int processes;
+  std::vector<double> reps, p50s, p99s;
+};
+std::vector<Collected> g_collected;  // in order of first run
+
+void collect(const std::string& system, const std::string& op, const std::string& table, int procs, double items_per_s,
+             double p50 = -1, double p99 = -1) {
+  auto it = std::find_if(g_collected.begin(), g_collected.end(), [&](const Collected& c) {
+    return c.system == system && c.op == op && c.table == table && c.processes == procs;
+  });
+  if (it == g_collected.end()) it = g_collected.insert(g_collected.end(), Collected{system, op, table, procs, {}, {}, {}});
+  it->reps.push_back(items_per_s);
+  if (p99 >= 0) {
+    it->p50s.push_back(p50);
+    it->p99s.push_back(p99);
+  }
+}
+
+// Medians of what was collected for `payload`, as records.
+void record_collected(uint64_t payload) {
+  for (const Collected& c : g_collected)
+    record(c.system, c.op, c.table, payload, c.processes, c.reps, c.p99s.empty() ? -1 : median(c.p50s),
+           c.p99s.empty() ? -1 : median(c.p99s));
+  g_collected.clear();
+}
+
+// Runs a scenario once (one repetition), if --only selects it.
 void scenario(const std::string& system, const std::string& op, const std::string& table, uint64_t payload, int procs,
               const std::function<double()> run) {
+  (void)payload;
   if (!wanted(system, op)) return;
-  std::vector<double> reps;
-  for (int i = 0; i < g_opt.reps; ++i) reps.push_back(run());
-  record(system, op, table, payload, procs, reps);
+  collect(system, op, table, procs, run());
 }
 
 int create_table(engram_client* c, const char* name, uint64_t payload, uint64_t capacity, int sampler, bool queue) {
@@ -444,8 +475,8 @@ void print_config() {
   std::printf("]\n");
 }
 
-void run_payload(uint64_t payload) {
-  std::fprintf(stderr, "payload %llu B\n", static_cast<unsigned long long>(payload));
+// One repetition of every scenario of a payload.
+void run_payload_once(uint64_t payload) {
   uint64_t items = table_items(payload);
 
   // memcpy: copy in (insert) with 1 and 2 processes, random gather (sample).
@@ -511,17 +542,12 @@ void run_payload(uint64_t payload) {
   if (wanted("engram", "both")) {
     create_table(c, "both", payload, items, ENGRAM_PRIORITIZED, false);
     run_workers(1, [&](int, auto& ready) { return engram_writer_worker("both", payload, int64_t(items), 0, ready); });
-    std::vector<double> ins, smp;
-    for (int i = 0; i < g_opt.reps; ++i) {
-      auto rs = run_workers(2, [&](int k, auto& ready) {
-        return k == 0 ? engram_writer_worker("both", payload, 0, 0, ready)
-                      : engram_sampler_worker("both", payload, 256, false, false, ready);
-      });
-      ins.push_back(rate(rs, 0, 1));
-      smp.push_back(rate(rs, 1, 1));
-    }
-    record("engram", "both_insert", "prioritized", payload, 1, ins);
-    record("engram", "both_sample", "prioritized", payload, 1, smp);
+    auto rs = run_workers(2, [&](int k, auto& ready) {
+      return k == 0 ? engram_writer_worker("both", payload, 0, 0, ready)
+                    : engram_sampler_worker("both", payload, 256, false, false, ready);
+    });
+    collect("engram", "both_insert", "prioritized", 1, rate(rs, 0, 1));
+    collect("engram", "both_sample", "prioritized", 1, rate(rs, 1, 1));
     engram_table_drop(c, "both");
   }
 
@@ -535,30 +561,28 @@ void run_payload(uint64_t payload) {
   uint64_t queue_items = std::min<uint64_t>(items, 4096);
   uint32_t queue_batch = uint32_t(std::min<uint64_t>(256, queue_items));
   create_table(c, "queue", payload, queue_items, ENGRAM_FIFO, true);
-  {
-    std::vector<double> thr, p50s, p99s;
-    for (int i = 0; i < g_opt.reps; ++i) {
-      auto rs = run_workers(2, [&](int k, auto& ready) {
-        return k == 0 ? engram_writer_worker("queue", payload, 0, 0, ready, true)
-                      : engram_sampler_worker("queue", payload, queue_batch, false, false, ready);
-      });
-      thr.push_back(rate(rs, 1, 1));
-      engram_table_reset(c, "queue");
-      double p50 = -1, p99 = -1;
-      auto lat = run_workers(2, [&](int k, auto& ready) {
-        return k == 0 ? engram_writer_worker("queue", payload, 0, 20000, ready, true)
-                      : engram_sampler_worker("queue", payload, 1, true, true, ready);
-      });
-      rate(lat, 0, 2);
-      latency(&p50, &p99);
-      p50s.push_back(p50);
-      p99s.push_back(p99);
-      engram_table_reset(c, "queue");
-    }
-    record("engram", "queue", "queue", payload, 1, thr, median(p50s), median(p99s));
-  }
+  auto rs = run_workers(2, [&](int k, auto& ready) {
+    return k == 0 ? engram_writer_worker("queue", payload, 0, 0, ready, true)
+                  : engram_sampler_worker("queue", payload, queue_batch, false, false, ready);
+  });
+  double thr = rate(rs, 1, 1);
+  engram_table_reset(c, "queue");
+  double p50 = -1, p99 = -1;
+  auto lat = run_workers(2, [&](int k, auto& ready) {
+    return k == 0 ? engram_writer_worker("queue", payload, 0, 20000, ready, true)
+                  : engram_sampler_worker("queue", payload, 1, true, true, ready);
+  });
+  rate(lat, 0, 2);
+  latency(&p50, &p99);
+  collect("engram", "queue", "queue", 1, thr, p50, p99);
   engram_table_drop(c, "queue");
   engram_disconnect(c);
+}
+
+void run_payload(uint64_t payload) {
+  std::fprintf(stderr, "payload %llu B\n", static_cast<unsigned long long>(payload));
+  for (int i = 0; i < g_opt.reps; ++i) run_payload_once(payload);
+  record_collected(payload);
 }
 
 std::string json_str(const std::string& s) {
