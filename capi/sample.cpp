@@ -72,15 +72,16 @@ void release(engram_table* t, uint64_t id) {
   (void)t->send_quiet(r);  // if the server is gone, so are the pins
 }
 
-// Starts loading the chunk headers of item i + kPrefetchAhead (and, for
-// i == 0, of the items before it), so that the checks of a batch overlap
-// their cache misses instead of waiting for each.
-void prefetch_headers(const engram_table* t, const std::vector<SampledItemWire>& items, size_t i) {
-  size_t first = i == 0 ? 0 : i + kPrefetchAhead;
-  for (size_t j = first; j <= i + kPrefetchAhead && j < items.size(); ++j)
-    for (uint32_t k = 0; k < items[j].num_refs && k < kRecordRefs; ++k)
-      if (items[j].refs[k].block < t->client->arena.total_blocks())
-        __builtin_prefetch(t->client->arena.data({items[j].refs[k].block, items[j].refs[k].generation}));
+// Starts loading every chunk header of a batch, so that the checks below
+// wait for one round of cache misses, not one per item. All at once, unlike
+// the owner's loops (kPrefetchAhead): from 4 KB up every header is on a
+// page of its own, and zero-copy sampling at 4 KB measured faster with the
+// page walks of the whole batch under way than with 8 at a time.
+void prefetch_headers(const engram_table* t, const std::vector<SampledItemWire>& items) {
+  for (const SampledItemWire& it : items)
+    for (uint32_t k = 0; k < it.num_refs && k < kRecordRefs; ++k)
+      if (it.refs[k].block < t->client->arena.total_blocks())
+        __builtin_prefetch(t->client->arena.data({it.refs[k].block, it.refs[k].generation}));
 }
 
 // Checks every chunk an item references against the table and num_steps.
@@ -188,9 +189,9 @@ int engram_sample(engram_table* t, const engram_sample_options* o, void* const* 
     return set_error(s);
   }
   const TableSpec& spec = t->spec;
+  prefetch_headers(t, items);
   ChunkHeader headers[kRecordRefs];
   for (uint32_t i = 0; i < items.size() && s.ok(); ++i) {
-    prefetch_headers(t, items, i);
     const SampledItemWire& it = items[i];
     s = check_item(t, it, o->num_steps, headers);
     if (!s.ok()) break;
@@ -226,10 +227,9 @@ int engram_sample_view(engram_table* t, const engram_sample_options* o, engram_b
     refs += b->items[i].num_refs;  // 1..kRecordRefs, checked by request_sample
   }
   b->headers.resize(refs);
-  for (size_t i = 0; i < b->items.size() && s.ok(); ++i) {
-    prefetch_headers(t, b->items, i);
+  if (s.ok()) prefetch_headers(t, b->items);
+  for (size_t i = 0; i < b->items.size() && s.ok(); ++i)
     s = check_item(t, b->items[i], o->num_steps, &b->headers[b->first_header[i]]);
-  }
   if (!s.ok()) {
     if (b->id && s.code() != Errc::disconnected) release(t, b->id);
     return set_error(s);

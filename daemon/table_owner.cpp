@@ -179,7 +179,22 @@ int64_t TableOwner::next_deadline() const {
   return d;
 }
 
-void TableOwner::ring_responses(ChannelState& c) {
+void TableOwner::send_responses(ChannelState& c) {
+  // Clients keep at most ring-capacity responses outstanding, so a full
+  // response ring means the client broke the protocol, never that it is slow.
+  for (const ResponseRecord& rsp : out_) {
+    if (c.broken) break;
+    if (Status s = c.channel.responses.try_push(&rsp, response_bytes(rsp), /*ring_bell=*/false); !s.ok()) {
+      log_warn("table " + table_.name() + ": client " + std::to_string(c.client) +
+               " overran its response ring; closing its channel");
+      close_channel(c, ChannelClosed::protocol_error);
+      break;
+    }
+    c.unrung = true;
+  }
+  out_.clear();
+  // One ring of the bell per batch: a client that spins sees the records
+  // as they land, one that sleeps is woken now.
   if (!c.unrung) return;
   c.unrung = false;
   c.channel.responses.data_bell().ring();
@@ -214,7 +229,7 @@ bool TableOwner::service(ChannelState& c) {
   } list{this};
   if (c.pending) {
     Outcome o = apply(c, *c.pending);
-    ring_responses(c);
+    send_responses(c);
     if (o == Outcome::deferred) return false;
     c.pending.reset();
   }
@@ -238,7 +253,7 @@ bool TableOwner::service(ChannelState& c) {
   }
   // One wake-up for the whole batch, for a client waiting on a full ring.
   if (progress) c.channel.requests.ring_space();
-  ring_responses(c);
+  send_responses(c);
   return progress;
 }
 
@@ -467,17 +482,11 @@ void TableOwner::remove(ChannelState& c, const RequestRecord& r) {
 }
 
 void TableOwner::respond(ChannelState& c, const ResponseRecord& rsp) {
-  if (c.broken) return;
-  // Clients keep at most ring-capacity responses outstanding, so a full
-  // response ring means the client broke the protocol, never that it is slow.
-  // The bell is rung once per batch (service), not per record: a client
-  // that spins sees the records as they land, one that sleeps is woken then.
-  c.unrung = true;
-  if (Status s = c.channel.responses.try_push(&rsp, response_bytes(rsp), /*ring_bell=*/false); !s.ok()) {
-    log_warn("table " + table_.name() + ": client " + std::to_string(c.client) +
-             " overran its response ring; closing its channel");
-    close_channel(c, ChannelClosed::protocol_error);
-  }
+  // Kept until the end of the batch (send_responses): writing the ring here
+  // would leave stores to lines the client's core holds in the store buffer,
+  // and the next request's atomic (a pin, a reference) would wait for them
+  // to drain, one cross-core round trip per request.
+  if (!c.broken) out_.push_back(rsp);
 }
 
 void TableOwner::fail(ChannelState& c, const RequestRecord& r, const Status& s) { respond(c, error_response(r, s)); }

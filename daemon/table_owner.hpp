@@ -112,8 +112,8 @@ class TableOwner {
   // rate_limited (no wait asked) or timeout response.
   Outcome refuse(ChannelState& c, const RequestRecord& r, const char* what);
   void respond(ChannelState& c, const ResponseRecord& rsp);
-  // Rings the client's response bell if responses were pushed since.
-  void ring_responses(ChannelState& c);
+  // Pushes the batch's responses (out_) into c's ring and rings its bell.
+  void send_responses(ChannelState& c);
   void fail(ChannelState& c, const RequestRecord& r, const Status& s);
   void close_channel(ChannelState& c, ChannelClosed reason);
   void give_back(ChannelState& c);
@@ -134,6 +134,7 @@ class TableOwner {
   // free their chunks before the batch pins them: their releases wait here.
   bool defer_releases_ = false;
   std::vector<BlockRef> deferred_;
+  std::vector<ResponseRecord> out_;  // the current batch's responses, in order
   bool in_service_ = false;         // unpin: leave freed blocks in freed_
   std::vector<BlockRef> freed_;     // reserved by arena_id_, to be listed
 
