@@ -173,6 +173,15 @@ void Table::erase_slot(uint32_t slot) {
   sync_limiter();
 }
 
+uint32_t Table::next_victim(const ChunkRef** out) const noexcept {
+  SelectorKind k = remover_.kind();
+  if (h_->size < h_->capacity || k == SelectorKind::uniform || k == SelectorKind::prioritized) return 0;
+  auto victim = remover_.sample(0.0);
+  if (!victim.ok()) return 0;
+  *out = refs(victim->slot);
+  return items_[victim->slot].num_refs;
+}
+
 Result<uint64_t> Table::insert(double priority, const ChunkRef* refs, uint32_t num_refs) {
   if (num_refs == 0 || num_refs > h_->max_refs_per_item)
     return Status{Errc::invalid_argument, "table '" + std::string(h_->name) + "': an item needs 1 to " +

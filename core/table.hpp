@@ -215,6 +215,10 @@ class Table {
   // The item a live key names, or nullptr.
   const ItemSlot* find(uint64_t key) const noexcept;
   const ChunkRef* refs(uint32_t slot) const noexcept { return refs_ + size_t{slot} * h_->max_refs_per_item; }
+  // The references of the item the next insert will evict, when the table
+  // is full and its remover picks without chance (FIFO, LIFO, a heap); 0
+  // references otherwise. For prefetching what that eviction will touch.
+  uint32_t next_victim(const ChunkRef** out) const noexcept;
   const Selector& sampler() const noexcept { return sampler_; }
   const Selector& remover() const noexcept { return remover_; }
 

@@ -364,6 +364,11 @@ TableOwner::Outcome TableOwner::insert(ChannelState& c, const RequestRecord& r) 
     undo();
     return fail(c, r, key.status()), Outcome::done;
   }
+  // The next insert's eviction drops a reference to a chunk written long
+  // ago: start fetching its state word now.
+  const ChunkRef* victim = nullptr;
+  for (uint32_t i = 0, n = table_.next_victim(&victim); i < n; ++i)
+    if (victim[i].block < arena_.total_blocks()) arena_.prefetch_state(victim[i].block);
   for (uint32_t i = 0; i < n_new; ++i) {
     uint64_t raw = 0, stored = 0;
     if (chunk_sizes(arena_.data(newly[i]), arena_.block_size(newly[i].index), headers[newly_ref[i]], table_.columns(),

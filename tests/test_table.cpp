@@ -226,6 +226,31 @@ INSTANTIATE_TEST_SUITE_P(
       return name;
     });
 
+TEST(Table, NextVictimNamesWhatTheNextInsertEvicts) {
+  for (SelectorKind remover : {SelectorKind::fifo, SelectorKind::lifo, SelectorKind::min_heap, SelectorKind::uniform}) {
+    OwnedTable o(options({SelectorKind::uniform, 1}, {remover, 1}, 3));
+    Table& t = o.table;
+    const ChunkRef* refs = nullptr;
+    for (uint64_t n = 1; n <= 3; ++n) {
+      EXPECT_EQ(t.next_victim(&refs), 0u) << "not full: nothing is evicted";
+      ChunkRef r = ref_for(n);
+      ASSERT_TRUE(t.insert(double(10 - n), &r, 1).ok());
+    }
+    for (uint64_t n = 4; n <= 8; ++n) {
+      uint32_t k = t.next_victim(&refs);
+      uint32_t predicted = k ? refs[0].block : 0;
+      ChunkRef r = ref_for(n);
+      ASSERT_TRUE(t.insert(double(10 - n), &r, 1).ok());
+      if (remover == SelectorKind::uniform) {
+        EXPECT_EQ(k, 0u) << "a remover that draws at random names nothing";
+      } else {
+        ASSERT_EQ(k, 1u) << "remover " << int(remover);
+        EXPECT_EQ(predicted, o.removed_ref0.back()) << "remover " << int(remover) << ", insert " << n;
+      }
+    }
+  }
+}
+
 TEST(Table, StaleAndUnknownKeysChangeNothing) {
   OwnedTable o(options({SelectorKind::max_heap, 1}, {SelectorKind::fifo, 1}, 2));
   Table& t = o.table;
