@@ -137,6 +137,9 @@ struct engram_table {
   // ready and returns. Errc::timeout at the deadline.
   engram::Status pump(uint64_t id, engram::ResponseRecord* mine, const std::function<bool()>& done, int64_t deadline_ns);
   engram::Status flush_drops();
+  // Hands each ack of an insert ack record to its writer (and its spare
+  // block to the client), popping the requests it answers.
+  engram::Status take_acks(const engram::ResponseRecord& r);
   // Why the channel cannot be used, or ok.
   engram::Status usable();
 };

@@ -37,14 +37,14 @@ Status engram_table::pump(uint64_t id, ResponseRecord* mine, const std::function
     if (s.ok()) {
       if (owed.empty() || owed.front().id != r.id)
         return {Errc::corrupt, "table " + name + ": a response for request " + std::to_string(r.id) + " that is not owed"};
+      if (owed.front().op == RequestOp::insert && r.status == 0) {
+        if (Status a = take_acks(r); !a.ok()) return a;
+        continue;
+      }
       Owed& o = owed.front();
       bool last = !(o.op == RequestOp::sample && r.status == 0 && r.count > 0 && r.index + 1 < r.count);
       bool is_mine = r.id == id && o.op != RequestOp::insert;
-      if (o.op == RequestOp::insert) {
-        if (r.status == 0 && r.payload.insert.spare_block != kNoSpare)
-          client->keep_spare({r.payload.insert.spare_block, r.payload.insert.spare_generation});
-        writer_on_ack(o.writer, this, r, o);
-      }
+      if (o.op == RequestOp::insert) writer_on_ack(o.writer, this, response_status(r), 0, o);
       if (last) {
         // A sample whose caller gave up waiting still pinned its chunks.
         bool orphan = o.op == RequestOp::sample && !is_mine && r.status == 0 && r.count > 0;
@@ -84,6 +84,23 @@ Status engram_table::pump(uint64_t id, ResponseRecord* mine, const std::function
         },
         slice, id != 0 ? kAnswerSpin : kDefaultSpin);
   }
+}
+
+Status engram_table::take_acks(const ResponseRecord& r) {
+  if (r.count == 0 || r.count > kRecordAcks || r.count > owed.size())
+    return {Errc::corrupt, "table " + name + ": an ack record for " + std::to_string(r.count) + " inserts"};
+  for (uint32_t k = 0; k < r.count; ++k) {
+    const Owed& o = owed.front();
+    if (o.op != RequestOp::insert)
+      return {Errc::corrupt, "table " + name + ": an ack record answers request " + std::to_string(o.id) +
+                                 ", which is not an insert"};
+    const InsertAck& a = r.payload.acks[k];
+    if (a.spare_block != kNoSpare) client->keep_spare({a.spare_block, a.spare_generation});
+    writer_on_ack(o.writer, this, Status::Ok(), a.key, o);
+    credit_used -= o.credit;
+    owed.pop_front();
+  }
+  return Status::Ok();
 }
 
 Status engram_table::send(const RequestRecord& r, Owed o, int64_t deadline_ns) {

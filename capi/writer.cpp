@@ -9,8 +9,8 @@
 using namespace engram;
 
 namespace engram {
-void writer_on_ack(engram_writer* w, engram_table* t, const ResponseRecord& r, const Owed& o) {
-  if (w) w->on_ack(t, r, o);
+void writer_on_ack(engram_writer* w, engram_table* t, const Status& s, uint64_t key, const Owed& o) {
+  if (w) w->on_ack(t, s, key, o);
 }
 }  // namespace engram
 
@@ -164,8 +164,10 @@ Status engram_writer::signature_difference(const engram_table* t) const {
 
 Status engram_writer::create_item(engram_table* t, uint32_t num_steps, double priority) {
   if (Status s = validate_priority(priority); !s.ok()) return s;
-  if (!same_signature(columns.data(), columns.size(), t->spec.columns, t->spec.num_columns))
-    return signature_difference(t);
+  // Chunk headers carry the signature's hash and the owner accepts a chunk
+  // on that alone, so equal hashes mean the same signature here too; it is
+  // cheaper per item than comparing the columns.
+  if (sig_hash != t->sig_hash) return signature_difference(t);
   if (num_steps == 0) return {Errc::invalid_capacity, "an item needs at least one step"};
   if (num_steps > history_steps)
     return {Errc::invalid_capacity, "an item of " + std::to_string(num_steps) + " steps, but the writer holds " +
@@ -231,7 +233,7 @@ Status engram_writer::send_pending(bool force) {
     // as this item still counts on them. A refused send is acked here, as
     // the server would have: that gives the item's counts back.
     if (Status s = p.table->send(r, o, r.deadline_ns); !s.ok()) {
-      on_ack(p.table, error_response(r, s), o);
+      on_ack(p.table, s, 0, o);
       if (s.code() == Errc::disconnected) return s;
       continue;
     }
@@ -243,12 +245,11 @@ Status engram_writer::send_pending(bool force) {
   return Status::Ok();
 }
 
-void engram_writer::on_ack(engram_table* t, const ResponseRecord& r, const Owed& o) {
+void engram_writer::on_ack(engram_table* t, const Status& s, uint64_t key, const Owed& o) {
   --unacked;
-  if (r.status == 0) {
-    if (keep_keys) keys.push_back(r.payload.insert.key);
+  if (s.ok()) {
+    if (keep_keys) keys.push_back(key);
   } else if (first_error.ok()) {
-    Status s = response_status(r);
     first_error = Status{s.code(), "item in table " + t->name + ": " + s.message()};
   }
   for (uint32_t i = 0; i < o.num_chunks; ++i) {
@@ -256,7 +257,7 @@ void engram_writer::on_ack(engram_table* t, const ResponseRecord& r, const Owed&
     if (seq < first_seq) continue;
     Chunk& c = at(seq);
     --c.unacked;
-    if (r.status == 0) c.held_by |= uint64_t{1} << t->id;
+    if (s.ok()) c.held_by |= uint64_t{1} << t->id;
     retire(seq);
   }
 }

@@ -83,7 +83,8 @@ struct engram_writer {
   // closing a table), so that none is left waiting.
   engram::Status send_pending(bool force);
   engram::Status flush(int64_t deadline_ns);
-  void on_ack(engram_table* t, const engram::ResponseRecord& r, const engram::Owed& o);
+  // An insert's answer: ok with its key, or why it failed.
+  void on_ack(engram_table* t, const engram::Status& s, uint64_t key, const engram::Owed& o);
   void close();
   // Why t's signature (codecs included) differs from the writer's.
   engram::Status signature_difference(const engram_table* t) const;
@@ -101,5 +102,5 @@ struct engram_writer {
 };
 
 namespace engram {
-void writer_on_ack(engram_writer* w, engram_table* t, const ResponseRecord& r, const Owed& o);
+void writer_on_ack(engram_writer* w, engram_table* t, const Status& s, uint64_t key, const Owed& o);
 }

@@ -56,7 +56,7 @@ static_assert(sizeof(BellsHeader) == (1 + kMaxTables) * kCacheLine);
 inline constexpr uint64_t kChannelLayoutHash =
     layout_hash(static_cast<uint64_t>(SegmentKind::channel),
                 {layout_of<ChannelHeader>(), layout_of<RingHeader>(), layout_of<RequestRecord>(),
-                 layout_of<ResponseRecord>(), {kRecordRefs, kRecordKeys}});
+                 layout_of<ResponseRecord>(), {kRecordRefs, kRecordKeys}, {kRecordAcks, 0}});
 inline constexpr uint64_t kBellsLayoutHash =
     layout_hash(static_cast<uint64_t>(SegmentKind::bells), {layout_of<BellsHeader>(), {kMaxTables, 0}});
 

@@ -37,7 +37,7 @@ size_t response_bytes(const ResponseRecord& r) noexcept {
   size_t head = offsetof(ResponseRecord, payload);
   if (r.status != 0) return head + strnlen(r.payload.message, sizeof r.payload.message - 1) + 1;
   switch (static_cast<RequestOp>(r.op)) {
-    case RequestOp::insert: return head + sizeof(InsertAck);
+    case RequestOp::insert: return head + sizeof(InsertAck) * std::min(r.count, kRecordAcks);
     case RequestOp::sample:
       if (r.count == 0) return head;
       return offsetof(ResponseRecord, payload.item.refs) + sizeof(ChunkRef) * std::min(r.payload.item.num_refs, kRecordRefs);

@@ -10,8 +10,11 @@
 // it is never applied after its deadline.
 //
 // Responses per request:
-//   insert  -> 1 record (payload.insert: the key, and maybe a spare block;
-//              or an error)
+//   insert  -> its share of an ack record (payload.acks: the owner groups the
+//              acks of up to kRecordAcks consecutive successful inserts of a
+//              batch in one record, `count` of them, `id` the first one's:
+//              they answer the next `count` requests owed, all inserts), or
+//              1 error record
 //   sample  -> `count` item records with index 0..count-1 (count <= n), or 1
 //              error record with count 0; the chunks behind the items stay
 //              pinned until the client sends `release` with the same id
@@ -32,6 +35,7 @@ inline constexpr uint32_t kRecordSize = 192;
 inline constexpr uint32_t kRecordRefs = 8;       // chunk slices per item
 inline constexpr uint32_t kRecordUpdates = 10;   // (key, priority) per update record
 inline constexpr uint32_t kRecordKeys = 20;      // keys per remove record, blocks per drop record
+inline constexpr uint32_t kRecordAcks = 10;      // insert acks per response record
 inline constexpr int64_t kNoDeadline = -1;       // wait for ever
 
 enum class RequestOp : uint32_t {
@@ -79,7 +83,7 @@ struct SampledItemWire {
   ChunkRef refs[kRecordRefs];
 };
 
-// The answer to an insert. An insert that evicted an item often frees that
+// The answer to one insert. An insert that evicted an item often frees that
 // item's chunk; if the block is of the class of the new item's newest chunk,
 // the owner hands it to the inserting client (reserved by it) as a spare
 // for its writer's next chunk, so that steady-state inserts skip the shared
@@ -98,7 +102,7 @@ struct ResponseRecord {
   uint32_t index;   // sample: item index
   uint32_t count;   // sample: items in this response
   union {
-    InsertAck insert;
+    InsertAck acks[kRecordAcks];  // insert: `count` of them
     struct {
       uint32_t applied, stale_mask, unknown_mask, reserved_;
     } keys;                 // update / remove, bit i = entry i
@@ -107,6 +111,7 @@ struct ResponseRecord {
   } payload;
 };
 static_assert(sizeof(ResponseRecord) == kRecordSize);
+static_assert(offsetof(ResponseRecord, payload) + sizeof(InsertAck) * kRecordAcks <= kRecordSize);
 
 // The leading bytes of a record that carry meaning: its header and the
 // first `count` entries (refs, keys, updates; an item's refs; an error's

@@ -376,20 +376,31 @@ TableOwner::Outcome TableOwner::insert(ChannelState& c, const RequestRecord& r) 
             .ok())
       table_.count_chunk(raw, stored);
   }
-  ResponseRecord rsp{};
-  rsp.op = r.op;
-  rsp.id = r.id;
-  rsp.payload.insert = {*key, kNoSpare, 0};
+  InsertAck a{*key, kNoSpare, 0};
   // The victim's block, if this insert freed it, suits the writer's next
   // chunk when it is of the class of the newest one (see InsertAck).
   uint64_t want = arena_.block_size(in.refs[r.count - 1].block);
   for (size_t i = freed_before; i < freed_.size(); ++i) {
     if (c.broken || arena_.block_size(freed_[i].index) != want || !arena_.hand_over(arena_id_, c.client, freed_[i]).ok()) continue;
-    rsp.payload.insert.spare_block = freed_[i].index;
-    rsp.payload.insert.spare_generation = freed_[i].generation;
+    a.spare_block = freed_[i].index;
+    a.spare_generation = freed_[i].generation;
     freed_.erase(freed_.begin() + static_cast<long>(i));
     break;
   }
+  // Joins the ack record of the inserts just before it in this batch, if
+  // there is one with room: one record (and one cache line for the client
+  // to fetch) per few inserts, not per insert.
+  if (c.broken) return Outcome::done;
+  if (!out_.empty() && out_.back().op == r.op && out_.back().status == 0 && out_.back().count < kRecordAcks) {
+    ResponseRecord& group = out_.back();
+    group.payload.acks[group.count++] = a;
+    return Outcome::done;
+  }
+  ResponseRecord rsp{};
+  rsp.op = r.op;
+  rsp.id = r.id;
+  rsp.count = 1;
+  rsp.payload.acks[0] = a;
   respond(c, rsp);
   return Outcome::done;
 }
