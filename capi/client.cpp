@@ -172,7 +172,7 @@ void engram_client::keep_spare(BlockRef b) {
   if (!k.ok()) return;
   if (spares.size() < arena.num_classes()) spares.resize(arena.num_classes());
   std::vector<BlockRef>& s = spares[*k];
-  if (s.size() >= kMaxSpares) {
+  if (s.size() >= kMaxSpares || writers.empty()) {  // late acks of a closed writer: nobody would use it
     (void)arena.free_reserved(hello.client_id, b);
     return;
   }

@@ -413,6 +413,7 @@ void engram_writer_close(engram_writer* w) {
     w->close();
     auto& ws = w->client->writers;
     ws.erase(std::remove(ws.begin(), ws.end(), w), ws.end());
+    if (ws.empty() && !w->client->disconnected) w->client->free_spares();  // no writer left to use them
   } catch (...) {
   }
   delete w;

@@ -98,8 +98,8 @@ TEST(MultiProcess, FourWritersTwoSamplersAccountForEveryKeyAndByte) {
 // evicted item's block goes straight to the writer for its next chunk. None
 // is lost on the way: 30 tables' worth of inserts pass through an arena of
 // 4; after the last ack the client still holds a spare, and it comes back
-// when the client leaves.
-TEST(MultiProcess, EvictedBlocksGoStraightToTheWriterAndComeBackOnDisconnect) {
+// when the client's last writer closes.
+TEST(MultiProcess, EvictedBlocksGoStraightToTheWriterAndComeBackWhenItCloses) {
   Daemon d("[client]\nring_records = 64\n[arena]\nclasses = [ { block_size = 512, count = 400 } ]\n"
            "[[table]]\nname = \"t\"\nmax_size = 100\n"
            "[[table.column]]\nname = \"x\"\ndtype = \"float32\"\nshape = [8]\n");
@@ -130,9 +130,13 @@ TEST(MultiProcess, EvictedBlocksGoStraightToTheWriterAndComeBackOnDisconnect) {
   EXPECT_EQ(st.blocks_sealed, 100u) << "one chunk per item in the table";
   EXPECT_GE(st.blocks_reserved, 1u) << "the last ack's spare block is the client's";
   EXPECT_LE(st.blocks_reserved, 17u) << "spares are bounded (and one chunk may be open)";
+  engram_writer_close(w);
+  st = ctl.status();
+  EXPECT_EQ(st.blocks_reserved, 0u) << "with its last writer closed, the client gave its spares back";
+  EXPECT_EQ(st.blocks_free + st.blocks_sealed, st.blocks_total);
   engram_disconnect(c);
   st = ctl.status();
-  EXPECT_EQ(st.blocks_reserved, 0u) << "the client gave its spares back";
+  EXPECT_EQ(st.blocks_reserved, 0u);
   EXPECT_EQ(st.blocks_free + st.blocks_sealed, st.blocks_total);
 }
 
