@@ -58,10 +58,20 @@ Status request_sample(engram_table* t, const engram_sample_options* o, uint64_t*
     if (Status s = t->pump(r.id, &rsp, nullptr, wait_until); !s.ok()) return s;
     if (Status s = response_status(rsp); !s.ok()) return s;
     if (rsp.count == 0) return Status::Ok();
-    if (rsp.index != items->size() || rsp.payload.item.num_refs == 0 || rsp.payload.item.num_refs > kRecordRefs)
-      return {Errc::corrupt, "sample response out of order or with a bad reference count"};
-    items->push_back(rsp.payload.item);
-    if (rsp.index + 1 == rsp.count) return Status::Ok();
+    uint32_t n = sample_items(rsp);
+    if (rsp.index != items->size() || n == 0 || n > kPackedItems || n > rsp.count - rsp.index)
+      return {Errc::corrupt, "sample response out of order or with a bad item count"};
+    if (rsp.op == static_cast<uint32_t>(RequestOp::sample_packed)) {
+      for (uint32_t k = 0; k < n; ++k) {
+        const PackedItemWire& p = rsp.payload.packed.items[k];
+        items->push_back({p.key, p.priority, p.probability, p.times_sampled, p.table_size, 1, 0, {p.ref}});
+      }
+    } else {
+      if (rsp.payload.item.num_refs == 0 || rsp.payload.item.num_refs > kRecordRefs)
+        return {Errc::corrupt, "sample response with a bad reference count"};
+      items->push_back(rsp.payload.item);
+    }
+    if (rsp.index + n == rsp.count) return Status::Ok();
   }
 }
 

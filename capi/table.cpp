@@ -42,7 +42,7 @@ Status engram_table::pump(uint64_t id, ResponseRecord* mine, const std::function
         continue;
       }
       Owed& o = owed.front();
-      bool last = !(o.op == RequestOp::sample && r.status == 0 && r.count > 0 && r.index + 1 < r.count);
+      bool last = !(o.op == RequestOp::sample && r.status == 0 && r.count > 0 && r.index + sample_items(r) < r.count);
       bool is_mine = r.id == id && o.op != RequestOp::insert;
       if (o.op == RequestOp::insert) writer_on_ack(o.writer, this, response_status(r), 0, o);
       if (last) {

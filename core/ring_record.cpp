@@ -15,6 +15,7 @@ const char* request_op_name(uint32_t op) noexcept {
     case RequestOp::drop: return "drop";
     case RequestOp::update: return "update";
     case RequestOp::remove: return "remove";
+    case RequestOp::sample_packed: return "sample_packed";
   }
   return "unknown";
 }
@@ -29,6 +30,7 @@ size_t request_bytes(const RequestRecord& r) noexcept {
     case RequestOp::drop: return head + sizeof(BlockRef) * n;
     case RequestOp::update: return head + sizeof(KeyPriority) * std::min(r.count, kRecordUpdates);
     case RequestOp::remove: return head + sizeof(uint64_t) * n;
+    case RequestOp::sample_packed: break;  // a response, never a request
   }
   return sizeof r;
 }
@@ -41,6 +43,9 @@ size_t response_bytes(const ResponseRecord& r) noexcept {
     case RequestOp::sample:
       if (r.count == 0) return head;
       return offsetof(ResponseRecord, payload.item.refs) + sizeof(ChunkRef) * std::min(r.payload.item.num_refs, kRecordRefs);
+    case RequestOp::sample_packed:
+      return offsetof(ResponseRecord, payload.packed.items) +
+             sizeof(PackedItemWire) * std::min(r.payload.packed.n, kPackedItems);
     case RequestOp::update:
     case RequestOp::remove: return head + sizeof r.payload.keys;
     default: break;
@@ -62,6 +67,7 @@ Status check_request(const RequestRecord& r, uint32_t max_batch) noexcept {
     case RequestOp::drop: return count_in(1, kRecordKeys);
     case RequestOp::update: return count_in(1, kRecordUpdates);
     case RequestOp::remove: return count_in(1, kRecordKeys);
+    case RequestOp::sample_packed: break;  // a response, never a request
   }
   return {Errc::invalid_argument, "unknown request op " + std::to_string(r.op)};
 }

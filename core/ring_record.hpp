@@ -15,9 +15,13 @@
 //              batch in one record, `count` of them, `id` the first one's:
 //              they answer the next `count` requests owed, all inserts), or
 //              1 error record
-//   sample  -> `count` item records with index 0..count-1 (count <= n), or 1
-//              error record with count 0; the chunks behind the items stay
-//              pinned until the client sends `release` with the same id
+//   sample  -> records of the `count` items (count <= n) in order, `index`
+//              the first item's number: op `sample` carries one item
+//              (payload.item, any number of chunk slices), op
+//              `sample_packed` up to kPackedItems items of one slice each
+//              (payload.packed); or 1 record with count 0 (an error, or no
+//              item); the chunks behind the items stay pinned until the
+//              client sends `release` with the same id
 //   update, remove -> 1 record (applied / stale / unknown masks)
 //   release, drop  -> none
 #pragma once
@@ -45,6 +49,7 @@ enum class RequestOp : uint32_t {
   drop = 4,     // count = blocks; the writer no longer needs these chunks
   update = 5,   // count = entries; payload.updates
   remove = 6,   // count = keys; payload.keys
+  sample_packed = 7,  // responses only: a sample's one-slice items, packed
 };
 const char* request_op_name(uint32_t op) noexcept;
 
@@ -83,6 +88,23 @@ struct SampledItemWire {
   ChunkRef refs[kRecordRefs];
 };
 
+// A sampled item of one chunk slice (most items): 48 bytes instead of 168,
+// so that kPackedItems of them share a record and its cache lines.
+inline constexpr uint32_t kPackedItems = 3;
+struct PackedItemWire {
+  uint64_t key;
+  double priority;
+  double probability;
+  uint32_t times_sampled;
+  uint32_t table_size;
+  ChunkRef ref;
+};
+struct PackedItemsWire {
+  uint32_t n;  // 1..kPackedItems
+  uint32_t reserved_;
+  PackedItemWire items[kPackedItems];
+};
+
 // The answer to one insert. An insert that evicted an item often frees that
 // item's chunk; if the block is of the class of the new item's newest chunk,
 // the owner hands it to the inserting client (reserved by it) as a spare
@@ -107,11 +129,19 @@ struct ResponseRecord {
       uint32_t applied, stale_mask, unknown_mask, reserved_;
     } keys;                 // update / remove, bit i = entry i
     SampledItemWire item;   // sample
+    PackedItemsWire packed; // sample_packed
     char message[sizeof(SampledItemWire)];  // error: NUL-terminated
   } payload;
 };
 static_assert(sizeof(ResponseRecord) == kRecordSize);
 static_assert(offsetof(ResponseRecord, payload) + sizeof(InsertAck) * kRecordAcks <= kRecordSize);
+static_assert(offsetof(ResponseRecord, payload) + sizeof(PackedItemsWire) <= kRecordSize);
+
+// The number of items a sample response (status 0, count > 0) carries:
+// payload.packed.n for sample_packed (unchecked), else 1.
+inline uint32_t sample_items(const ResponseRecord& r) noexcept {
+  return r.op == static_cast<uint32_t>(RequestOp::sample_packed) ? r.payload.packed.n : 1;
+}
 
 // The leading bytes of a record that carry meaning: its header and the
 // first `count` entries (refs, keys, updates; an item's refs; an error's

@@ -284,6 +284,7 @@ TableOwner::Outcome TableOwner::apply(ChannelState& c, const RequestRecord& r) {
     case RequestOp::drop: drop(c, r); break;
     case RequestOp::update: update(c, r); break;
     case RequestOp::remove: remove(c, r); break;
+    case RequestOp::sample_packed: break;  // refused by check_request
   }
   return Outcome::done;
 }
@@ -429,10 +430,17 @@ TableOwner::Outcome TableOwner::sample(ChannelState& c, const RequestRecord& r) 
   pins.reserve(batch_.refs.size());
   size_t num_refs = batch_.refs.size();
   for (size_t k = 0; k < num_refs && k < kPrefetchAhead; ++k) arena_.prefetch_state(batch_.refs[k].block);
-  ResponseRecord rsp{};
+  ResponseRecord rsp{};  // one item of any number of slices
   rsp.op = r.op;
   rsp.id = r.id;
   rsp.count = static_cast<uint32_t>(batch_.items.size());
+  ResponseRecord packed = rsp;  // one-slice items, kPackedItems to a record
+  packed.op = static_cast<uint32_t>(RequestOp::sample_packed);
+  auto send_packed = [&] {
+    if (packed.payload.packed.n == 0) return;
+    respond(c, packed);
+    packed.payload.packed.n = 0;
+  };
   for (uint32_t i = 0; i < rsp.count; ++i) {
     const SampledItem& it = batch_.items[i];
     SampledItemWire& w = rsp.payload.item;
@@ -446,9 +454,18 @@ TableOwner::Outcome TableOwner::sample(ChannelState& c, const RequestRecord& r) 
       if (Status s = arena_.acquire(b); s.ok()) pins.push_back(b);
       else log_error("table " + table_.name() + ": pinning a sampled chunk: " + s.message());
     }
-    rsp.index = i;
-    respond(c, rsp);
+    if (it.num_refs != 1) {
+      send_packed();
+      rsp.index = i;
+      respond(c, rsp);
+      continue;
+    }
+    PackedItemsWire& p = packed.payload.packed;
+    if (p.n == 0) packed.index = i;
+    p.items[p.n++] = {it.key, it.priority, it.probability, it.times_sampled, it.table_size, w.refs[0]};
+    if (p.n == kPackedItems) send_packed();
   }
+  send_packed();
   if (rsp.count == 0) respond(c, rsp);
   return Outcome::done;
 }

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <set>
 
 #include "core/chunk_format.hpp"
 #include "core/shm.hpp"
@@ -383,6 +384,61 @@ TEST_F(CApi, ZeroCopyViewsStayValidUntilReleasedEvenIfTheItemIsEvicted) {
   EXPECT_EQ(si.table_size, 1u);
   EXPECT_EQ(engram_batch_info(b, 1, &si), ENGRAM_E_RANGE);
   engram_batch_release(b);
+}
+
+// Items of one chunk slice travel packed, several to a response record;
+// items that span two chunks travel one to a record. A batch mixing both
+// must come back whole and in order: every item's two steps consecutive,
+// copied out and viewed zero-copy alike.
+TEST_F(CApi, SampledItemsOfOneAndTwoSlicesComeBackWhole) {
+  ASSERT_EQ(create("mix", 100), ENGRAM_OK);
+  engram_table* t = open("mix");
+  engram_writer* w = writer(cols_, 2, /*chunk_length=*/2, /*max_steps=*/2);
+  append(w, 0);
+  for (int v = 1; v <= 40; ++v) {  // an item of 2 steps ending at each step: 1 slice, 2 slices, ...
+    append(w, static_cast<uint8_t>(v));
+    ASSERT_EQ(engram_writer_create_item(w, t, 2, 1.0), ENGRAM_OK) << last();
+  }
+  ASSERT_EQ(engram_writer_flush(w, 5000), ENGRAM_OK) << last();
+  engram_sample_options so;
+  engram_sample_options_init(&so);
+  so.batch_size = 64;
+  so.num_steps = 2;
+  std::vector<uint8_t> obs(64 * 2 * 20);
+  std::vector<float> reward(64 * 2);
+  void* bufs[2] = {obs.data(), reward.data()};
+  std::vector<engram_sample_info> info(64);
+  uint32_t n = 0;
+  ASSERT_EQ(engram_sample(t, &so, bufs, info.data(), &n), ENGRAM_OK) << last();
+  ASSERT_EQ(n, 64u);
+  std::set<uint64_t> keys;
+  for (uint32_t i = 0; i < n; ++i) {
+    float a = reward[2 * i], b = reward[2 * i + 1];
+    EXPECT_EQ(b, a + 1) << "item " << i << ": its two steps are not consecutive";
+    EXPECT_EQ(obs[i * 40], static_cast<uint8_t>(a)) << "item " << i;
+    EXPECT_EQ(obs[i * 40 + 39], static_cast<uint8_t>(b)) << "item " << i;
+    EXPECT_EQ(info[i].table_size, 40u);
+    keys.insert(info[i].key);
+  }
+  EXPECT_GT(keys.size(), 20u) << "uniform draws over 40 items";
+  engram_batch* batch = nullptr;
+  ASSERT_EQ(engram_sample_view(t, &so, &batch), ENGRAM_OK) << last();
+  ASSERT_EQ(engram_batch_size(batch), 64u);
+  uint32_t one = 0, two = 0;
+  for (uint32_t i = 0; i < 64; ++i) {
+    engram_view v[2];
+    uint32_t nv = 0;
+    ASSERT_EQ(engram_batch_views(batch, i, 1, v, 2, &nv), ENGRAM_OK) << last();
+    std::vector<float> steps;
+    for (uint32_t k = 0; k < nv; ++k)
+      for (uint32_t s = 0; s < v[k].steps; ++s) steps.push_back(static_cast<const float*>(v[k].data)[s]);
+    ASSERT_EQ(steps.size(), 2u) << "item " << i;
+    EXPECT_EQ(steps[1], steps[0] + 1) << "item " << i;
+    (nv == 1 ? one : two)++;
+  }
+  EXPECT_GT(one, 0u) << "items within one chunk were sampled";
+  EXPECT_GT(two, 0u) << "items across two chunks were sampled";
+  engram_batch_release(batch);
 }
 
 // An Atari-like frame: a static low-entropy texture, a score box that
