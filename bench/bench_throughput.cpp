@@ -5,8 +5,9 @@
 //
 // The parent stays single-threaded and forks every worker, so that fork()
 // is safe; workers connect, get ready, wait for "go", warm up, measure, and
-// report one Result through a pipe. Each scenario is repeated and the
-// median kept. Output: one JSON document (see bench/README.md).
+// report one Result through a pipe. Each repetition runs every scenario of
+// a payload once, and the median of each is kept. Output: one JSON document
+// (written by write_json below; bench/summarize_throughput.py reads it).
 #include <hiredis/hiredis.h>
 #include <sys/mman.h>
 #include <sys/utsname.h>
@@ -427,9 +428,8 @@ void record_collected(uint64_t payload) {
 }
 
 // Runs a scenario once (one repetition), if --only selects it.
-void scenario(const std::string& system, const std::string& op, const std::string& table, uint64_t payload, int procs,
+void scenario(const std::string& system, const std::string& op, const std::string& table, int procs,
               const std::function<double()> run) {
-  (void)payload;
   if (!wanted(system, op)) return;
   collect(system, op, table, procs, run());
 }
@@ -481,24 +481,24 @@ void run_payload_once(uint64_t payload) {
 
   // memcpy: copy in (insert) with 1 and 2 processes, random gather (sample).
   for (int p : {1, 2})
-    scenario("memcpy", "insert", "none", payload, p, [&] {
+    scenario("memcpy", "insert", "none", p, [&] {
       return rate(run_workers(p, [&](int, auto& ready) { return memcpy_worker(false, payload, ready); }), 0, size_t(p));
     });
-  scenario("memcpy", "sample", "none", payload, 1, [&] {
+  scenario("memcpy", "sample", "none", 1, [&] {
     return rate(run_workers(1, [&](int, auto& ready) { return memcpy_worker(true, payload, ready); }), 0, 1);
   });
 
   // Redis: SET with 1 and 2 clients, then GET of random keys of a filled set.
   if (!g_opt.redis_socket.empty()) {
     for (int p : {1, 2})
-      scenario("redis", "insert", "none", payload, p, [&] {
+      scenario("redis", "insert", "none", p, [&] {
         return rate(run_workers(p, [&](int i, auto& ready) { return redis_worker(false, payload, uint64_t(i) << 40, items, ready); }),
                     0, size_t(p));
       });
     if (wanted("redis", "sample"))
       run_workers(1, [&](int, auto& ready) { return redis_worker(false, payload, 0, items, ready, true); });
     for (int p : {1, 2})
-      scenario("redis", "sample", "none", payload, p, [&] {
+      scenario("redis", "sample", "none", p, [&] {
         return rate(run_workers(p, [&](int i, auto& ready) { return redis_worker(true, payload, uint64_t(i), items, ready); }), 0,
                     size_t(p));
       });
@@ -518,7 +518,7 @@ void run_payload_once(uint64_t payload) {
     return;
   }
   for (int p : {1, 2})
-    scenario("engram", "insert", "uniform", payload, p, [&] {
+    scenario("engram", "insert", "uniform", p, [&] {
       return rate(run_workers(p, [&](int, auto& ready) { return engram_writer_worker("ins", payload, 0, 0, ready); }), 0,
                   size_t(p));
     });
@@ -531,7 +531,7 @@ void run_payload_once(uint64_t payload) {
     run_workers(1, [&](int, auto& ready) { return engram_writer_worker(name, payload, int64_t(items), 0, ready); });
     for (bool zc : {false, true})
       for (int p : {1, 2})
-        scenario("engram", zc ? "sample_zero_copy" : "sample", name, payload, p, [&] {
+        scenario("engram", zc ? "sample_zero_copy" : "sample", name, p, [&] {
           return rate(run_workers(p, [&](int, auto& ready) { return engram_sampler_worker(name, payload, 256, zc, false, ready); }),
                       0, size_t(p));
         });

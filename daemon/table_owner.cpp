@@ -239,13 +239,13 @@ bool TableOwner::service(ChannelState& c) {
     Status s = c.channel.requests.try_pop(&r, /*ring_bell=*/false);
     if (s.code() == Errc::empty) break;
     progress = true;
-    prefetch_next(c);
     if (!s.ok()) {
       log_warn("table " + table_.name() + ": client " + std::to_string(c.client) + " broke its request ring (" +
                s.message() + "); closing its channel");
       close_channel(c, ChannelClosed::protocol_error);
       break;
     }
+    prefetch_next(c);
     if (apply(c, r) == Outcome::deferred) {
       c.pending = r;
       break;
