@@ -291,9 +291,12 @@ Status ChunkArena::free_reserved(uint32_t client, BlockRef b) noexcept {
 Status ChunkArena::seal(uint32_t owner, BlockRef b, uint32_t refs) noexcept {
   if (Status s = check_ref(b, "seal"); !s.ok()) return s;
   if (refs == 0 || refs > kArenaMaxRefs) return {Errc::invalid_argument, "a sealed block needs 1 to 2^30-1 references"};
+  return leave_reserved(owner, b, make_state(b.generation, BlockKind::sealed, refs));
+}
+
+Status ChunkArena::leave_reserved(uint32_t owner, BlockRef b, uint64_t to) noexcept {
   uint64_t expect = make_state(b.generation, BlockKind::reserved, owner);
-  if (!blocks_[b.index].state.compare_exchange_strong(expect, make_state(b.generation, BlockKind::sealed, refs),
-                                                      std::memory_order_acq_rel))
+  if (!blocks_[b.index].state.compare_exchange_strong(expect, to, std::memory_order_acq_rel))
     return {Errc::stale_reference, "block " + std::to_string(b.index) + " generation " + std::to_string(b.generation) +
                                        " is not reserved by client " + std::to_string(owner)};
   return Status::Ok();
@@ -364,12 +367,7 @@ Status ChunkArena::hand_over(uint32_t from, uint32_t to, BlockRef b) noexcept {
   if (Status s = check_ref(b, "hand over"); !s.ok()) return s;
   if (from >= kArenaMaxClients || to >= kArenaMaxClients)
     return {Errc::invalid_argument, "client id " + std::to_string(std::max(from, to)) + " is out of range"};
-  uint64_t expect = make_state(b.generation, BlockKind::reserved, from);
-  if (!blocks_[b.index].state.compare_exchange_strong(expect, make_state(b.generation, BlockKind::reserved, to),
-                                                      std::memory_order_acq_rel))
-    return {Errc::stale_reference, "block " + std::to_string(b.index) + " generation " + std::to_string(b.generation) +
-                                       " is not reserved by client " + std::to_string(from)};
-  return Status::Ok();
+  return leave_reserved(from, b, make_state(b.generation, BlockKind::reserved, to));
 }
 
 Result<uint64_t> ChunkArena::reclaim(uint32_t dead) noexcept {

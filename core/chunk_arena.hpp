@@ -183,6 +183,9 @@ class ChunkArena {
  private:
   explicit ChunkArena(ArenaHeader* h);
   Status check_ref(BlockRef b, const char* op) const noexcept;
+  // Reserved by `owner` (this generation) -> state `to`, in one CAS;
+  // Errc::stale_reference if b is not reserved by owner.
+  Status leave_reserved(uint32_t owner, BlockRef b, uint64_t to) noexcept;
   // Completes the marker in head word `h` of list k, if it is still there.
   Status complete(uint32_t k, uint64_t h) noexcept;
   Status push(uint32_t client, uint32_t k, uint32_t index, uint64_t from) noexcept;

@@ -182,6 +182,7 @@ int64_t TableOwner::next_deadline() const {
 void TableOwner::send_responses(ChannelState& c) {
   // Clients keep at most ring-capacity responses outstanding, so a full
   // response ring means the client broke the protocol, never that it is slow.
+  bool pushed = false;
   for (const ResponseRecord& rsp : out_) {
     if (c.broken) break;
     if (Status s = c.channel.responses.try_push(&rsp, response_bytes(rsp), /*ring_bell=*/false); !s.ok()) {
@@ -190,14 +191,12 @@ void TableOwner::send_responses(ChannelState& c) {
       close_channel(c, ChannelClosed::protocol_error);
       break;
     }
-    c.unrung = true;
+    pushed = true;
   }
   out_.clear();
   // One ring of the bell per batch: a client that spins sees the records
   // as they land, one that sleeps is woken now.
-  if (!c.unrung) return;
-  c.unrung = false;
-  c.channel.responses.data_bell().ring();
+  if (pushed) c.channel.responses.data_bell().ring();
 }
 
 void TableOwner::unpin(BlockRef b, const char* what) {

@@ -84,7 +84,6 @@ class TableOwner {
     std::unordered_map<uint64_t, std::vector<BlockRef>> pins;  // sample id -> pinned chunks
     U64Set holds;                                               // packed BlockRef
     bool broken = false;
-    bool unrung = false;  // responses pushed since the client's bell was last rung
   };
   enum class Outcome { done, deferred };
 
