@@ -4,7 +4,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include "core/segment_header.hpp"
 
@@ -30,6 +33,44 @@ TEST(ShmSegment, CreateOpenRemove) {
   EXPECT_STREQ(static_cast<const char*>(ro->data()), "hello");
   EXPECT_TRUE(ShmSegment::remove(name));
   EXPECT_FALSE(ShmSegment::open(name, ShmSegment::Access::read_only).ok());
+}
+
+// Resident bytes of this process's mapping that starts at `addr`, from
+// /proc/self/smaps: the pages its page tables map, not the segment's.
+size_t mapped_bytes(const void* addr) {
+  std::ifstream in("/proc/self/smaps");
+  std::string line;
+  bool in_entry = false;
+  while (std::getline(in, line)) {
+    uintptr_t start = 0, end = 0;
+    char dash = 0;
+    std::istringstream head(line);
+    if (head >> std::hex >> start >> dash >> end && dash == '-') {
+      in_entry = start == reinterpret_cast<uintptr_t>(addr);
+      continue;
+    }
+    size_t kb = 0;
+    if (in_entry && std::sscanf(line.c_str(), "Rss: %zu kB", &kb) == 1) return kb * 1024;
+  }
+  return 0;
+}
+
+// Every page of a mapping is mapped when create or open returns, so that no
+// process pays a fault per page on its first pass over an arena.
+TEST(ShmSegment, MappingsArePopulatedUpFront) {
+  const std::string name = "engram-test-populate-" + std::to_string(getpid());
+  ShmSegment::remove(name);
+  constexpr size_t kSize = size_t{8} << 20;
+  auto seg = ShmSegment::create(name, kSize, 0600);
+  ASSERT_TRUE(seg.ok()) << seg.status().to_string();
+  EXPECT_EQ(mapped_bytes(seg->data()), kSize);
+  auto rw = ShmSegment::open(name, ShmSegment::Access::read_write);
+  ASSERT_TRUE(rw.ok());
+  EXPECT_EQ(mapped_bytes(rw->data()), kSize) << "a second mapping, never touched";
+  auto ro = ShmSegment::open(name, ShmSegment::Access::read_only);
+  ASSERT_TRUE(ro.ok());
+  EXPECT_EQ(mapped_bytes(ro->data()), kSize) << "read-only";
+  ShmSegment::remove(name);
 }
 
 TEST(ShmSegment, BadNamesAndSizes) {
