@@ -202,6 +202,9 @@ Status engram_writer::create_item(engram_table* t, uint32_t num_steps, double pr
   // Counted from now on, so that the history keeps these chunks.
   for (uint32_t i = 0; i < n; ++i) ++at(p.seq[i]).unacked;
   ++unacked;
+  // Only the newest chunk can be open: if it is final, the item can leave
+  // now, and with nothing queued before it, it goes without the queue.
+  if (pending.empty() && at(p.seq[n - 1]).final) return send_item(p);
   pending.push_back(p);
   return send_pending(false);
 }
@@ -215,34 +218,37 @@ Status engram_writer::send_pending(bool force) {
         finalize(at(p.seq[i]));
       }
     pending.pop_front();
-    RequestRecord r{};
-    r.op = static_cast<uint32_t>(RequestOp::insert);
-    r.payload.insert.priority = p.priority;
-    r.count = p.num_refs;
-    Owed o{RequestOp::insert, 0, 1, this};
-    for (uint32_t i = 0; i < p.num_refs; ++i) {
-      const Chunk& c = at(p.seq[i]);
-      r.payload.insert.refs[i] = {c.block.index, c.block.generation, p.offset[i], p.length[i]};
-      o.chunks[i] = p.seq[i];
-    }
-    o.num_chunks = p.num_refs;
-    r.id = client->next_id++;
-    r.deadline_ns = deadline_after_ms(insert_timeout_ms);
-    o.id = r.id;
-    // Credit waits may deliver acks that give chunks back; these cannot go,
-    // as this item still counts on them. A refused send is acked here, as
-    // the server would have: that gives the item's counts back.
-    if (Status s = p.table->send(r, o, r.deadline_ns); !s.ok()) {
-      on_ack(p.table, s, 0, o);
-      if (s.code() == Errc::disconnected) return s;
-      continue;
-    }
-    // Take the acks that are ready now, not a ring's worth at once when
-    // credit runs out: each may bring the block for the next chunk.
-    ResponseRecord unused;
-    if (Status s = p.table->pump(0, &unused, nullptr, -1); !s.ok()) return s;
+    if (Status s = send_item(p); !s.ok()) return s;
   }
   return Status::Ok();
+}
+
+Status engram_writer::send_item(const PendingItem& p) {
+  RequestRecord r{};
+  r.op = static_cast<uint32_t>(RequestOp::insert);
+  r.payload.insert.priority = p.priority;
+  r.count = p.num_refs;
+  Owed o{RequestOp::insert, 0, 1, this};
+  for (uint32_t i = 0; i < p.num_refs; ++i) {
+    const Chunk& c = at(p.seq[i]);
+    r.payload.insert.refs[i] = {c.block.index, c.block.generation, p.offset[i], p.length[i]};
+    o.chunks[i] = p.seq[i];
+  }
+  o.num_chunks = p.num_refs;
+  r.id = client->next_id++;
+  r.deadline_ns = deadline_after_ms(insert_timeout_ms);
+  o.id = r.id;
+  // Credit waits may deliver acks that give chunks back; these cannot go,
+  // as this item still counts on them. A refused send is acked here, as
+  // the server would have: that gives the item's counts back.
+  if (Status s = p.table->send(r, o, r.deadline_ns); !s.ok()) {
+    on_ack(p.table, s, 0, o);
+    return s.code() == Errc::disconnected ? s : Status::Ok();
+  }
+  // Take the acks that are ready now, not a ring's worth at once when
+  // credit runs out: each may bring the block for the next chunk.
+  ResponseRecord unused;
+  return p.table->pump(0, &unused, nullptr, -1);
 }
 
 void engram_writer::on_ack(engram_table* t, const Status& s, uint64_t key, const Owed& o) {
