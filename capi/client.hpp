@@ -82,9 +82,8 @@ struct engram_client {
   engram::ShmSegment arena_seg, bells_seg;
   engram::ChunkArena arena;
   engram::BellsHeader* bells = nullptr;
-  // The owners can wait with heavy fences and this process is registered
-  // for them: a table's requests may ring its bell without a fence once
-  // the owner has answered an insert (engram_table::unfenced).
+  // The owners wait with heavy fences and this process is registered for
+  // them: requests ring the table's bell without a fence.
   bool unfenced_ring = false;
   bool disconnected = false;
   uint64_t next_id = 1;
@@ -121,10 +120,6 @@ struct engram_table {
   engram::ShmSegment segment;
   engram::Channel channel;
   engram::Doorbell* bell = nullptr;
-  // Ring `bell` without a fence: the client may (engram_client::unfenced_ring)
-  // and the owner answered an insert of this channel, so it knows to sleep
-  // only after a heavy fence while the channel is attached (see TableOwner).
-  bool unfenced = false;
   std::deque<engram::Owed> owed;
   uint32_t credit_used = 0;
   std::vector<engram::BlockRef> drops;  // chunks to give back, sent in groups

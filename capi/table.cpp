@@ -37,7 +37,6 @@ Status engram_table::pump(uint64_t id, ResponseRecord* mine, const std::function
     if (s.ok()) {
       if (owed.empty() || owed.front().id != r.id)
         return {Errc::corrupt, "table " + name + ": a response for request " + std::to_string(r.id) + " that is not owed"};
-      if (owed.front().op == RequestOp::insert) unfenced = client->unfenced_ring;
       if (owed.front().op == RequestOp::insert && r.status == 0) {
         if (Status a = take_acks(r); !a.ok()) return a;
         continue;
@@ -123,7 +122,7 @@ Status engram_table::send_quiet(const RequestRecord& r) {
     // The owner sleeps on the table's bell, never on this ring's.
     Status s = channel.requests.try_push(&r, request_bytes(r), /*ring_bell=*/false);
     if (s.ok()) {
-      if (unfenced) bell->ring_unfenced();
+      if (client->unfenced_ring) bell->ring_unfenced();
       else bell->ring();
       return s;
     }

@@ -141,8 +141,8 @@ void TableOwner::run() {
     if (poll_once()) continue;
     int64_t deadline = next_deadline();
     int64_t timeout = deadline < 0 ? -1 : std::max<int64_t>(0, deadline - monotonic_ns());
-    bool heavy = heavy_wait_ && std::any_of(channels_.begin(), channels_.end(), [](const auto& c) { return c->unfenced; });
-    bell_->wait([this] { return stop_.load(std::memory_order_relaxed) || any_ready(); }, timeout, kDefaultSpin, heavy);
+    bell_->wait([this] { return stop_.load(std::memory_order_relaxed) || any_ready(); }, timeout, kDefaultSpin,
+                heavy_wait_);
   }
 }
 
@@ -274,8 +274,6 @@ void TableOwner::prefetch_next(const ChannelState& c) const {
 }
 
 TableOwner::Outcome TableOwner::apply(ChannelState& c, const RequestRecord& r) {
-  // Before any answer to it: the client rings unfenced only after one.
-  if (r.op == static_cast<uint32_t>(RequestOp::insert)) c.unfenced = true;
   if (Status s = check_request(r, max_batch_); !s.ok()) {
     fail(c, r, s);
     return Outcome::done;

@@ -41,10 +41,8 @@ class TableOwner {
  public:
   // `arena_id` is the arena client id this owner releases blocks with (one
   // per owner: intent slots are single-writer). `bell` may be null when no
-  // thread runs (tests, fuzzing). With `heavy_wait`, clients may ring `bell`
-  // unfenced (kHelloUnfencedRing) once the owner answered an insert of
-  // theirs, and while such a channel is attached the owner sleeps only after
-  // a heavy fence.
+  // thread runs (tests, fuzzing). With `heavy_wait` the owner sleeps only
+  // after a heavy fence, so clients may ring `bell` unfenced (kHelloUnfencedRing).
   TableOwner(ChunkArena arena, uint32_t arena_id, Table table, const TableSpec& spec, Doorbell* bell,
              uint32_t max_batch, bool heavy_wait = false);
   ~TableOwner();
@@ -87,11 +85,6 @@ class TableOwner {
     std::unordered_map<uint64_t, std::vector<BlockRef>> pins;  // sample id -> pinned chunks
     U64Set holds;                                               // packed BlockRef
     bool broken = false;
-    // Sent an insert: from the answer on, its client may ring the bell
-    // unfenced, so the owner sleeps only after a heavy fence while this
-    // channel is attached. Only writers' rings carry a chunk's stores,
-    // and a sampler's channel keeps the owner's sleeps cheap.
-    bool unfenced = false;
   };
   enum class Outcome { done, deferred };
 
