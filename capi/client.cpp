@@ -232,7 +232,6 @@ static Status connect_client(const engram_connect_options* o, engram_client* c) 
   if (Status s = c->control(ControlType::hello, &hr, sizeof hr, &reply); !s.ok()) return s;
   if (reply.size() != sizeof(HelloReply)) return {Errc::layout_mismatch, "the server's hello has another size"};
   std::memcpy(&c->hello, reply.data(), sizeof c->hello);
-  c->unfenced_ring = (c->hello.flags & kHelloUnfencedRing) && register_for_heavy_fence();
   if (Status s = map_segment(c->hello.arena_name, sizeof c->hello.arena_name, c->hello.arena_size, &c->arena_seg); !s.ok())
     return s;
   if (Status s = map_segment(c->hello.bells_name, sizeof c->hello.bells_name, c->hello.bells_size, &c->bells_seg); !s.ok())

@@ -82,9 +82,6 @@ struct engram_client {
   engram::ShmSegment arena_seg, bells_seg;
   engram::ChunkArena arena;
   engram::BellsHeader* bells = nullptr;
-  // The owners wait with heavy fences and this process is registered for
-  // them: requests ring the table's bell without a fence.
-  bool unfenced_ring = false;
   bool disconnected = false;
   uint64_t next_id = 1;
   std::vector<engram_table*> tables;

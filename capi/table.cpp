@@ -122,8 +122,7 @@ Status engram_table::send_quiet(const RequestRecord& r) {
     // The owner sleeps on the table's bell, never on this ring's.
     Status s = channel.requests.try_push(&r, request_bytes(r), /*ring_bell=*/false);
     if (s.ok()) {
-      if (client->unfenced_ring) bell->ring_unfenced();
-      else bell->ring();
+      bell->ring();
       return s;
     }
     if (s.code() != Errc::full) return s;

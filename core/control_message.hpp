@@ -54,17 +54,11 @@ struct HelloRequest {
   uint64_t arena_hash, channel_hash, bells_hash;
 };
 
-// HelloReply::flags. kHelloUnfencedRing: the table owners sleep only after
-// a heavy fence (Doorbell::wait with heavy), so a client registered for
-// heavy fences may ring their bells unfenced. A client that ignores the
-// flag (an older one) rings with the fence, which is always correct.
-inline constexpr uint32_t kHelloUnfencedRing = 1;
-
 struct HelloReply {
   uint32_t client_id;   // the client's arena id
   uint32_t ring_records;
   uint32_t max_batch;   // largest sample batch
-  uint32_t flags;       // kHello*
+  uint32_t reserved_;
   uint64_t arena_size, bells_size;
   uint64_t server_pid;
   char arena_name[kMaxSegmentName];

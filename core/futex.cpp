@@ -2,7 +2,6 @@
 #include "core/futex.hpp"
 
 #include <linux/futex.h>
-#include <linux/membarrier.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,22 +40,6 @@ int64_t monotonic_ns() noexcept {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-}
-
-bool register_for_heavy_fence() noexcept {
-  return syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0;
-}
-
-bool heavy_fence() noexcept { return syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) == 0; }
-
-void Doorbell::ring_unfenced() noexcept {
-  // Only the compiler must keep the record's stores before this load; the
-  // processor's reordering of the two is what the waiter's heavy fence covers.
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  if (sleepers.load(std::memory_order_relaxed) != 0) {
-    seq.fetch_add(1, std::memory_order_seq_cst);
-    futex_wake(&seq, INT_MAX);
-  }
 }
 
 void Doorbell::ring() noexcept {

@@ -17,20 +17,6 @@ void cpu_relax() noexcept;
 void yield_cpu() noexcept;
 int64_t monotonic_ns() noexcept;
 
-// Asymmetric fences (membarrier(2)). Ringing a doorbell after a record takes
-// a full fence (the handshake with a waiter going to sleep, see Doorbell),
-// and on x86 that fence waits for every store still buffered: for a writer,
-// the whole chunk it just copied, every insert. With these the rare side
-// pays instead: a waiter about to sleep calls heavy_fence(), which makes
-// every running thread of every registered process execute a full barrier,
-// so that producers in registered processes may ring without one.
-// Registers this process as a target of heavy_fence(); false where the
-// kernel (before 4.16) or a seccomp filter refuses. Forked children are not
-// registered.
-bool register_for_heavy_fence() noexcept;
-// membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED); false if unavailable.
-bool heavy_fence() noexcept;
-
 // Rounds a waiter spins before it sleeps, yielding the core every 64
 // rounds. With more runnable threads than cores (two writers and a table
 // owner on 2 cores), long pure spinning starves the thread being waited
@@ -38,8 +24,6 @@ bool heavy_fence() noexcept;
 // 400 B: 1.48M items/s with 200 rounds of pure spinning (git 8e35bd8),
 // 1.81M with this (git e62a5bf).
 inline constexpr int kDefaultSpin = 500;
-// The longest sleep of a heavy waiter whose heavy fence failed.
-inline constexpr int64_t kHeavyFallbackNs = 1'000'000;
 
 // A doorbell: a sequence word the producer rings and a flag that says
 // somebody sleeps on it, so that ringing costs one load when nobody waits.
@@ -53,19 +37,10 @@ struct Doorbell {
   // data or the producer sees the sleeper and bumps seq, so the waiter's
   // futex_wait(seq, old) returns at once.
   void ring() noexcept;
-  // ring() without the fence, for a producer whose process is registered
-  // (register_for_heavy_fence) and a waiter that waits with heavy = true:
-  // the waiter's heavy fence, after it counted itself a sleeper, either
-  // finds this producer's record published or makes its later load of
-  // `sleepers` see the sleeper.
-  void ring_unfenced() noexcept;
   // Consumer side: waits until ready() returns true or the timeout passes.
-  // Spins `spin` rounds first. Returns ready()'s last value. With `heavy`,
-  // each sleep is preceded by a heavy fence (see ring_unfenced); if that
-  // fails, the sleep is cut to kHeavyFallbackNs, so that a wake-up missed
-  // meanwhile costs at most that long.
+  // Spins `spin` rounds first. Returns ready()'s last value.
   template <typename Ready>
-  bool wait(Ready ready, int64_t timeout_ns, int spin = kDefaultSpin, bool heavy = false) noexcept {
+  bool wait(Ready ready, int64_t timeout_ns, int spin = kDefaultSpin) noexcept {
     for (int i = 0; i < spin; ++i) {
       if (ready()) return true;
       if ((i & 63) == 63) yield_cpu();  // let a runnable thread on this core go first
@@ -76,7 +51,6 @@ struct Doorbell {
       uint32_t s = seq.load(std::memory_order_seq_cst);
       sleepers.fetch_add(1, std::memory_order_seq_cst);
       std::atomic_thread_fence(std::memory_order_seq_cst);
-      bool fenced = !heavy || heavy_fence();
       if (ready()) {
         sleepers.fetch_sub(1, std::memory_order_seq_cst);
         return true;
@@ -89,7 +63,6 @@ struct Doorbell {
           return ready();
         }
       }
-      if (!fenced && (left < 0 || left > kHeavyFallbackNs)) left = kHeavyFallbackNs;
       futex_wait(&seq, s, left);
       sleepers.fetch_sub(1, std::memory_order_seq_cst);
       if (ready()) return true;

@@ -121,7 +121,6 @@ struct Server::Impl {
   // clients that asked for it (fds in ckpt_waiters) and starts the next if
   // anyone asked meanwhile (ckpt_next_wanted, their fds in ckpt_next).
   uint32_t ckpt_arena_id = 0;  // pins and releases of checkpointed chunks
-  bool heavy_fences = false;   // owners wait with heavy fences; clients ring unfenced
   uint64_t ckpt_seq = 0;       // the last sequence number used
   std::thread ckpt_thread;
   std::atomic<bool> ckpt_done{false};
@@ -149,12 +148,6 @@ struct Server::Impl {
     if (Status s = claim_socket_path(); !s.ok()) return s;
     remove_stale_segments();
     if (Status s = make_arena(); !s.ok()) return s;
-    // One trial decides for the server's life: where membarrier works, a
-    // sleeping owner pays a heavy fence and every insert saves a fence.
-    heavy_fences = heavy_fence();
-    if (!heavy_fences)
-      log_info("membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) is unavailable (kernel before 4.16, or a seccomp "
-               "filter): clients fence every doorbell ring");
     auto ck_id = arena_ids.take("checkpointer");
     if (!ck_id.ok()) return ck_id.status();
     ckpt_arena_id = *ck_id;
@@ -518,8 +511,7 @@ struct Server::Impl {
       arena_ids.give(*aid);
       return t.status();
     }
-    e.owner = std::make_unique<TableOwner>(arena, *aid, *t, to_spec(o), &bells->slots[*id].bell, config.ring_records,
-                                           heavy_fences);
+    e.owner = std::make_unique<TableOwner>(arena, *aid, *t, to_spec(o), &bells->slots[*id].bell, config.ring_records);
     e.owner->start();
     log_info("table " + o.name + ": created (max_size " + std::to_string(o.capacity) + ", sampler " +
              selector_kind_name(o.sampler.kind) + ", remover " + selector_kind_name(o.remover.kind) + ")");
@@ -791,7 +783,6 @@ struct Server::Impl {
     hr.client_id = c.id;
     hr.ring_records = config.ring_records;
     hr.max_batch = config.ring_records;
-    hr.flags = heavy_fences ? kHelloUnfencedRing : 0;
     hr.arena_size = arena_seg.size();
     hr.bells_size = bells_seg.size();
     hr.server_pid = static_cast<uint64_t>(::getpid());

@@ -14,9 +14,8 @@ constexpr int kBatchPerChannel = 64;  // requests per channel per round: fairnes
 }
 
 TableOwner::TableOwner(ChunkArena arena, uint32_t arena_id, Table table, const TableSpec& spec, Doorbell* bell,
-                       uint32_t max_batch, bool heavy_wait)
-    : arena_(arena), arena_id_(arena_id), table_(table), bell_(bell), max_batch_(max_batch), heavy_wait_(heavy_wait),
-      spec_(spec),
+                       uint32_t max_batch)
+    : arena_(arena), arena_id_(arena_id), table_(table), bell_(bell), max_batch_(max_batch), spec_(spec),
       sig_hash_(signature_hash(table.columns(), table.num_columns())) {
   table_.set_remove_hook([this](const ItemSlot& it, const ChunkRef* refs) {
     for (uint32_t i = 0; i < it.num_refs; ++i)
@@ -141,8 +140,7 @@ void TableOwner::run() {
     if (poll_once()) continue;
     int64_t deadline = next_deadline();
     int64_t timeout = deadline < 0 ? -1 : std::max<int64_t>(0, deadline - monotonic_ns());
-    bell_->wait([this] { return stop_.load(std::memory_order_relaxed) || any_ready(); }, timeout, kDefaultSpin,
-                heavy_wait_);
+    bell_->wait([this] { return stop_.load(std::memory_order_relaxed) || any_ready(); }, timeout);
   }
 }
 

@@ -41,10 +41,9 @@ class TableOwner {
  public:
   // `arena_id` is the arena client id this owner releases blocks with (one
   // per owner: intent slots are single-writer). `bell` may be null when no
-  // thread runs (tests, fuzzing). With `heavy_wait` the owner sleeps only
-  // after a heavy fence, so clients may ring `bell` unfenced (kHelloUnfencedRing).
+  // thread runs (tests, fuzzing).
   TableOwner(ChunkArena arena, uint32_t arena_id, Table table, const TableSpec& spec, Doorbell* bell,
-             uint32_t max_batch, bool heavy_wait = false);
+             uint32_t max_batch);
   ~TableOwner();
   TableOwner(const TableOwner&) = delete;
   TableOwner& operator=(const TableOwner&) = delete;
@@ -125,7 +124,6 @@ class TableOwner {
   Table table_;
   Doorbell* bell_;
   uint32_t max_batch_;
-  bool heavy_wait_;
   TableSpec spec_;
   uint64_t sig_hash_;
   bool stopping_ = false;  // owner thread only: refuse instead of deferring
