@@ -26,12 +26,13 @@ static std::string shm_path(const std::string& name) { return "/dev/shm/" + name
 
 // Maps every page of a fresh mapping now, in one call. Otherwise each
 // process faults on its first touch of each page: a writer's first pass
-// over the arena pays one fault per block (about 10 us each in a VM with
-// shadow paging, where the harness's 4 KB inserts ran at a tenth of their
-// speed until every block had been touched). Writers and samplers reach
-// every block in the end anyway (blocks circulate through the free list),
-// so this moves that cost to attach without adding to it. Best effort:
-// kernels before 5.14 do not know the advice and fault lazily as before.
+// over the arena pays one fault per block, which in this project's VM
+// (shadow paging) held the harness's 4 KB inserts at a small fraction of
+// their speed until every block had been touched (git 27402b9). Writers
+// and samplers reach every block in the end anyway (blocks circulate
+// through the free list), so this moves that cost to attach without adding
+// to it. Best effort: kernels before 5.14 do not know the advice and fault
+// lazily as before.
 static void populate(void* addr, size_t size, bool writable) {
   (void)madvise(addr, size, writable ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
 }
