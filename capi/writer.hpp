@@ -82,8 +82,9 @@ struct engram_writer {
   // `force`, finalizes the open chunk for the ones that need it (flush,
   // closing a table), so that none is left waiting.
   engram::Status send_pending(bool force);
-  // Sends one item whose chunks are all final; a refused send is acked as
-  // failed, and only a lost server is returned.
+  // Sends one item whose chunks are all final. A refused send is acked as
+  // failed and not returned; a lost server, or a broken response ring met
+  // while taking the acks that are ready, is.
   engram::Status send_item(const PendingItem& p);
   engram::Status flush(int64_t deadline_ns);
   // An insert's answer: ok with its key, or why it failed.

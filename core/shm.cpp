@@ -31,8 +31,8 @@ static std::string shm_path(const std::string& name) { return "/dev/shm/" + name
 // their speed until every block had been touched (git 27402b9). Writers
 // and samplers reach every block in the end anyway (blocks circulate
 // through the free list), so this moves that cost to attach without adding
-// to it. Best effort: kernels before 5.14 do not know the advice and fault
-// lazily as before.
+// to it. Best effort, hence no error: kernels before 5.14 do not know the
+// advice and fault lazily as before.
 static void populate(void* addr, size_t size, bool writable) {
   (void)madvise(addr, size, writable ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
 }

@@ -29,8 +29,10 @@ class ShmSegment {
   // Creates /dev/shm/<name> of `size` bytes with `mode`, reserving every page up
   // front (posix_fallocate) so that a full /dev/shm is reported here, never as a
   // SIGBUS later. Fails if the name exists; remove stale segments first.
+  // Named segments come back mapped in full (every page table entry present,
+  // where the kernel can: 5.14 and later), so that no page faults later.
   static Result<ShmSegment> create(const std::string& name, size_t size, unsigned mode = 0660);
-  // Maps an existing segment, whole.
+  // Maps an existing segment, whole, and in full like create().
   static Result<ShmSegment> open(const std::string& name, Access access);
   // An anonymous MAP_SHARED mapping: shared with children forked after this call.
   static Result<ShmSegment> anonymous(size_t size);
