@@ -140,15 +140,27 @@ void init_stamps() {
   g_returned = g_created + kMaxStamped;
 }
 
-// p50 and p99 of returned - created over the items that have both.
-void latency(double* p50, double* p99) {
+// Percentiles of returned - created (us) over the items that have both; -1
+// where no item has both. p99.9 and the maximum show the stalls behind a
+// p99: the VM's (see README, Performance) are milliseconds long and rare.
+struct Latency {
+  double p50 = -1, p99 = -1, p999 = -1, max = -1;
+};
+
+Latency latency() {
   std::vector<double> lat;
   for (size_t i = 0; i < kMaxStamped; ++i)
     if (g_created[i] && g_returned[i]) lat.push_back((g_returned[i] - g_created[i]) / 1e3);
   std::sort(lat.begin(), lat.end());
-  *p50 = lat.empty() ? -1 : lat[lat.size() / 2];
-  *p99 = lat.empty() ? -1 : lat[std::min(lat.size() - 1, lat.size() * 99 / 100)];
   std::memset(g_created, 0, 2 * kMaxStamped * sizeof(int64_t));
+  Latency l;
+  if (lat.empty()) return l;
+  auto at = [&](size_t per_mille) { return lat[std::min(lat.size() - 1, lat.size() * per_mille / 1000)]; };
+  l.p50 = at(500);
+  l.p99 = at(990);
+  l.p999 = at(999);
+  l.max = lat.back();
+  return l;
 }
 
 // --- engram workers ------------------------------------------------------
@@ -352,7 +364,8 @@ struct Record {
   std::string system, op, table;
   uint64_t payload;
   int processes;
-  double items_per_s, mb_per_s, p50_us = -1, p99_us = -1;
+  double items_per_s, mb_per_s;
+  Latency latency;  // medians over the repetitions; the queue's only
   std::vector<double> reps;
 };
 std::vector<Record> g_records;
@@ -379,12 +392,15 @@ double median(std::vector<double> v) {
 }
 
 void record(const std::string& system, const std::string& op, const std::string& table, uint64_t payload, int procs,
-            const std::vector<double>& reps, double p50 = -1, double p99 = -1) {
+            const std::vector<double>& reps, const Latency& l = {}) {
   double ips = median(reps);
-  g_records.push_back({system, op, table, payload, procs, ips, ips * double(payload) / 1e6, p50, p99, reps});
+  g_records.push_back({system, op, table, payload, procs, ips, ips * double(payload) / 1e6, l, reps});
   std::fprintf(stderr, "  %-7s %-16s %-12s %7llu B  x%d  %12.0f items/s  %9.1f MB/s%s\n", system.c_str(), op.c_str(),
                table.c_str(), static_cast<unsigned long long>(payload), procs, ips, ips * double(payload) / 1e6,
-               p99 >= 0 ? (" p50 " + std::to_string(int(p50)) + " us p99 " + std::to_string(int(p99)) + " us").c_str() : "");
+               l.p99 >= 0 ? (" p50 " + std::to_string(int(l.p50)) + " us p99 " + std::to_string(int(l.p99)) + " us p99.9 " +
+                             std::to_string(int(l.p999)) + " us max " + std::to_string(int(l.max)) + " us")
+                                .c_str()
+                          : "");
 }
 
 // Is system/op selected by --only?
@@ -403,28 +419,35 @@ bool wanted(const std::string& system, const std::string& op) {
 struct Collected {
   std::string system, op, table;
   int processes;
-  std::vector<double> reps, p50s, p99s;
+  std::vector<double> reps;
+  std::vector<Latency> latencies;
 };
 std::vector<Collected> g_collected;  // in order of first run
 
 void collect(const std::string& system, const std::string& op, const std::string& table, int procs, double items_per_s,
-             double p50 = -1, double p99 = -1) {
+             const Latency& l = {}) {
   auto it = std::find_if(g_collected.begin(), g_collected.end(), [&](const Collected& c) {
     return c.system == system && c.op == op && c.table == table && c.processes == procs;
   });
-  if (it == g_collected.end()) it = g_collected.insert(g_collected.end(), Collected{system, op, table, procs, {}, {}, {}});
+  if (it == g_collected.end()) it = g_collected.insert(g_collected.end(), Collected{system, op, table, procs, {}, {}});
   it->reps.push_back(items_per_s);
-  if (p99 >= 0) {
-    it->p50s.push_back(p50);
-    it->p99s.push_back(p99);
-  }
+  if (l.p99 >= 0) it->latencies.push_back(l);
 }
 
 // Medians of what was collected for `payload`, as records.
 void record_collected(uint64_t payload) {
-  for (const Collected& c : g_collected)
-    record(c.system, c.op, c.table, payload, c.processes, c.reps, c.p99s.empty() ? -1 : median(c.p50s),
-           c.p99s.empty() ? -1 : median(c.p99s));
+  for (const Collected& c : g_collected) {
+    Latency l;
+    if (!c.latencies.empty()) {
+      auto med = [&](double Latency::*f) {
+        std::vector<double> v;
+        for (const Latency& x : c.latencies) v.push_back(x.*f);
+        return median(v);
+      };
+      l = {med(&Latency::p50), med(&Latency::p99), med(&Latency::p999), med(&Latency::max)};
+    }
+    record(c.system, c.op, c.table, payload, c.processes, c.reps, l);
+  }
   g_collected.clear();
 }
 
@@ -568,14 +591,12 @@ void run_payload_once(uint64_t payload) {
   });
   double thr = rate(rs, 1, 1);
   engram_table_reset(c, "queue");
-  double p50 = -1, p99 = -1;
   auto lat = run_workers(2, [&](int k, auto& ready) {
     return k == 0 ? engram_writer_worker("queue", payload, 0, 20000, ready, true)
                   : engram_sampler_worker("queue", payload, 1, true, true, ready);
   });
   rate(lat, 0, 2);
-  latency(&p50, &p99);
-  collect("engram", "queue", "queue", 1, thr, p50, p99);
+  collect("engram", "queue", "queue", 1, thr, latency());
   engram_table_drop(c, "queue");
   engram_disconnect(c);
 }
@@ -607,6 +628,22 @@ std::string cpu_model() {
   return "unknown";
 }
 
+// Whether the kernel's DAMON monitor runs: "on" if any kdamond does, "off",
+// or "absent" (no DAMON sysfs). Its sampling stalls this VM's processes for
+// milliseconds, which shows in the queue's p99.9 (README, Performance).
+std::string damon_state() {
+  const std::string dir = "/sys/kernel/mm/damon/admin/kdamonds/";
+  std::ifstream n(dir + "nr_kdamonds");
+  int count = 0;
+  if (!(n >> count)) return "absent";
+  for (int i = 0; i < count; ++i) {
+    std::ifstream st(dir + std::to_string(i) + "/state");
+    std::string s;
+    if (st >> s && s == "on") return "on";
+  }
+  return "off";
+}
+
 double find(const std::string& system, const std::string& op, const std::string& table, uint64_t payload, int procs) {
   for (const Record& r : g_records)
     if (r.system == system && r.op == op && r.table == table && r.payload == payload && r.processes == procs)
@@ -619,7 +656,8 @@ void write_json() {
   ::uname(&u);
   std::ostringstream o;
   o << "{\n  \"machine\": {\"cores\": " << std::thread::hardware_concurrency() << ", \"cpu\": " << json_str(cpu_model())
-    << ", \"kernel\": " << json_str(std::string(u.sysname) + " " + u.release) << "},\n"
+    << ", \"kernel\": " << json_str(std::string(u.sysname) + " " + u.release) << ", \"damon\": " << json_str(damon_state())
+    << "},\n"
     << "  \"git\": " << json_str(g_opt.git) << ",\n  \"engram_version\": " << json_str(engram_version_string())
     << ",\n  \"config\": {\"quick\": " << (g_opt.quick ? "true" : "false") << ", \"repetitions\": " << g_opt.reps
     << ", \"seconds\": " << g_opt.seconds << ", \"warmup_seconds\": " << g_opt.warmup
@@ -632,7 +670,9 @@ void write_json() {
     o << "    {\"system\": " << json_str(r.system) << ", \"op\": " << json_str(r.op) << ", \"table\": " << json_str(r.table)
       << ", \"payload_bytes\": " << r.payload << ", \"processes\": " << r.processes << ", \"items_per_s\": " << r.items_per_s
       << ", \"mb_per_s\": " << r.mb_per_s;
-    if (r.p50_us >= 0) o << ", \"p50_us\": " << r.p50_us << ", \"p99_us\": " << r.p99_us;
+    if (r.latency.p99 >= 0)
+      o << ", \"p50_us\": " << r.latency.p50 << ", \"p99_us\": " << r.latency.p99 << ", \"p999_us\": " << r.latency.p999
+        << ", \"max_us\": " << r.latency.max;
     o << ", \"repetitions\": [";
     for (size_t k = 0; k < r.reps.size(); ++k) o << (k ? ", " : "") << r.reps[k];
     o << "]}" << (i + 1 < g_records.size() ? "," : "") << "\n";

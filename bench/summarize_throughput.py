@@ -68,7 +68,8 @@ def main(argv):
 
     missing = []
     m = doc["machine"]
-    print(f"machine: {m['cores']} cores, {m['cpu']}, {m['kernel']}; git {doc['git']}; "
+    damon = f", DAMON {m['damon']}" if "damon" in m else ""
+    print(f"machine: {m['cores']} cores, {m['cpu']}, {m['kernel']}{damon}; git {doc['git']}; "
           f"{doc['config']['statistic']} of {doc['config']['repetitions']}, {doc['config']['seconds']} s each")
     for p in PAYLOADS:
         print(f"\npayload {p} B")
@@ -86,7 +87,12 @@ def main(argv):
             e = find(results, "engram", op, table, p, procs)
             if e is None:
                 missing.append(f"engram {op} {table} {p} B x{procs}")
-            extra = f"   p50 {e['p50_us']:.0f} us, p99 {e['p99_us']:.0f} us (paced)" if e and "p99_us" in e else ""
+            extra = ""
+            if e and "p99_us" in e:
+                extra = f"   p50 {e['p50_us']:.0f} us, p99 {e['p99_us']:.0f} us"
+                if "p999_us" in e:  # older runs have p50 and p99 only
+                    extra += f", p99.9 {e['p999_us']:.0f} us, max {e['max_us']:.0f} us"
+                extra += " (paced)"
             print(f"  {label:32} {fmt(e):>24}{extra}")
     bad = [f"{r['system']} {r['op']} {r['table']} {r['payload_bytes']} B x{r['processes']}" for r in results
            if not r["items_per_s"] > 0]
