@@ -142,7 +142,7 @@ void init_stamps() {
 
 // Percentiles of returned - created (us) over the items that have both; -1
 // where no item has both. p99.9 and the maximum show the stalls behind a
-// p99: the VM's (see README, Performance) are milliseconds long and rare.
+// p99: rare, and in this VM milliseconds long (README, Performance).
 struct Latency {
   double p50 = -1, p99 = -1, p999 = -1, max = -1;
 };
@@ -629,8 +629,8 @@ std::string cpu_model() {
 }
 
 // Whether the kernel's DAMON monitor runs: "on" if any kdamond does, "off",
-// or "absent" (no DAMON sysfs). Its sampling stalls this VM's processes for
-// milliseconds, which shows in the queue's p99.9 (README, Performance).
+// or "absent" (no DAMON sysfs). It samples and ages pages of every process,
+// the arena's too, so runs with and without it are told apart.
 std::string damon_state() {
   const std::string dir = "/sys/kernel/mm/damon/admin/kdamonds/";
   std::ifstream n(dir + "nr_kdamonds");
