@@ -98,9 +98,9 @@ struct engram_client {
   // Is the server still there? Reads a goodbye if one came.
   bool alive();
   engram_table* table_by_id(uint32_t id);
-  // Keeps a spare from an insert ack (at most kMaxSpares per class, and
-  // only while a writer is open; the rest go back to the free list). Takes
-  // one of class k, if any.
+  // Keeps a spare from an insert ack (at most a 64th of its class, between
+  // 16 and 256, and only while a writer is open; the rest go back to the
+  // free list). Takes one of class k, if any.
   void keep_spare(engram::BlockRef b);
   bool take_spare(uint32_t k, engram::BlockRef* b);
   // Gives every spare back to the free list (disconnect).

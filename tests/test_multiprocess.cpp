@@ -140,6 +140,59 @@ TEST(MultiProcess, EvictedBlocksGoStraightToTheWriterAndComeBackWhenItCloses) {
   EXPECT_EQ(st.blocks_free + st.blocks_sealed, st.blocks_total);
 }
 
+// Acks come in bursts when an owner falls behind, and every insert into a
+// full table brings a spare block. A client keeps up to a 64th of the class
+// (here 4096 / 64 = 64), not a fixed 16: spares that do not fit make the
+// writer go through the shared free list twice per block. The burst is made
+// certain here: a rate limiter holds 100 inserts back, then lets them all
+// through while the writer only waits for their acks (takes no block). Each
+// evicts an item of the first 200, whose chunk nothing else holds.
+TEST(MultiProcess, AWriterKeepsTheSparesOfABurstOfAcks) {
+  Daemon d("[arena]\nclasses = [ { block_size = 512, count = 4096 } ]\n"
+           "[[table]]\nname = \"t\"\nmax_size = 100\n"
+           "[[table.column]]\nname = \"x\"\ndtype = \"float32\"\nshape = [8]\n");
+  engram_client* c = connect_c(d.socket());
+  ASSERT_NE(c, nullptr);
+  engram_table* t = nullptr;
+  ASSERT_EQ(engram_table_open(c, "t", &t), ENGRAM_OK) << engram_last_error();
+  engram_column col = {"x", ENGRAM_FLOAT32, 1, {8}};
+  engram_writer_options wo;
+  engram_writer_options_init(&wo);
+  wo.columns = &col;
+  wo.num_columns = 1;
+  wo.insert_timeout_ms = 60000;  // held back by the limiter meanwhile, not refused
+  engram_writer* w = nullptr;
+  ASSERT_EQ(engram_writer_open(c, &wo, &w), ENGRAM_OK) << engram_last_error();
+  float x[8] = {};
+  const void* cols[1] = {x};
+  auto insert = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      ASSERT_EQ(engram_writer_append(w, cols), ENGRAM_OK) << engram_last_error();
+      ASSERT_EQ(engram_writer_create_item(w, t, 1, 1.0), ENGRAM_OK) << engram_last_error();
+    }
+  };
+  insert(200);  // the table is full: from now on every insert evicts
+  ASSERT_EQ(engram_writer_flush(w, 10000), ENGRAM_OK) << engram_last_error();
+
+  engram_rate_limiter hold, open;
+  ASSERT_EQ(engram_rate_limiter_sample_to_insert_ratio(&hold, 1.0, 1, 2.0), ENGRAM_OK);  // 200 inserts, no sample: held
+  ASSERT_EQ(engram_rate_limiter_min_size(&open, 1), ENGRAM_OK);
+  ASSERT_EQ(engram_table_set_rate_limiter(c, "t", &hold), ENGRAM_OK) << engram_last_error();
+  insert(100);
+  EXPECT_EQ(info(c, "t").inserts, 200u) << "the limiter holds the 100 back";
+  ASSERT_EQ(engram_table_set_rate_limiter(c, "t", &open), ENGRAM_OK) << engram_last_error();
+  ASSERT_EQ(engram_writer_flush(w, 10000), ENGRAM_OK) << engram_last_error();
+  EXPECT_EQ(info(c, "t").inserts, 300u);
+
+  Control ctl(d.socket());
+  StatusReply st = ctl.status();
+  EXPECT_GE(st.blocks_reserved, 60u) << "the burst's spares, up to the limit, are the client's";
+  EXPECT_LE(st.blocks_reserved, 65u) << "spares are bounded by a 64th of the class (and one chunk may be open)";
+  engram_writer_close(w);
+  EXPECT_EQ(ctl.status().blocks_reserved, 0u) << "with its last writer closed, the client gave its spares back";
+  engram_disconnect(c);
+}
+
 TEST(MultiProcess, PrioritizedSamplingAcrossProcessesMatchesPriorities) {
   Daemon d(table_toml("prio", "max_size = 10000\nsampler = \"prioritized\"\npriority_exponent = 1.0"));
   std::vector<pid_t> ws;
