@@ -94,27 +94,36 @@ TEST(MultiProcess, FourWritersTwoSamplersAccountForEveryKeyAndByte) {
   EXPECT_EQ(st.blocks_free, st.blocks_total) << "after reset every block is free again: no reference leaked";
 }
 
+// Table t of 100 items of one float32[8] column "x", and a writer of it.
+constexpr const char* kXTable =
+    "[[table]]\nname = \"t\"\nmax_size = 100\n[[table.column]]\nname = \"x\"\ndtype = \"float32\"\nshape = [8]\n";
+
+engram_writer* open_x_writer(engram_client* c, int32_t insert_timeout_ms) {
+  engram_column col = {"x", ENGRAM_FLOAT32, 1, {8}};
+  engram_writer_options wo;
+  engram_writer_options_init(&wo);
+  wo.columns = &col;
+  wo.num_columns = 1;
+  wo.insert_timeout_ms = insert_timeout_ms;
+  engram_writer* w = nullptr;
+  return engram_writer_open(c, &wo, &w) == ENGRAM_OK ? w : nullptr;
+}
+
 // A full table's inserts take their blocks from the acks (InsertAck): the
 // evicted item's block goes straight to the writer for its next chunk. None
 // is lost on the way: 30 tables' worth of inserts pass through an arena of
 // 4; after the last ack the client still holds a spare, and it comes back
 // when the client's last writer closes.
 TEST(MultiProcess, EvictedBlocksGoStraightToTheWriterAndComeBackWhenItCloses) {
-  Daemon d("[client]\nring_records = 64\n[arena]\nclasses = [ { block_size = 512, count = 400 } ]\n"
-           "[[table]]\nname = \"t\"\nmax_size = 100\n"
-           "[[table.column]]\nname = \"x\"\ndtype = \"float32\"\nshape = [8]\n");
+  Daemon d("[client]\nring_records = 64\n[arena]\nclasses = [ { block_size = 512, count = 400 } ]\n" +
+           std::string(kXTable));
   engram_client* c = connect_c(d.socket());
   ASSERT_NE(c, nullptr);
   engram_table* t = nullptr;
   ASSERT_EQ(engram_table_open(c, "t", &t), ENGRAM_OK) << engram_last_error();
-  engram_column col = {"x", ENGRAM_FLOAT32, 1, {8}};
-  engram_writer_options wo;
-  engram_writer_options_init(&wo);
-  wo.columns = &col;
-  wo.num_columns = 1;
-  wo.insert_timeout_ms = 2000;  // a block leaked per insert would run the arena dry: ENGRAM_E_TIMEOUT
-  engram_writer* w = nullptr;
-  ASSERT_EQ(engram_writer_open(c, &wo, &w), ENGRAM_OK) << engram_last_error();
+  // A block leaked per insert would run the arena dry: ENGRAM_E_TIMEOUT.
+  engram_writer* w = open_x_writer(c, 2000);
+  ASSERT_NE(w, nullptr) << engram_last_error();
   float x[8] = {};
   const void* cols[1] = {x};
   for (int i = 0; i < 3000; ++i) {
@@ -148,21 +157,13 @@ TEST(MultiProcess, EvictedBlocksGoStraightToTheWriterAndComeBackWhenItCloses) {
 // through while the writer only waits for their acks (takes no block). Each
 // evicts an item of the first 200, whose chunk nothing else holds.
 TEST(MultiProcess, AWriterKeepsTheSparesOfABurstOfAcks) {
-  Daemon d("[arena]\nclasses = [ { block_size = 512, count = 4096 } ]\n"
-           "[[table]]\nname = \"t\"\nmax_size = 100\n"
-           "[[table.column]]\nname = \"x\"\ndtype = \"float32\"\nshape = [8]\n");
+  Daemon d("[arena]\nclasses = [ { block_size = 512, count = 4096 } ]\n" + std::string(kXTable));
   engram_client* c = connect_c(d.socket());
   ASSERT_NE(c, nullptr);
   engram_table* t = nullptr;
   ASSERT_EQ(engram_table_open(c, "t", &t), ENGRAM_OK) << engram_last_error();
-  engram_column col = {"x", ENGRAM_FLOAT32, 1, {8}};
-  engram_writer_options wo;
-  engram_writer_options_init(&wo);
-  wo.columns = &col;
-  wo.num_columns = 1;
-  wo.insert_timeout_ms = 60000;  // held back by the limiter meanwhile, not refused
-  engram_writer* w = nullptr;
-  ASSERT_EQ(engram_writer_open(c, &wo, &w), ENGRAM_OK) << engram_last_error();
+  engram_writer* w = open_x_writer(c, 60000);  // held back by the limiter meanwhile, not refused
+  ASSERT_NE(w, nullptr) << engram_last_error();
   float x[8] = {};
   const void* cols[1] = {x};
   auto insert = [&](int n) {
