@@ -718,13 +718,14 @@ int main(int argc, char** argv) {
     else if (a == "--print-config") print_only = true;
     else if (a == "--reps") g_opt.reps = std::max(1, std::atoi(next().c_str()));
     else if (a == "--seconds") g_opt.seconds = std::atof(next().c_str());
+    else if (a == "--warmup") g_opt.warmup = std::atof(next().c_str());
     else if (a == "--payload") payloads.push_back(std::strtoull(next().c_str(), nullptr, 10));
     else if (a == "--only") g_opt.only.push_back(next());
     else {
       std::fprintf(stderr,
                    "usage: engram_bench_throughput --engram-socket PATH [--redis-socket PATH] --out FILE\n"
                    "       engram_bench_throughput --print-config [--quick]   (the server config it needs)\n"
-                   "       [--quick] [--reps N] [--seconds S] [--git REV]\n"
+                   "       [--quick] [--reps N] [--seconds S] [--warmup S] [--git REV]\n"
                    "       [--payload BYTES]... [--only SYSTEM/OP]...   (a subset, for profiling)\n"
                    "(bench/throughput.sh starts the servers and runs this)\n");
       return 2;

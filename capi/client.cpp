@@ -160,11 +160,10 @@ namespace {
 // Spares kept per class. Acks come in bursts: an owner that fell behind (two
 // writers and the owner on two cores) answers up to a ring's worth of
 // inserts at once, and each insert that evicted brings a block. A spare
-// that does not fit goes back to the shared free list and the writer takes
-// one from it later, both through the list's shared cache lines: with 16
-// kept, two writers at 4 KB did that for 3 to 4 items in 5. At most a 64th
-// of the class, so that one client cannot hold the blocks others need, and
-// 256; at least 16, a writer's steady state.
+// that does not fit goes back to the shared free list, and the writer takes
+// one from it again soon after, both through the list's shared cache lines.
+// At most a 64th of the class, so that one client cannot hold the blocks
+// others need, and 256; at least 16, a writer's steady state.
 size_t spare_limit(const SizeClass& k) { return std::clamp<size_t>(k.count / 64, 16, 256); }
 }  // namespace
 
@@ -177,7 +176,8 @@ void engram_client::keep_spare(BlockRef b) {
   if (!k.ok()) return;
   if (spares.size() < arena.num_classes()) spares.resize(arena.num_classes());
   std::vector<BlockRef>& s = spares[*k];
-  if (s.size() >= spare_limit(arena.size_class(*k)) || writers.empty()) {  // late acks of a closed writer: nobody would use it
+  // Past the limit, or late acks of a closed writer: nobody would use it.
+  if (s.size() >= spare_limit(arena.size_class(*k)) || writers.empty()) {
     (void)arena.free_reserved(hello.client_id, b);
     return;
   }

@@ -98,8 +98,8 @@ struct engram_client {
   // Is the server still there? Reads a goodbye if one came.
   bool alive();
   engram_table* table_by_id(uint32_t id);
-  // Keeps a spare from an insert ack (at most a 64th of its class, between
-  // 16 and 256, and only while a writer is open; the rest go back to the
+  // Keeps a spare from an insert ack (up to spare_limit of its class, see
+  // client.cpp, and only while a writer is open; the rest go back to the
   // free list). Takes one of class k, if any.
   void keep_spare(engram::BlockRef b);
   bool take_spare(uint32_t k, engram::BlockRef* b);

@@ -109,6 +109,17 @@ engram_writer* open_x_writer(engram_client* c, int32_t insert_timeout_ms) {
   return engram_writer_open(c, &wo, &w) == ENGRAM_OK ? w : nullptr;
 }
 
+// Appends n steps of x and makes each an item of t; x[0] numbers them.
+void insert_x(engram_writer* w, engram_table* t, int n) {
+  float x[8] = {};
+  const void* cols[1] = {x};
+  for (int i = 0; i < n; ++i) {
+    x[0] = float(i);
+    ASSERT_EQ(engram_writer_append(w, cols), ENGRAM_OK) << "item " << i << ": " << engram_last_error();
+    ASSERT_EQ(engram_writer_create_item(w, t, 1, 1.0), ENGRAM_OK) << "item " << i << ": " << engram_last_error();
+  }
+}
+
 // A full table's inserts take their blocks from the acks (InsertAck): the
 // evicted item's block goes straight to the writer for its next chunk. None
 // is lost on the way: 30 tables' worth of inserts pass through an arena of
@@ -124,13 +135,7 @@ TEST(MultiProcess, EvictedBlocksGoStraightToTheWriterAndComeBackWhenItCloses) {
   // A block leaked per insert would run the arena dry: ENGRAM_E_TIMEOUT.
   engram_writer* w = open_x_writer(c, 2000);
   ASSERT_NE(w, nullptr) << engram_last_error();
-  float x[8] = {};
-  const void* cols[1] = {x};
-  for (int i = 0; i < 3000; ++i) {
-    x[0] = float(i);
-    ASSERT_EQ(engram_writer_append(w, cols), ENGRAM_OK) << "item " << i << ": " << engram_last_error();
-    ASSERT_EQ(engram_writer_create_item(w, t, 1, 1.0), ENGRAM_OK) << "item " << i << ": " << engram_last_error();
-  }
+  ASSERT_NO_FATAL_FAILURE(insert_x(w, t, 3000));
   ASSERT_EQ(engram_writer_flush(w, 10000), ENGRAM_OK) << engram_last_error();
   EXPECT_EQ(info(c, "t").inserts, 3000u);
 
@@ -164,22 +169,14 @@ TEST(MultiProcess, AWriterKeepsTheSparesOfABurstOfAcks) {
   ASSERT_EQ(engram_table_open(c, "t", &t), ENGRAM_OK) << engram_last_error();
   engram_writer* w = open_x_writer(c, 60000);  // held back by the limiter meanwhile, not refused
   ASSERT_NE(w, nullptr) << engram_last_error();
-  float x[8] = {};
-  const void* cols[1] = {x};
-  auto insert = [&](int n) {
-    for (int i = 0; i < n; ++i) {
-      ASSERT_EQ(engram_writer_append(w, cols), ENGRAM_OK) << engram_last_error();
-      ASSERT_EQ(engram_writer_create_item(w, t, 1, 1.0), ENGRAM_OK) << engram_last_error();
-    }
-  };
-  insert(200);  // the table is full: from now on every insert evicts
+  ASSERT_NO_FATAL_FAILURE(insert_x(w, t, 200));  // the table is full: from now on every insert evicts
   ASSERT_EQ(engram_writer_flush(w, 10000), ENGRAM_OK) << engram_last_error();
 
   engram_rate_limiter hold, open;
   ASSERT_EQ(engram_rate_limiter_sample_to_insert_ratio(&hold, 1.0, 1, 2.0), ENGRAM_OK);  // 200 inserts, no sample: held
   ASSERT_EQ(engram_rate_limiter_min_size(&open, 1), ENGRAM_OK);
   ASSERT_EQ(engram_table_set_rate_limiter(c, "t", &hold), ENGRAM_OK) << engram_last_error();
-  insert(100);
+  ASSERT_NO_FATAL_FAILURE(insert_x(w, t, 100));
   EXPECT_EQ(info(c, "t").inserts, 200u) << "the limiter holds the 100 back";
   ASSERT_EQ(engram_table_set_rate_limiter(c, "t", &open), ENGRAM_OK) << engram_last_error();
   ASSERT_EQ(engram_writer_flush(w, 10000), ENGRAM_OK) << engram_last_error();
