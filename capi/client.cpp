@@ -181,7 +181,7 @@ void engram_client::keep_spare(BlockRef b) {
     (void)arena.free_reserved(hello.client_id, b);
     return;
   }
-  __builtin_prefetch(arena.data(b), 1);  // its header is the next chunk's first write
+  arena.prefetch_block(b.index);  // the next chunk's writes
   s.push_back(b);
 }
 

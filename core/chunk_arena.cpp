@@ -161,6 +161,13 @@ Result<uint32_t> ChunkArena::class_for(uint64_t bytes) const {
                                             "; configure a larger size class or use a shorter chunk_length"};
 }
 
+void ChunkArena::prefetch_block(uint32_t index) const noexcept {
+  const char* d = static_cast<const char*>(data({index, 0}));
+  uint64_t size = block_size(index);
+  uint64_t n = size <= kPrefetchWholeBlock ? size : kCacheLine;
+  for (uint64_t o = 0; o < n; o += kCacheLine) __builtin_prefetch(d + o, 1);
+}
+
 void* ChunkArena::data(BlockRef b) const noexcept {
   const SizeClass& sc = classes_[class_of(b.index)];
   return base_ + sc.data_offset + uint64_t{b.index - sc.first_block} * sc.block_size;
@@ -249,7 +256,7 @@ Result<BlockRef> ChunkArena::alloc(uint32_t client, uint32_t k) noexcept {
       uint32_t next = blocks_[p].next.load(std::memory_order_relaxed);
       if (next < total_blocks_) {
         prefetch_state(next);
-        __builtin_prefetch(data({next, 0}), 1);
+        prefetch_block(next);
       }
       return BlockRef{p, state_gen(s)};
     }
