@@ -59,8 +59,6 @@ const char* last_error() noexcept;
 // Errc::invalid_argument naming `type` when struct_size < need (options
 // structs only ever grow at the end; see engram.h).
 Status check_struct_size(size_t struct_size, size_t need, const char* type);
-// An absolute CLOCK_MONOTONIC deadline for a timeout in ms (-1: none).
-inline int64_t deadline_after_ms(int32_t ms) { return ms < 0 ? -1 : monotonic_ns() + int64_t{ms} * 1000000; }
 
 }  // namespace engram
 

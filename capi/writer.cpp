@@ -18,7 +18,8 @@ Status engram_writer::open_chunk() {
   // The arena may be full for a while: items get evicted and chunks come
   // back. Wait for that (handling acks, which also give chunks back) until
   // the insert timeout.
-  int64_t deadline = deadline_after_ms(insert_timeout_ms);
+  int64_t deadline = 0;  // read at the first wait: most chunks get a block at once
+  bool waiting = false;
   int64_t pause_ns = 10'000;
   for (;;) {
     BlockRef spare;
@@ -46,6 +47,10 @@ Status engram_writer::open_chunk() {
       if (Status s = t->pump(0, &unused, nullptr, -1); !s.ok()) return s;
     }
     if (!client->alive()) return {Errc::disconnected, "the server went away; disconnect and connect again"};
+    if (!waiting) {
+      deadline = deadline_after_ms(insert_timeout_ms);
+      waiting = true;
+    }
     if (deadline >= 0 && monotonic_ns() >= deadline)
       return {insert_timeout_ms == 0 ? Errc::out_of_memory : Errc::timeout,
               "the arena has no free block of " + std::to_string(client->arena.size_class(size_class).block_size) +

@@ -42,6 +42,25 @@ int64_t monotonic_ns() noexcept {
   return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
 }
 
+int64_t deadline_after_ms(int32_t ms) noexcept {
+  if (ms < 0) return -1;
+  // The coarse clock is the precise one as of the last tick: behind it by
+  // at most a tick, so two ticks of margin keep the deadline from coming
+  // early. 0 if the kernel has no coarse clock (precise clock instead).
+  static const int64_t margin_ns = [] {
+    struct timespec res;
+    if (clock_getres(CLOCK_MONOTONIC_COARSE, &res) != 0) return int64_t{0};
+    return 2 * (int64_t{res.tv_sec} * 1000000000 + res.tv_nsec);
+  }();
+  int64_t now;
+  struct timespec ts;
+  if (ms >= kCoarseDeadlineMs && margin_ns > 0 && clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) == 0)
+    now = int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec + margin_ns;
+  else
+    now = monotonic_ns();
+  return now + int64_t{ms} * 1000000;
+}
+
 void Doorbell::ring() noexcept {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (sleepers.load(std::memory_order_relaxed) != 0) {

@@ -586,6 +586,72 @@ TEST(CApiConfig, BadConfigValuesNameTheKey) {
   }
 }
 
+// A full arena: a writer with insert_timeout_ms 0 gets ENGRAM_E_NOMEM at
+// once; with a timeout it waits at least that long for a block, then gets
+// ENGRAM_E_TIMEOUT, and nothing already stored is lost.
+TEST(CApiArena, AFullArenaIsNoMemAtOnceOrATimeoutAfterTheWait) {
+  std::string dir = make_temp_dir(), socket = dir + "/engram.sock";
+  engram_server_options so;
+  engram_server_options_init(&so);
+  so.socket_path = socket.c_str();
+  so.config_toml = "[arena]\nclasses = [ { block_size = 128, count = 24 } ]\n";
+  so.quiet = 1;
+  engram_server* server = nullptr;
+  ASSERT_EQ(engram_server_start(&so, &server), ENGRAM_OK) << last();
+  engram_client* c = connect_c(socket);
+  ASSERT_NE(c, nullptr);
+  engram_column col = {"x", ENGRAM_FLOAT32, 0, {}};
+  engram_table_options to;
+  engram_table_options_init(&to);
+  to.name = "t";
+  to.max_size = 100;  // more items than blocks: the arena runs out first
+  to.columns = &col;
+  to.num_columns = 1;
+  ASSERT_EQ(engram_table_create(c, &to), ENGRAM_OK) << last();
+  engram_table* t = nullptr;
+  ASSERT_EQ(engram_table_open(c, "t", &t), ENGRAM_OK) << last();
+  int total = 0;  // items stored by both writers: the second finds the arena full already
+  for (int32_t timeout_ms : {0, kCoarseDeadlineMs + 50}) {
+    engram_writer_options wo;
+    engram_writer_options_init(&wo);
+    wo.columns = &col;
+    wo.num_columns = 1;
+    wo.insert_timeout_ms = timeout_ms;
+    engram_writer* w = nullptr;
+    ASSERT_EQ(engram_writer_open(c, &wo, &w), ENGRAM_OK) << last();
+    float v = 1;
+    const void* cols[1] = {&v};
+    int rc = ENGRAM_OK;
+    int stored = 0;
+    int64_t start = 0;
+    for (int i = 0; i < 100 && rc == ENGRAM_OK; ++i) {
+      start = monotonic_ns();
+      rc = engram_writer_append(w, cols);
+      if (rc == ENGRAM_OK) {
+        ASSERT_EQ(engram_writer_create_item(w, t, 1, 1.0), ENGRAM_OK) << last();
+        ASSERT_EQ(engram_writer_flush(w, 5000), ENGRAM_OK) << last();
+        ++stored;
+      }
+    }
+    int64_t waited_ms = (monotonic_ns() - start) / 1000000;
+    EXPECT_EQ(rc, timeout_ms == 0 ? ENGRAM_E_NOMEM : ENGRAM_E_TIMEOUT) << timeout_ms << ": " << last();
+    EXPECT_NE(last().find("no free block of 128 bytes"), std::string::npos) << last();
+    total += stored;
+    EXPECT_GT(total, 0);
+    if (timeout_ms == 0) EXPECT_LT(waited_ms, 50) << "insert_timeout_ms 0 must not wait";
+    else EXPECT_GE(waited_ms, timeout_ms);
+    engram_table_info info;
+    engram_table_info_init(&info);
+    ASSERT_EQ(engram_table_info_get(c, "t", &info), ENGRAM_OK) << last();
+    EXPECT_EQ(info.size, uint64_t(total));
+    engram_writer_close(w);
+  }
+  engram_table_close(t);
+  engram_disconnect(c);
+  EXPECT_EQ(engram_server_stop(server), ENGRAM_OK);
+  EXPECT_EQ(std::system(("rm -rf " + dir).c_str()), 0);
+}
+
 // A raw client: the control protocol by hand, and the channel and arena mapped.
 struct RawClient {
   Control ctl;

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <ctime>
 #include <thread>
 
 #include "core/shm.hpp"
@@ -22,6 +23,28 @@ SpscRing make_ring(void* mem, size_t size, uint32_t cap) {
   auto r = SpscRing::format(mem, size, cap, sizeof(Rec));
   EXPECT_TRUE(r.ok()) << r.status().to_string();
   return r.value();
+}
+
+// A deadline is never early: the coarse clock behind a long one lags the
+// precise clock by up to a tick, which its margin must cover; and it is
+// late by at most that margin.
+TEST(Deadline, NeverEarlyAndLateByAtMostTwoCoarseTicks) {
+  EXPECT_EQ(deadline_after_ms(-1), -1);
+  struct timespec res;
+  ASSERT_EQ(clock_getres(CLOCK_MONOTONIC_COARSE, &res), 0);
+  int64_t margin = 2 * (int64_t{res.tv_sec} * 1000000000 + res.tv_nsec);
+  for (int32_t ms : {0, 5, kCoarseDeadlineMs, 2000}) {
+    int64_t slack = ms >= kCoarseDeadlineMs ? margin : 0;
+    // Long enough to cross several ticks, where the coarse clock lags most.
+    int64_t until = monotonic_ns() + 3 * margin;
+    while (monotonic_ns() < until) {
+      int64_t before = monotonic_ns();
+      int64_t d = deadline_after_ms(ms);
+      int64_t after = monotonic_ns();
+      ASSERT_GE(d, before + int64_t{ms} * 1000000) << ms << " ms: early";
+      ASSERT_LE(d, after + int64_t{ms} * 1000000 + slack) << ms << " ms: late";
+    }
+  }
 }
 
 TEST(SpscRing, FullEmptyAndWraparound) {

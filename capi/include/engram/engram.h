@@ -15,6 +15,9 @@
  *    thread for parallel work. engram_strerror, engram_last_error,
  *    engram_version*, the *_init functions and the server functions may be
  *    called from any thread.
+ *  - Timeouts (timeout_ms, insert_timeout_ms): -1 waits for ever, 0 not at
+ *    all. A wait never ends before its timeout; one of 100 ms or more may
+ *    last up to two clock ticks longer (see engram(7)).
  *  - Disconnection: when the server goes away, calls return
  *    ENGRAM_E_DISCONNECTED (never hang, never crash); disconnect and connect
  *    again.
