@@ -14,7 +14,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
+#include <atomic>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -358,6 +363,54 @@ Result memcpy_worker(bool gather, uint64_t payload, const std::function<void()>&
   return r;
 }
 
+// The round trip of a cache line between two cores: two threads pinned to
+// the first two CPUs this process may use hand a counter back and forth.
+// Every item crosses between the writer's and the owner's cores several
+// times, and in this VM the round trip has been seen at about 150 and about
+// 600 ns in different hours (the vCPUs sharing a cache, or not), which
+// moves every engram number; every scenario's repetition records it. -1
+// with fewer than two CPUs. Threads are joined before the next fork.
+double core_round_trip_ns() {
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return -1;
+  int cpus[2], n = 0;
+  for (int c = 0; c < CPU_SETSIZE && n < 2; ++c)
+    if (CPU_ISSET(c, &allowed)) cpus[n++] = c;
+  if (n < 2) return -1;
+  constexpr int kRounds = 20000;
+  alignas(64) std::atomic<int> ping{0};
+  alignas(64) std::atomic<int> pong{0};
+  auto pin = [](int cpu) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    return pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
+  };
+  std::atomic<bool> pinned_ok{true};
+  std::thread echo([&] {
+    if (!pin(cpus[1])) pinned_ok = false;
+    for (int i = 1; i <= kRounds; ++i) {
+      while (ping.load(std::memory_order_acquire) != i)
+        if (!pinned_ok.load(std::memory_order_relaxed)) return;
+      pong.store(i, std::memory_order_release);
+    }
+  });
+  double ns = -1;
+  std::thread serve([&] {
+    if (!pin(cpus[0])) pinned_ok = false;
+    if (!pinned_ok) return;
+    int64_t t0 = now_ns();
+    for (int i = 1; i <= kRounds; ++i) {
+      ping.store(i, std::memory_order_release);
+      while (pong.load(std::memory_order_acquire) != i)
+        if (!pinned_ok.load(std::memory_order_relaxed)) return;
+    }
+    ns = double(now_ns() - t0) / kRounds;
+  });
+  serve.join();
+  echo.join();
+  return ns;
+}
 // --- scenarios ------------------------------------------------------------------
 
 struct Record {
@@ -367,6 +420,7 @@ struct Record {
   double items_per_s, mb_per_s;
   Latency latency;  // medians over the repetitions; the queue's only
   std::vector<double> reps;
+  std::vector<double> round_trips;  // core_round_trip_ns() just before each repetition
 };
 std::vector<Record> g_records;
 int g_failures = 0;
@@ -392,9 +446,9 @@ double median(std::vector<double> v) {
 }
 
 void record(const std::string& system, const std::string& op, const std::string& table, uint64_t payload, int procs,
-            const std::vector<double>& reps, const Latency& l = {}) {
+            const std::vector<double>& reps, const std::vector<double>& round_trips, const Latency& l = {}) {
   double ips = median(reps);
-  g_records.push_back({system, op, table, payload, procs, ips, ips * double(payload) / 1e6, l, reps});
+  g_records.push_back({system, op, table, payload, procs, ips, ips * double(payload) / 1e6, l, reps, round_trips});
   std::fprintf(stderr, "  %-7s %-16s %-12s %7llu B  x%d  %12.0f items/s  %9.1f MB/s%s\n", system.c_str(), op.c_str(),
                table.c_str(), static_cast<unsigned long long>(payload), procs, ips, ips * double(payload) / 1e6,
                l.p99 >= 0 ? (" p50 " + std::to_string(int(l.p50)) + " us p99 " + std::to_string(int(l.p99)) + " us p99.9 " +
@@ -419,18 +473,19 @@ bool wanted(const std::string& system, const std::string& op) {
 struct Collected {
   std::string system, op, table;
   int processes;
-  std::vector<double> reps;
+  std::vector<double> reps, round_trips;
   std::vector<Latency> latencies;
 };
 std::vector<Collected> g_collected;  // in order of first run
 
 void collect(const std::string& system, const std::string& op, const std::string& table, int procs, double items_per_s,
-             const Latency& l = {}) {
+             double round_trip, const Latency& l = {}) {
   auto it = std::find_if(g_collected.begin(), g_collected.end(), [&](const Collected& c) {
     return c.system == system && c.op == op && c.table == table && c.processes == procs;
   });
-  if (it == g_collected.end()) it = g_collected.insert(g_collected.end(), Collected{system, op, table, procs, {}, {}});
+  if (it == g_collected.end()) it = g_collected.insert(g_collected.end(), Collected{system, op, table, procs, {}, {}, {}});
   it->reps.push_back(items_per_s);
+  it->round_trips.push_back(round_trip);
   if (l.p99 >= 0) it->latencies.push_back(l);
 }
 
@@ -446,7 +501,7 @@ void record_collected(uint64_t payload) {
       };
       l = {med(&Latency::p50), med(&Latency::p99), med(&Latency::p999), med(&Latency::max)};
     }
-    record(c.system, c.op, c.table, payload, c.processes, c.reps, l);
+    record(c.system, c.op, c.table, payload, c.processes, c.reps, c.round_trips, l);
   }
   g_collected.clear();
 }
@@ -455,7 +510,8 @@ void record_collected(uint64_t payload) {
 void scenario(const std::string& system, const std::string& op, const std::string& table, int procs,
               const std::function<double()> run) {
   if (!wanted(system, op)) return;
-  collect(system, op, table, procs, run());
+  double trip = core_round_trip_ns();
+  collect(system, op, table, procs, run(), trip);
 }
 
 int create_table(engram_client* c, const char* name, uint64_t payload, uint64_t capacity, int sampler, bool queue) {
@@ -566,12 +622,13 @@ void run_payload_once(uint64_t payload) {
   if (wanted("engram", "both")) {
     create_table(c, "both", payload, items, ENGRAM_PRIORITIZED, false);
     run_workers(1, [&](int, auto& ready) { return engram_writer_worker("both", payload, int64_t(items), 0, ready); });
+    double trip = core_round_trip_ns();
     auto rs = run_workers(2, [&](int k, auto& ready) {
       return k == 0 ? engram_writer_worker("both", payload, 0, 0, ready)
                     : engram_sampler_worker("both", payload, 256, false, false, ready);
     });
-    collect("engram", "both_insert", "prioritized", 1, rate(rs, 0, 1));
-    collect("engram", "both_sample", "prioritized", 1, rate(rs, 1, 1));
+    collect("engram", "both_insert", "prioritized", 1, rate(rs, 0, 1), trip);
+    collect("engram", "both_sample", "prioritized", 1, rate(rs, 1, 1), trip);
     engram_table_drop(c, "both");
   }
 
@@ -585,6 +642,7 @@ void run_payload_once(uint64_t payload) {
   uint64_t queue_items = std::min<uint64_t>(items, 4096);
   uint32_t queue_batch = uint32_t(std::min<uint64_t>(256, queue_items));
   create_table(c, "queue", payload, queue_items, ENGRAM_FIFO, true);
+  double trip = core_round_trip_ns();
   auto rs = run_workers(2, [&](int k, auto& ready) {
     return k == 0 ? engram_writer_worker("queue", payload, 0, 0, ready, true)
                   : engram_sampler_worker("queue", payload, queue_batch, false, false, ready);
@@ -596,7 +654,7 @@ void run_payload_once(uint64_t payload) {
                   : engram_sampler_worker("queue", payload, 1, true, true, ready);
   });
   rate(lat, 0, 2);
-  collect("engram", "queue", "queue", 1, thr, latency());
+  collect("engram", "queue", "queue", 1, thr, trip, latency());
   engram_table_drop(c, "queue");
   engram_disconnect(c);
 }
@@ -675,6 +733,8 @@ void write_json() {
         << ", \"max_us\": " << r.latency.max;
     o << ", \"repetitions\": [";
     for (size_t k = 0; k < r.reps.size(); ++k) o << (k ? ", " : "") << r.reps[k];
+    o << "], \"round_trip_ns\": [";
+    for (size_t k = 0; k < r.round_trips.size(); ++k) o << (k ? ", " : "") << std::lround(r.round_trips[k]);
     o << "]}" << (i + 1 < g_records.size() ? "," : "") << "\n";
   }
   o << "  ],\n  \"ratios\": [\n";

@@ -71,6 +71,10 @@ def main(argv):
     damon = f", DAMON {m['damon']}" if "damon" in m else ""
     print(f"machine: {m['cores']} cores, {m['cpu']}, {m['kernel']}{damon}; git {doc['git']}; "
           f"{doc['config']['statistic']} of {doc['config']['repetitions']}, {doc['config']['seconds']} s each")
+    trips = sorted(t for r in results for t in r.get("round_trip_ns", []) if t > 0)
+    if trips:
+        print(f"core-to-core round trip before each scenario: {trips[0]}-{trips[-1]} ns, "
+              f"median {trips[len(trips) // 2]} (per repetition in the JSON: round_trip_ns)")
     for p in PAYLOADS:
         print(f"\npayload {p} B")
         print(f"  {'':32} {'engram':>24} {'redis':>24} {'memcpy':>24}   engram/redis engram/memcpy")
