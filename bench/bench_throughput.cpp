@@ -77,12 +77,18 @@ std::vector<Result> run_workers(int n, const std::function<Result(int, const std
     pid_t p = ::fork();
     if (p == 0) {
       ::close(res[0]);
+      bool said_ready = false;
       auto ready = [&] {
+        said_ready = true;
         char c = 1;
         if (::write(ready_pipe[1], &c, 1) != 1) std::_Exit(3);
         if (::read(go_pipe[0], &c, 1) != 1) std::_Exit(3);
       };
       Result r = body(i, ready);
+      // A worker that failed before it was ready (the server went away)
+      // still counts as ready, or the parent would wait for it for ever.
+      char c = 1;
+      if (!said_ready && ::write(ready_pipe[1], &c, 1) != 1) std::_Exit(3);
       if (::write(res[1], &r, sizeof r) != sizeof r) std::_Exit(3);
       std::_Exit(0);
     }
