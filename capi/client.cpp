@@ -181,7 +181,7 @@ void engram_client::keep_spare(BlockRef b) {
     (void)arena.free_reserved(hello.client_id, b);
     return;
   }
-  arena.prefetch_block(b.index);  // the next chunk's writes
+  arena.prefetch_block(b.index, /*for_write=*/true);  // the next chunk's writes
   s.push_back(b);
 }
 

@@ -161,11 +161,14 @@ Result<uint32_t> ChunkArena::class_for(uint64_t bytes) const {
                                             "; configure a larger size class or use a shorter chunk_length"};
 }
 
-void ChunkArena::prefetch_block(uint32_t index) const noexcept {
+void ChunkArena::prefetch_block(uint32_t index, bool for_write) const noexcept {
   const char* d = static_cast<const char*>(data({index, 0}));
   uint64_t size = block_size(index);
   uint64_t n = size <= kPrefetchWholeBlock ? size : kCacheLine;
-  for (uint64_t o = 0; o < n; o += kCacheLine) __builtin_prefetch(d + o, 1);
+  for (uint64_t o = 0; o < n; o += kCacheLine) {
+    if (for_write) __builtin_prefetch(d + o, 1);
+    else __builtin_prefetch(d + o, 0);
+  }
 }
 
 void* ChunkArena::data(BlockRef b) const noexcept {
@@ -256,7 +259,7 @@ Result<BlockRef> ChunkArena::alloc(uint32_t client, uint32_t k) noexcept {
       uint32_t next = blocks_[p].next.load(std::memory_order_relaxed);
       if (next < total_blocks_) {
         prefetch_state(next);
-        prefetch_block(next);
+        prefetch_block(next, /*for_write=*/true);
       }
       return BlockRef{p, state_gen(s)};
     }

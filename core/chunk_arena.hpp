@@ -178,13 +178,15 @@ class ChunkArena {
   // Hints that block `index`'s state word (< total_blocks()) is needed soon:
   // a batch of acquires then overlaps its cache misses.
   void prefetch_state(uint32_t index) const noexcept { __builtin_prefetch(&blocks_[index], 1); }
-  // Hints that block `index` (< total_blocks()) is about to be written: a
-  // small block (up to kPrefetchWholeBlock bytes) is fetched for writing
-  // whole, a larger one only its first line (the chunk header). A writer's
-  // copy into a block last touched long ago otherwise waits on each line in
-  // turn once the store buffer fills; a large block's copy is a stream the
-  // hardware prefetcher follows, and prefetching ahead of it only competes.
-  void prefetch_block(uint32_t index) const noexcept;
+  // Hints that block `index` (< total_blocks()) is about to be written
+  // (`for_write`) or read whole: a small block (up to kPrefetchWholeBlock
+  // bytes) is fetched whole, a larger one only its first line (the chunk
+  // header). A writer's copy into a block last touched long ago otherwise
+  // waits on each line in turn once the store buffer fills, and a sampler's
+  // copy out of scattered small chunks on each chunk in turn; a large
+  // block's copy is a stream the hardware prefetcher follows, and
+  // prefetching ahead of it only competes.
+  void prefetch_block(uint32_t index, bool for_write) const noexcept;
   BlockKind kind(uint32_t index) const noexcept;
   uint32_t generation(uint32_t index) const noexcept;
   uint32_t refcount_or_owner(uint32_t index) const noexcept;
