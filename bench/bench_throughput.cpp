@@ -373,9 +373,10 @@ Result memcpy_worker(bool gather, uint64_t payload, const std::function<void()>&
 // the first two CPUs this process may use hand a counter back and forth.
 // Every item crosses between the writer's and the owner's cores several
 // times, and in this VM the round trip has been seen at about 150 and about
-// 600 ns in different hours (the vCPUs sharing a cache, or not), which
-// moves every engram number; every scenario's repetition records it. -1
-// with fewer than two CPUs. Threads are joined before the next fork.
+// 600 ns in different hours; every scenario's repetition records it, so
+// that a run's numbers can be read against it (how far it explains their
+// swings is open: README, Performance). -1 with fewer than two CPUs.
+// Threads are joined before the next fork.
 double core_round_trip_ns() {
   cpu_set_t allowed;
   if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return -1;

@@ -162,19 +162,16 @@ Result<uint32_t> ChunkArena::class_for(uint64_t bytes) const {
 }
 
 void ChunkArena::prefetch_block(uint32_t index, bool for_write) const noexcept {
-  const char* d = static_cast<const char*>(data({index, 0}));
-  uint64_t size = block_size(index);
-  uint64_t n = size <= kPrefetchWholeBlock ? size : kCacheLine;
+  const SizeClass& sc = classes_[class_of(index)];
+  const char* d = block_bytes(sc, index);
+  uint64_t n = sc.block_size <= kPrefetchWholeBlock ? sc.block_size : kCacheLine;
   for (uint64_t o = 0; o < n; o += kCacheLine) {
     if (for_write) __builtin_prefetch(d + o, 1);
     else __builtin_prefetch(d + o, 0);
   }
 }
 
-void* ChunkArena::data(BlockRef b) const noexcept {
-  const SizeClass& sc = classes_[class_of(b.index)];
-  return base_ + sc.data_offset + uint64_t{b.index - sc.first_block} * sc.block_size;
-}
+void* ChunkArena::data(BlockRef b) const noexcept { return block_bytes(classes_[class_of(b.index)], b.index); }
 
 BlockKind ChunkArena::kind(uint32_t i) const noexcept { return state_kind(blocks_[i].state.load(std::memory_order_acquire)); }
 uint32_t ChunkArena::generation(uint32_t i) const noexcept { return state_gen(blocks_[i].state.load(std::memory_order_acquire)); }

@@ -206,6 +206,10 @@ class ChunkArena {
 
   // The class of block `index` (< total_blocks_), from the private copy.
   uint32_t class_of(uint32_t index) const noexcept;
+  // Block `index`'s bytes, given its class sc.
+  char* block_bytes(const SizeClass& sc, uint32_t index) const noexcept {
+    return base_ + sc.data_offset + uint64_t{index - sc.first_block} * sc.block_size;
+  }
 
   // The whole segment is client-writable, so the geometry is copied into the
   // view once, validated, and never read back from shared memory: a client

@@ -36,10 +36,14 @@ void cpu_relax() noexcept {
 #endif
 }
 
+namespace {
+int64_t ns_of(const struct timespec& ts) { return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec; }
+}  // namespace
+
 int64_t monotonic_ns() noexcept {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+  return ns_of(ts);
 }
 
 int64_t deadline_after_ms(int32_t ms) noexcept {
@@ -49,15 +53,12 @@ int64_t deadline_after_ms(int32_t ms) noexcept {
   // early. 0 if the kernel has no coarse clock (precise clock instead).
   static const int64_t margin_ns = [] {
     struct timespec res;
-    if (clock_getres(CLOCK_MONOTONIC_COARSE, &res) != 0) return int64_t{0};
-    return 2 * (int64_t{res.tv_sec} * 1000000000 + res.tv_nsec);
+    return clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0 ? 2 * ns_of(res) : int64_t{0};
   }();
-  int64_t now;
   struct timespec ts;
-  if (ms >= kCoarseDeadlineMs && margin_ns > 0 && clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) == 0)
-    now = int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec + margin_ns;
-  else
-    now = monotonic_ns();
+  int64_t now = ms >= kCoarseDeadlineMs && margin_ns > 0 && clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) == 0
+                    ? ns_of(ts) + margin_ns
+                    : monotonic_ns();
   return now + int64_t{ms} * 1000000;
 }
 
