@@ -81,6 +81,7 @@ struct engram_client {
   engram::ChunkArena arena;
   engram::BellsHeader* bells = nullptr;
   bool disconnected = false;
+  bool arena_pages_loaded = false;  // see engram_writer_open
   uint64_t next_id = 1;
   std::vector<engram_table*> tables;
   std::vector<engram_writer*> writers;

@@ -364,6 +364,13 @@ int engram_writer_open(engram_client* c, const engram_writer_options* o, engram_
                                             std::to_string(bytes) + " bytes, more than the arena's largest block; lower "
                                             "chunk_length or configure a larger block size");
   w->size_class = *k;
+  // The client's first writer will cycle through every block of the
+  // arena: map its pages for this process now (README, Performance: "A
+  // fresh process's first moments"). Samplers touch only what they sample.
+  if (!c->arena_pages_loaded) {
+    c->arena_seg.load_every_page();
+    c->arena_pages_loaded = true;
+  }
   c->writers.push_back(w.get());
   *out = w.release();
   return ENGRAM_OK;

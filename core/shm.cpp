@@ -34,19 +34,14 @@ static std::string shm_path(const std::string& name) { return "/dev/shm/" + name
 // through the free list), so this moves that cost to attach without adding
 // to it. Best effort, hence no error: kernels before 5.14 do not know the
 // advice and fault lazily as before.
-//
-// Then one load per page. The advice fills this process's page tables, but
-// a hypervisor that shadows them (as this project's VM does) still maps
-// each page for the process at its first access: about 2 us a page here,
-// 0.5 s for a 1 GB arena, which a fresh writer would otherwise pay in its
-// first second of copies (README, Performance: "A fresh process's first
-// moments"). On bare metal the loads cost a TLB miss each, milliseconds
-// per GB.
 static void populate(void* addr, size_t size, bool writable) {
   (void)madvise(addr, size, writable ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
+}
+
+void ShmSegment::load_every_page() const noexcept {
   static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  const volatile char* p = static_cast<const volatile char*>(addr);
-  for (size_t o = 0; o < size; o += page) (void)p[o];
+  const volatile char* p = static_cast<const volatile char*>(data());
+  for (size_t o = 0; o < size(); o += page) (void)p[o];
 }
 
 Result<ShmSegment> ShmSegment::create(const std::string& name, size_t size, unsigned mode) {

@@ -285,9 +285,14 @@ typedef struct engram_writer_options {
 /* Sets every field to its default (given at the field) and struct_size to
  * sizeof the struct; call it first, then set fields. Thread-safe. */
 ENGRAM_API void engram_writer_options_init(engram_writer_options* o);
-/* A writer of steps with the given columns. Errors: ENGRAM_E_INVALID (a bad
- * column: name, dtype, rank), ENGRAM_E_RANGE (no column, too many, a name too
- * long, chunk_length 0, or a chunk larger than the arena's largest block). */
+/* A writer of steps with the given columns. The client's first writer reads
+ * one byte of every page of the arena once, since writers cycle through all
+ * its blocks: a one-time cost that grows with the arena (milliseconds per GB
+ * on bare metal, up to about 0.5 s per GB under a hypervisor that shadows
+ * page tables), so that the first copies run at full speed. Errors:
+ * ENGRAM_E_INVALID (a bad column: name, dtype, rank), ENGRAM_E_RANGE (no
+ * column, too many, a name too long, chunk_length 0, or a chunk larger than
+ * the arena's largest block). */
 ENGRAM_API int engram_writer_open(engram_client* c, const engram_writer_options* o, engram_writer** out);
 /* Appends one step: columns[i] points at one value of column i. Errors:
  * ENGRAM_E_NOMEM / ENGRAM_E_TIMEOUT (no arena block within insert_timeout_ms). */
