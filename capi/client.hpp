@@ -81,7 +81,6 @@ struct engram_client {
   engram::ChunkArena arena;
   engram::BellsHeader* bells = nullptr;
   bool disconnected = false;
-  bool arena_pages_loaded = false;  // see engram_writer_open
   uint64_t next_id = 1;
   std::vector<engram_table*> tables;
   std::vector<engram_writer*> writers;
@@ -89,6 +88,8 @@ struct engram_client {
   // Per size class: free blocks the server handed over in insert acks,
   // reserved by this client, for writers' next chunks (see InsertAck).
   std::vector<std::vector<engram::BlockRef>> spares;
+  // Per size class: a writer of it loaded the class's pages (engram_writer_open).
+  std::vector<bool> class_pages_loaded;
 
   // Control request and reply; ENGRAM_E_DISCONNECTED if the server is gone.
   // wait_ms: 0 for the client's timeout_ms, -1 for no limit.

@@ -364,12 +364,15 @@ int engram_writer_open(engram_client* c, const engram_writer_options* o, engram_
                                             std::to_string(bytes) + " bytes, more than the arena's largest block; lower "
                                             "chunk_length or configure a larger block size");
   w->size_class = *k;
-  // The client's first writer will cycle through every block of the
-  // arena: map its pages for this process now (README, Performance: "A
-  // fresh process's first moments"). Samplers touch only what they sample.
-  if (!c->arena_pages_loaded) {
-    c->arena_seg.load_every_page();
-    c->arena_pages_loaded = true;
+  // A writer cycles through every block of its size class: the client's
+  // first writer of the class maps the class's pages for this process now
+  // (load_pages; README, Performance: "A fresh process's first moments").
+  // Samplers touch only what they sample.
+  if (c->class_pages_loaded.size() < c->arena.num_classes()) c->class_pages_loaded.resize(c->arena.num_classes());
+  if (!c->class_pages_loaded[*k]) {
+    const SizeClass& sc = c->arena.size_class(*k);
+    load_pages(c->arena.data({sc.first_block, 0}), sc.block_size * sc.count);
+    c->class_pages_loaded[*k] = true;
   }
   c->writers.push_back(w.get());
   *out = w.release();

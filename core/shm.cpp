@@ -38,10 +38,10 @@ static void populate(void* addr, size_t size, bool writable) {
   (void)madvise(addr, size, writable ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
 }
 
-void ShmSegment::load_every_page() const noexcept {
+void load_pages(const void* addr, size_t bytes) noexcept {
   static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  const volatile char* p = static_cast<const volatile char*>(data());
-  for (size_t o = 0; o < size(); o += page) (void)p[o];
+  const volatile char* p = static_cast<const volatile char*>(addr);
+  for (size_t o = 0; o < bytes; o += page) (void)p[o];
 }
 
 Result<ShmSegment> ShmSegment::create(const std::string& name, size_t size, unsigned mode) {

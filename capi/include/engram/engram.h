@@ -285,11 +285,12 @@ typedef struct engram_writer_options {
 /* Sets every field to its default (given at the field) and struct_size to
  * sizeof the struct; call it first, then set fields. Thread-safe. */
 ENGRAM_API void engram_writer_options_init(engram_writer_options* o);
-/* A writer of steps with the given columns. The client's first writer reads
- * one byte of every page of the arena once, since writers cycle through all
- * its blocks: a one-time cost that grows with the arena (milliseconds per GB
- * on bare metal, up to about 0.5 s per GB under a hypervisor that shadows
- * page tables), so that the first copies run at full speed. Errors:
+/* A writer of steps with the given columns. The client's first writer of a
+ * block size reads one byte of every page of the arena's blocks of that size,
+ * since writers cycle through all of them: a one-time cost that grows with
+ * those blocks (about 0.5 s per GB under a hypervisor that shadows page
+ * tables, a TLB miss a page without one), so that the first copies run at
+ * full speed. Errors:
  * ENGRAM_E_INVALID (a bad column: name, dtype, rank), ENGRAM_E_RANGE (no
  * column, too many, a name too long, chunk_length 0, or a chunk larger than
  * the arena's largest block). */
