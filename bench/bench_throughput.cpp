@@ -418,6 +418,55 @@ double core_round_trip_ns() {
   echo.join();
   return ns;
 }
+
+// The share of all CPUs' time, 0 to 1, that was not idle (steal included:
+// a vCPU the host did not run is not ours either) during window_ms, from
+// /proc/stat; -1 if it cannot be read. Taken while the harness and its
+// servers sit idle, so anything above a tick or two is another process: a
+// stray CPU hog once spoiled 20 minutes of measurements unnoticed. The
+// counters tick every 10 ms, so a 50 ms window on 2 CPUs resolves 10%.
+double machine_busy(int window_ms) {
+  auto sample = [](uint64_t* busy, uint64_t* total) {
+    std::ifstream in("/proc/stat");
+    std::string cpu;
+    uint64_t v[8] = {};
+    if (!(in >> cpu) || cpu != "cpu") return false;
+    for (uint64_t& x : v)
+      if (!(in >> x)) return false;
+    // user nice system idle iowait irq softirq steal
+    *total = 0;
+    for (uint64_t x : v) *total += x;
+    *busy = *total - v[3] - v[4];
+    return true;
+  };
+  uint64_t b0, t0, b1, t1;
+  if (!sample(&b0, &t0)) return -1;
+  std::this_thread::sleep_for(std::chrono::milliseconds(window_ms));
+  if (!sample(&b1, &t1) || t1 <= t0) return -1;
+  return double(b1 - b0) / double(t1 - t0);
+}
+
+// What the machine was like just before a repetition; kept next to its
+// result in the JSON.
+struct Conditions {
+  double round_trip_ns;  // core_round_trip_ns()
+  double busy;           // machine_busy()
+};
+
+// A busier machine than this before a repetition is reported at once: more
+// than 0.8 of one of this VM's two CPUs went to something else.
+constexpr double kBusyWarning = 0.4;
+
+int busy_window_ms() { return g_opt.quick ? 10 : 50; }
+
+Conditions conditions(const std::string& what) {
+  double busy = machine_busy(busy_window_ms());
+  if (busy > kBusyWarning)
+    std::fprintf(stderr, "  warning: the machine was %.0f%% busy just before %s: another process is using the CPU "
+                         "(see top); this repetition may run slow\n", 100 * busy, what.c_str());
+  return {core_round_trip_ns(), busy};
+}
+
 // --- scenarios ------------------------------------------------------------------
 
 struct Record {
@@ -427,7 +476,7 @@ struct Record {
   double items_per_s, mb_per_s;
   Latency latency;  // medians over the repetitions; the queue's only
   std::vector<double> reps;
-  std::vector<double> round_trips;  // core_round_trip_ns() just before each repetition
+  std::vector<Conditions> conditions;  // just before each repetition
 };
 std::vector<Record> g_records;
 int g_failures = 0;
@@ -453,9 +502,9 @@ double median(std::vector<double> v) {
 }
 
 void record(const std::string& system, const std::string& op, const std::string& table, uint64_t payload, int procs,
-            const std::vector<double>& reps, const std::vector<double>& round_trips, const Latency& l = {}) {
+            const std::vector<double>& reps, const std::vector<Conditions>& conditions, const Latency& l = {}) {
   double ips = median(reps);
-  g_records.push_back({system, op, table, payload, procs, ips, ips * double(payload) / 1e6, l, reps, round_trips});
+  g_records.push_back({system, op, table, payload, procs, ips, ips * double(payload) / 1e6, l, reps, conditions});
   std::fprintf(stderr, "  %-7s %-16s %-12s %7llu B  x%d  %12.0f items/s  %9.1f MB/s%s\n", system.c_str(), op.c_str(),
                table.c_str(), static_cast<unsigned long long>(payload), procs, ips, ips * double(payload) / 1e6,
                l.p99 >= 0 ? (" p50 " + std::to_string(int(l.p50)) + " us p99 " + std::to_string(int(l.p99)) + " us p99.9 " +
@@ -480,19 +529,20 @@ bool wanted(const std::string& system, const std::string& op) {
 struct Collected {
   std::string system, op, table;
   int processes;
-  std::vector<double> reps, round_trips;
+  std::vector<double> reps;
+  std::vector<Conditions> conditions;
   std::vector<Latency> latencies;
 };
 std::vector<Collected> g_collected;  // in order of first run
 
 void collect(const std::string& system, const std::string& op, const std::string& table, int procs, double items_per_s,
-             double round_trip, const Latency& l = {}) {
+             const Conditions& before, const Latency& l = {}) {
   auto it = std::find_if(g_collected.begin(), g_collected.end(), [&](const Collected& c) {
     return c.system == system && c.op == op && c.table == table && c.processes == procs;
   });
   if (it == g_collected.end()) it = g_collected.insert(g_collected.end(), Collected{system, op, table, procs, {}, {}, {}});
   it->reps.push_back(items_per_s);
-  it->round_trips.push_back(round_trip);
+  it->conditions.push_back(before);
   if (l.p99 >= 0) it->latencies.push_back(l);
 }
 
@@ -508,7 +558,7 @@ void record_collected(uint64_t payload) {
       };
       l = {med(&Latency::p50), med(&Latency::p99), med(&Latency::p999), med(&Latency::max)};
     }
-    record(c.system, c.op, c.table, payload, c.processes, c.reps, c.round_trips, l);
+    record(c.system, c.op, c.table, payload, c.processes, c.reps, c.conditions, l);
   }
   g_collected.clear();
 }
@@ -517,8 +567,8 @@ void record_collected(uint64_t payload) {
 void scenario(const std::string& system, const std::string& op, const std::string& table, int procs,
               const std::function<double()> run) {
   if (!wanted(system, op)) return;
-  double trip = core_round_trip_ns();
-  collect(system, op, table, procs, run(), trip);
+  Conditions before = conditions(system + "/" + op);
+  collect(system, op, table, procs, run(), before);
 }
 
 int create_table(engram_client* c, const char* name, uint64_t payload, uint64_t capacity, int sampler, bool queue) {
@@ -629,13 +679,13 @@ void run_payload_once(uint64_t payload) {
   if (wanted("engram", "both")) {
     create_table(c, "both", payload, items, ENGRAM_PRIORITIZED, false);
     run_workers(1, [&](int, auto& ready) { return engram_writer_worker("both", payload, int64_t(items), 0, ready); });
-    double trip = core_round_trip_ns();
+    Conditions before = conditions("engram/both");
     auto rs = run_workers(2, [&](int k, auto& ready) {
       return k == 0 ? engram_writer_worker("both", payload, 0, 0, ready)
                     : engram_sampler_worker("both", payload, 256, false, false, ready);
     });
-    collect("engram", "both_insert", "prioritized", 1, rate(rs, 0, 1), trip);
-    collect("engram", "both_sample", "prioritized", 1, rate(rs, 1, 1), trip);
+    collect("engram", "both_insert", "prioritized", 1, rate(rs, 0, 1), before);
+    collect("engram", "both_sample", "prioritized", 1, rate(rs, 1, 1), before);
     engram_table_drop(c, "both");
   }
 
@@ -649,7 +699,7 @@ void run_payload_once(uint64_t payload) {
   uint64_t queue_items = std::min<uint64_t>(items, 4096);
   uint32_t queue_batch = uint32_t(std::min<uint64_t>(256, queue_items));
   create_table(c, "queue", payload, queue_items, ENGRAM_FIFO, true);
-  double trip = core_round_trip_ns();
+  Conditions before = conditions("engram/queue");
   auto rs = run_workers(2, [&](int k, auto& ready) {
     return k == 0 ? engram_writer_worker("queue", payload, 0, 0, ready, true)
                   : engram_sampler_worker("queue", payload, queue_batch, false, false, ready);
@@ -661,7 +711,7 @@ void run_payload_once(uint64_t payload) {
                   : engram_sampler_worker("queue", payload, 1, true, true, ready);
   });
   rate(lat, 0, 2);
-  collect("engram", "queue", "queue", 1, thr, trip, latency());
+  collect("engram", "queue", "queue", 1, thr, before, latency());
   engram_table_drop(c, "queue");
   engram_disconnect(c);
 }
@@ -728,7 +778,9 @@ void write_json() {
     << ", \"seconds\": " << g_opt.seconds << ", \"warmup_seconds\": " << g_opt.warmup
     << ", \"statistic\": \"median of repetitions\", \"column\": \"float32\", \"chunk_length\": 1, \"item_steps\": 1"
     << ", \"sample_batch\": 256, \"queue_latency\": \"create_item call to the return of the zero-copy sample (batch 1) that "
-       "delivers the item; writer paced at one item per 20 us\", \"redis_pipeline\": " << kPipeline << ", \"memcpy_mapping_bytes\": " << kMapBytes << "},\n"
+       "delivers the item; writer paced at one item per 20 us\", \"redis_pipeline\": " << kPipeline << ", \"memcpy_mapping_bytes\": " << kMapBytes
+    << ", \"busy_before\": \"share of all CPUs not idle in the " << busy_window_ms()
+    << " ms before each repetition, from /proc/stat\"},\n"
     << "  \"results\": [\n";
   for (size_t i = 0; i < g_records.size(); ++i) {
     const Record& r = g_records[i];
@@ -741,7 +793,10 @@ void write_json() {
     o << ", \"repetitions\": [";
     for (size_t k = 0; k < r.reps.size(); ++k) o << (k ? ", " : "") << r.reps[k];
     o << "], \"round_trip_ns\": [";
-    for (size_t k = 0; k < r.round_trips.size(); ++k) o << (k ? ", " : "") << std::lround(r.round_trips[k]);
+    for (size_t k = 0; k < r.conditions.size(); ++k) o << (k ? ", " : "") << std::lround(r.conditions[k].round_trip_ns);
+    o << "], \"busy_before\": [";
+    for (size_t k = 0; k < r.conditions.size(); ++k)
+      o << (k ? ", " : "") << std::round(r.conditions[k].busy * 100) / 100;
     o << "]}" << (i + 1 < g_records.size() ? "," : "") << "\n";
   }
   o << "  ],\n  \"ratios\": [\n";

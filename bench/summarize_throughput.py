@@ -10,6 +10,9 @@ import json
 import sys
 
 PAYLOADS = [400, 4000, 40000, 400000]
+# As kBusyWarning in bench_throughput.cpp: more than 0.8 of one of two CPUs
+# went to something else just before a repetition.
+BUSY_WARNING = 0.4
 # (label, system, op, table, processes)
 ROWS = [
     ("insert, 1 proc", "insert", "uniform", 1),
@@ -75,6 +78,16 @@ def main(argv):
     if trips:
         print(f"core-to-core round trip before each scenario: {trips[0]}-{trips[-1]} ns, "
               f"median {trips[len(trips) // 2]} (per repetition in the JSON: round_trip_ns)")
+    busy = [(b, r) for r in results for b in r.get("busy_before", []) if b >= 0]
+    if busy:
+        values = sorted(b for b, _ in busy)
+        print(f"machine busy just before each repetition: {values[0]:.0%}-{values[-1]:.0%} of all CPUs, "
+              f"median {values[len(values) // 2]:.0%} (busy_before)")
+        hot = [f"{r['system']} {r['op']} {r['table']} {r['payload_bytes']} B x{r['processes']} ({b:.0%})"
+               for b, r in busy if b > BUSY_WARNING]
+        if hot:
+            print(f"warning: {len(hot)} repetitions began on a machine more than {BUSY_WARNING:.0%} busy "
+                  f"(another process was using the CPU; their numbers may be low): " + "; ".join(hot))
     for p in PAYLOADS:
         print(f"\npayload {p} B")
         print(f"  {'':32} {'engram':>24} {'redis':>24} {'memcpy':>24}   engram/redis engram/memcpy")
