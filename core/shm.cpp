@@ -9,6 +9,7 @@
 #include <boost/interprocess/mapped_region.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 namespace bip = boost::interprocess;
@@ -39,9 +40,14 @@ static void populate(void* addr, size_t size, bool writable) {
 }
 
 void load_pages(const void* addr, size_t bytes) noexcept {
-  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  const volatile char* p = static_cast<const volatile char*>(addr);
-  for (size_t o = 0; o < bytes; o += page) (void)p[o];
+  if (bytes == 0) return;
+  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  // The first byte, then the first byte of every later page the range
+  // reaches: a range that starts mid-page reaches one page more than
+  // bytes / page rounded up, and no byte outside it is read.
+  const uintptr_t first = reinterpret_cast<uintptr_t>(addr), end = first + bytes;
+  (void)*reinterpret_cast<const volatile char*>(first);
+  for (uintptr_t a = (first | (page - 1)) + 1; a < end; a += page) (void)*reinterpret_cast<const volatile char*>(a);
 }
 
 Result<ShmSegment> ShmSegment::create(const std::string& name, size_t size, unsigned mode) {

@@ -74,6 +74,24 @@ TEST(ShmSegment, MappingsArePopulatedUpFront) {
   ShmSegment::remove(name);
 }
 
+// load_pages maps every page that a range reaches, and no other, in this
+// process (an anonymous segment is not populated, so it starts unmapped).
+TEST(ShmSegment, LoadPagesMapsEveryPageOfTheRangeAndNoOther) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  auto seg = ShmSegment::anonymous(64 * page);
+  ASSERT_TRUE(seg.ok()) << seg.status().to_string();
+  char* base = static_cast<char*>(seg->data());
+  ASSERT_EQ(mapped_bytes(base), 0u) << "an anonymous segment should start unmapped";
+  load_pages(base, 0);
+  EXPECT_EQ(mapped_bytes(base), 0u) << "an empty range";
+  load_pages(base + 8 * page + 100, 16 * page);  // starts mid-page: reaches pages 8 to 24
+  EXPECT_EQ(mapped_bytes(base), 17 * page);
+  load_pages(base + 40 * page + page - 1, 2);  // the last byte of page 40 and the first of 41
+  EXPECT_EQ(mapped_bytes(base), 19 * page);
+  load_pages(base, 64 * page);
+  EXPECT_EQ(mapped_bytes(base), 64 * page);
+}
+
 TEST(ShmSegment, BadNamesAndSizes) {
   EXPECT_EQ(ShmSegment::create("a/b", 4096).status().code(), Errc::invalid_argument);
   EXPECT_EQ(ShmSegment::create("", 4096).status().code(), Errc::invalid_argument);
