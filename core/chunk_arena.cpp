@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/futex.hpp"
+#include "core/prefetch.hpp"
 
 namespace engram {
 
@@ -166,7 +167,7 @@ void ChunkArena::prefetch_block(uint32_t index, bool for_write) const noexcept {
   const char* d = block_bytes(sc, index);
   uint64_t n = sc.block_size <= kPrefetchWholeBlock ? sc.block_size : kCacheLine;
   for (uint64_t o = 0; o < n; o += kCacheLine) {
-    if (for_write) __builtin_prefetch(d + o, 1);
+    if (for_write) prefetch_for_write(d + o);
     else __builtin_prefetch(d + o, 0);
   }
 }

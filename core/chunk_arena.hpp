@@ -186,9 +186,9 @@ class ChunkArena {
   // waits on each line in turn once the store buffer fills, and a sampler's
   // copy out of scattered small chunks on each chunk in turn; a large
   // block's copy is a stream the hardware prefetcher follows, and
-  // prefetching ahead of it only competes. (On x86-64 without -mprfchw
-  // both kinds compile to prefetcht0; a trial with prefetchw for writing
-  // was no faster.)
+  // prefetching ahead of it only competes. For writing, the lines are
+  // fetched exclusive (prefetch_for_write), so that the copy's stores need
+  // not wait for another core to give them up.
   void prefetch_block(uint32_t index, bool for_write) const noexcept;
   BlockKind kind(uint32_t index) const noexcept;
   uint32_t generation(uint32_t index) const noexcept;

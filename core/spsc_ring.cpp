@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "core/prefetch.hpp"
+
 namespace engram {
 
 size_t SpscRing::bytes_needed(uint32_t capacity, uint32_t record_size) {
@@ -60,6 +62,7 @@ Status SpscRing::try_push(const void* record, size_t bytes, bool ring_bell) noex
     if (tail - seen_head_ >= capacity_) return {Errc::full, {}};
   }
   std::memcpy(slot(tail), record, std::min<size_t>(bytes, record_size_));
+  if (tail + write_ahead_ - seen_head_ < capacity_) prefetch_for_write(slot(tail + write_ahead_));
   h_->tail.store(tail + 1, std::memory_order_release);
   if (ring_bell) h_->data.ring();
   return Status::Ok();
