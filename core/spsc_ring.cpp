@@ -62,7 +62,7 @@ Status SpscRing::try_push(const void* record, size_t bytes, bool ring_bell) noex
     if (tail - seen_head_ >= capacity_) return {Errc::full, {}};
   }
   std::memcpy(slot(tail), record, std::min<size_t>(bytes, record_size_));
-  if (tail + write_ahead_ - seen_head_ < capacity_) prefetch_for_write(slot(tail + write_ahead_));
+  if (uint64_t ahead = tail + write_ahead(); ahead - seen_head_ < capacity_) prefetch_for_write(slot(ahead));
   h_->tail.store(tail + 1, std::memory_order_release);
   if (ring_bell) h_->data.ring();
   return Status::Ok();

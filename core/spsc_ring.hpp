@@ -19,7 +19,9 @@
 //    one object must serve one producer thread and one consumer thread at
 //    most (each touches only its own copy).
 //  - After each push the producer fetches, for writing, the first line of
-//    the slot write_ahead_ pushes on, if that slot holds no unread record:
+//    the slot write_ahead() pushes on, if its copy of head shows that slot
+//    free (the copy only lags, so a slot with an unread record is never
+//    fetched):
 //    the consumer's core read it a lap ago, and a store that finds another
 //    core's copy stalls every store behind it (core/prefetch.hpp). Only
 //    the first line: most records use one line, and the consumer copies
@@ -99,9 +101,14 @@ class SpscRing {
  private:
   SpscRing(RingHeader* h, uint32_t capacity, uint32_t record_size)
       : h_(h), records_(reinterpret_cast<char*>(h) + sizeof(RingHeader)), capacity_(capacity),
-        record_size_(record_size), write_ahead_(std::min<uint32_t>(kWriteAhead, capacity / 2)),
-        seen_head_(h->head.load(std::memory_order_acquire)), seen_tail_(seen_head_) {}
+        record_size_(record_size), seen_head_(h->head.load(std::memory_order_acquire)), seen_tail_(seen_head_) {}
   char* slot(uint64_t pos) const noexcept { return records_ + (pos & (capacity_ - 1)) * record_size_; }
+  // Pushes ahead whose slot a push fetches for writing: far enough for the
+  // line to arrive (a push takes a few hundred ns, the round trip about
+  // 600 ns in this VM; 4 and 16 ran alike in trials), near enough to stay
+  // in cache; 1 to 8, at most half the ring.
+  static constexpr uint32_t kWriteAhead = 8;
+  uint32_t write_ahead() const noexcept { return std::min<uint32_t>(kWriteAhead, capacity_ / 2); }
 
   // The other side can write the header, so the geometry is copied once,
   // validated, and never read back: a scribbled capacity cannot move a slot
@@ -110,12 +117,6 @@ class SpscRing {
   char* records_ = nullptr;
   uint32_t capacity_ = 0;
   uint32_t record_size_ = 0;
-  // Pushes ahead whose slot a push fetches for writing: far enough for the
-  // line to arrive (a push takes a few hundred ns, the round trip about
-  // 600 ns in this VM; 4 and 16 ran alike in trials), near enough to stay
-  // in cache. 1 to 8, at most half the ring.
-  static constexpr uint32_t kWriteAhead = 8;
-  uint32_t write_ahead_ = 1;
   uint64_t seen_head_ = 0;  // producer's copy of head: head >= seen_head_
   uint64_t seen_tail_ = 0;  // consumer's copy of tail: tail >= seen_tail_; == head: look again
 };
