@@ -76,7 +76,7 @@ ResponseRecord error_response(const RequestRecord& r, const Status& s) noexcept 
   ResponseRecord out{};
   out.op = r.op;
   out.id = r.id;
-  out.status = static_cast<int32_t>(s.code());
+  out.status = static_cast<int16_t>(s.code());
   size_t n = std::min(s.message().size(), sizeof out.payload.message - 1);
   std::memcpy(out.payload.message, s.message().data(), n);
   out.payload.message[n] = '\0';

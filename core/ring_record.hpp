@@ -30,6 +30,7 @@
 #include <cstdint>
 
 #include "core/chunk_arena.hpp"
+#include "core/spsc_ring.hpp"
 #include "core/status.hpp"
 #include "core/table.hpp"
 
@@ -58,12 +59,15 @@ struct KeyPriority {
   double priority;
 };
 
+// Both records start with the ring's sequence word (SpscRing,
+// kRingSeqBytes): pushes ignore it, pops find the ring's value in it.
 struct RequestRecord {
+  uint32_t ring_seq_;
   uint32_t op;  // RequestOp
   uint32_t count;
+  uint32_t reserved_;
   uint64_t id;           // chosen by the client, echoed in responses
   int64_t deadline_ns;   // CLOCK_MONOTONIC; kNoDeadline, or 0 to never wait
-  uint64_t reserved_;
   union {
     struct {
       double priority;
@@ -76,6 +80,7 @@ struct RequestRecord {
   } payload;
 };
 static_assert(sizeof(RequestRecord) == kRecordSize);
+static_assert(offsetof(RequestRecord, op) == kRingSeqBytes);
 
 struct SampledItemWire {
   uint64_t key;
@@ -118,8 +123,9 @@ struct InsertAck {
 };
 
 struct ResponseRecord {
-  uint32_t op;      // echo of the request's op
-  int32_t status;   // Errc as int; 0 = ok
+  uint32_t ring_seq_;
+  uint16_t op;      // echo of the request's op (a RequestOp, so it fits)
+  int16_t status;   // Errc as int; 0 = ok
   uint64_t id;      // echo of the request's id
   uint32_t index;   // sample: item index
   uint32_t count;   // sample: items in this response
@@ -134,6 +140,7 @@ struct ResponseRecord {
   } payload;
 };
 static_assert(sizeof(ResponseRecord) == kRecordSize);
+static_assert(offsetof(ResponseRecord, op) == kRingSeqBytes);
 static_assert(offsetof(ResponseRecord, payload) + sizeof(InsertAck) * kRecordAcks <= kRecordSize);
 static_assert(offsetof(ResponseRecord, payload) + sizeof(PackedItemsWire) <= kRecordSize);
 

@@ -1,6 +1,7 @@
 #include "core/spsc_ring.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "core/prefetch.hpp"
@@ -26,8 +27,13 @@ Result<SpscRing> SpscRing::format(void* mem, size_t size, uint32_t capacity, uin
   h->capacity = capacity;
   h->record_size = record_size;
   h->region_size = need;
-  h->tail.store(0, std::memory_order_relaxed);
   h->head.store(0, std::memory_order_relaxed);
+  // Memory reused from an older ring may hold any sequence words; 0 is never
+  // record i + 1 within the first 2^32 - 1 records, by which time every slot
+  // has been written.
+  char* records = static_cast<char*>(mem) + sizeof(RingHeader);
+  for (uint32_t i = 0; i < capacity; ++i)
+    reinterpret_cast<std::atomic<uint32_t>*>(records + size_t{i} * record_size)->store(0, std::memory_order_relaxed);
   h->space.seq.store(0, std::memory_order_relaxed);
   h->space.sleepers.store(0, std::memory_order_relaxed);
   h->data.seq.store(0, std::memory_order_relaxed);
@@ -46,24 +52,24 @@ Result<SpscRing> SpscRing::attach(void* mem, size_t size) {
   return SpscRing(h, cap, rs);
 }
 
-Result<uint64_t> SpscRing::readable() const noexcept {
-  uint64_t tail = h_->tail.load(std::memory_order_acquire);
-  uint64_t head = h_->head.load(std::memory_order_relaxed);
-  if (tail - head > capacity_)
-    return Status{Errc::corrupt, "ring producer position is " + std::to_string(tail) + " with consumer at " +
-                                     std::to_string(head) + " and capacity " + std::to_string(capacity_)};
-  return tail - head;
+SpscRing::SpscRing(RingHeader* h, uint32_t capacity, uint32_t record_size)
+    : h_(h), records_(reinterpret_cast<char*>(h) + sizeof(RingHeader)), capacity_(capacity), record_size_(record_size) {
+  head_ = seen_head_ = tail_ = h->head.load(std::memory_order_acquire);
+  while (tail_ - head_ < capacity_ && published(tail_)) ++tail_;
 }
 
 Status SpscRing::try_push(const void* record, size_t bytes, bool ring_bell) noexcept {
-  uint64_t tail = h_->tail.load(std::memory_order_relaxed);
-  if (tail - seen_head_ >= capacity_) {
+  uint64_t t = tail_;
+  if (t - seen_head_ >= capacity_) {
     seen_head_ = h_->head.load(std::memory_order_acquire);
-    if (tail - seen_head_ >= capacity_) return {Errc::full, {}};
+    if (t - seen_head_ >= capacity_) return {Errc::full, {}};
   }
-  std::memcpy(slot(tail), record, std::min<size_t>(bytes, record_size_));
-  if (uint64_t ahead = tail + write_ahead(); ahead - seen_head_ < capacity_) prefetch_for_write(slot(ahead));
-  h_->tail.store(tail + 1, std::memory_order_release);
+  bytes = std::min<size_t>(bytes, record_size_);
+  if (bytes > kRingSeqBytes)
+    std::memcpy(slot(t) + kRingSeqBytes, static_cast<const char*>(record) + kRingSeqBytes, bytes - kRingSeqBytes);
+  seq(t).store(static_cast<uint32_t>(t + 1), std::memory_order_release);
+  tail_ = t + 1;
+  if (uint64_t ahead = t + write_ahead(); ahead - seen_head_ < capacity_) prefetch_for_write(slot(ahead));
   if (ring_bell) h_->data.ring();
   return Status::Ok();
 }
@@ -72,28 +78,15 @@ Status SpscRing::push(const void* record, int64_t timeout_ns) noexcept {
   for (;;) {
     Status s = try_push(record);
     if (s.code() != Errc::full) return s;
-    bool room = h_->space.wait(
-        [this] {
-          return h_->tail.load(std::memory_order_relaxed) - h_->head.load(std::memory_order_acquire) < capacity_;
-        },
-        timeout_ns);
-    if (!room) return {Errc::timeout, "ring stayed full for the whole timeout"};
+    if (!h_->space.wait([this] { return has_space(); }, timeout_ns))
+      return {Errc::timeout, "ring stayed full for the whole timeout"};
   }
 }
 
 Status SpscRing::try_pop(void* record, bool ring_bell) noexcept {
-  uint64_t head = h_->head.load(std::memory_order_relaxed);
-  if (head == seen_tail_) {
-    auto n = readable();
-    if (!n.ok()) return n.status();
-    if (*n == 0) return {Errc::empty, {}};
-    seen_tail_ = head + *n;
-  } else if (seen_tail_ - head > capacity_) {  // the producer moved head, which only we store
-    return {Errc::corrupt, "ring consumer position " + std::to_string(head) + " is not within " +
-                               std::to_string(capacity_) + " records of the producer's " + std::to_string(seen_tail_)};
-  }
-  std::memcpy(record, slot(head), record_size_);
-  h_->head.store(head + 1, std::memory_order_release);
+  if (!published(head_)) return {Errc::empty, {}};
+  std::memcpy(record, slot(head_), record_size_);
+  h_->head.store(++head_, std::memory_order_release);
   if (ring_bell) h_->space.ring();
   return Status::Ok();
 }
@@ -102,10 +95,8 @@ Status SpscRing::pop(void* record, int64_t timeout_ns) noexcept {
   for (;;) {
     Status s = try_pop(record);
     if (s.code() != Errc::empty) return s;
-    bool any = h_->data.wait(
-        [this] { return h_->tail.load(std::memory_order_acquire) != h_->head.load(std::memory_order_relaxed); },
-        timeout_ns);
-    if (!any) return {Errc::timeout, "ring stayed empty for the whole timeout"};
+    if (!h_->data.wait([this] { return has_data(); }, timeout_ns))
+      return {Errc::timeout, "ring stayed empty for the whole timeout"};
   }
 }
 

@@ -166,8 +166,7 @@ bool TableOwner::any_ready() {
   if (has_commands_.load(std::memory_order_acquire)) return true;
   for (auto& c : channels_) {
     if (c->broken || c->pending) continue;
-    auto n = c->channel.requests.readable();
-    if (!n.ok() || *n > 0) return true;
+    if (c->channel.requests.has_data()) return true;
   }
   return false;
 }
@@ -235,15 +234,8 @@ bool TableOwner::service(ChannelState& c) {
   bool progress = false;
   RequestRecord r;
   for (int i = 0; i < kBatchPerChannel && !c.broken; ++i) {
-    Status s = c.channel.requests.try_pop(&r, /*ring_bell=*/false);
-    if (s.code() == Errc::empty) break;
+    if (!c.channel.requests.try_pop(&r, /*ring_bell=*/false).ok()) break;  // empty
     progress = true;
-    if (!s.ok()) {
-      log_warn("table " + table_.name() + ": client " + std::to_string(c.client) + " broke its request ring (" +
-               s.message() + "); closing its channel");
-      close_channel(c, ChannelClosed::protocol_error);
-      break;
-    }
     prefetch_next(c);
     if (apply(c, r) == Outcome::deferred) {
       c.pending = r;

@@ -14,10 +14,20 @@ namespace engram {
 namespace {
 
 struct Rec {
-  uint64_t seq;
-  uint64_t check;  // ~seq
-  uint64_t pad[2];
+  uint32_t ring_seq_ = 0;  // the ring's (kRingSeqBytes)
+  uint32_t pad0 = 0;
+  uint64_t seq = 0;
+  uint64_t check = 0;  // ~seq
+  uint64_t pad1 = 0;
 };
+static_assert(sizeof(Rec) == 32);
+
+Rec make_rec(uint64_t i) {
+  Rec r;
+  r.seq = i;
+  r.check = ~i;
+  return r;
+}
 
 SpscRing make_ring(void* mem, size_t size, uint32_t cap) {
   auto r = SpscRing::format(mem, size, cap, sizeof(Rec));
@@ -56,7 +66,7 @@ TEST(SpscRing, FullEmptyAndWraparound) {
   for (int round = 0; round < 100; ++round) {  // 100 laps of varying fill levels
     int fill = 1 + round % 8;
     for (int i = 0; i < fill; ++i) {
-      Rec in{next_in, ~next_in, {}};
+      Rec in = make_rec(next_in);
       ASSERT_TRUE(ring.try_push(&in).ok());
       ++next_in;
     }
@@ -64,7 +74,8 @@ TEST(SpscRing, FullEmptyAndWraparound) {
       Rec in{};
       EXPECT_EQ(ring.try_push(&in).code(), Errc::full);
     }
-    EXPECT_EQ(*ring.readable(), static_cast<uint64_t>(fill));
+    EXPECT_TRUE(ring.has_data());
+    EXPECT_EQ(ring.has_space(), fill < 8);
     for (int i = 0; i < fill; ++i) {
       ASSERT_TRUE(ring.try_pop(&r).ok());
       ASSERT_EQ(r.seq, next_out);
@@ -72,7 +83,55 @@ TEST(SpscRing, FullEmptyAndWraparound) {
       ++next_out;
     }
     EXPECT_EQ(ring.try_pop(&r).code(), Errc::empty);
+    EXPECT_FALSE(ring.has_data());
   }
+}
+
+// The first kRingSeqBytes of a slot are the ring's: a push ignores the
+// caller's, a pop returns the ring's. A push of fewer bytes leaves the rest
+// of the slot as it was.
+TEST(SpscRing, LeadingWordIsTheRingsAndShortPushesKeepTheRest) {
+  test::AlignedBuffer buf(SpscRing::bytes_needed(2, sizeof(Rec)));
+  SpscRing ring = make_ring(buf.data(), buf.size, 2);
+  Rec in = make_rec(7), out;
+  in.ring_seq_ = 0xdeadbeef;
+  ASSERT_TRUE(ring.try_push(&in).ok());
+  ASSERT_TRUE(ring.try_pop(&out).ok());
+  EXPECT_EQ(out.ring_seq_, 1u);
+  EXPECT_EQ(out.seq, 7u);
+  EXPECT_EQ(out.check, ~uint64_t{7});
+  ASSERT_TRUE(ring.try_push(&in).ok());  // slot 1
+  ASSERT_TRUE(ring.try_pop(&out).ok());
+  Rec shorter = make_rec(9);
+  ASSERT_TRUE(ring.try_push(&shorter, offsetof(Rec, check), true).ok());  // slot 0 again
+  ASSERT_TRUE(ring.try_pop(&out).ok());
+  EXPECT_EQ(out.ring_seq_, 3u);
+  EXPECT_EQ(out.seq, 9u);
+  EXPECT_EQ(out.check, ~uint64_t{7}) << "bytes past the pushed ones are the older record's";
+}
+
+// Either side can attach to a ring in use: the consumer resumes at the next
+// record to pop, the producer after the last record published.
+TEST(SpscRing, AttachResumesBothSides) {
+  test::AlignedBuffer buf(SpscRing::bytes_needed(8, sizeof(Rec)));
+  SpscRing first = make_ring(buf.data(), buf.size, 8);
+  Rec r;
+  for (uint64_t i = 0; i < 13; ++i) {  // past one lap
+    ASSERT_TRUE(first.try_push(&(r = make_rec(i))).ok());
+    if (i < 10) {
+      ASSERT_TRUE(first.try_pop(&r).ok());
+    }
+  }
+  SpscRing producer = *SpscRing::attach(buf.data(), buf.size);
+  SpscRing consumer = *SpscRing::attach(buf.data(), buf.size);
+  for (uint64_t i = 13; i < 18; ++i) ASSERT_TRUE(producer.try_push(&(r = make_rec(i))).ok()) << i;
+  EXPECT_EQ(producer.try_push(&r).code(), Errc::full);
+  for (uint64_t i = 10; i < 18; ++i) {
+    ASSERT_TRUE(consumer.try_pop(&r).ok()) << i;
+    EXPECT_EQ(r.seq, i);
+    EXPECT_EQ(r.check, ~i);
+  }
+  EXPECT_EQ(consumer.try_pop(&r).code(), Errc::empty);
 }
 
 TEST(SpscRing, TimeoutsAndValidation) {
@@ -85,16 +144,41 @@ TEST(SpscRing, TimeoutsAndValidation) {
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(ring.push(&r, 0).ok());
   EXPECT_EQ(ring.push(&r, 20'000'000).code(), Errc::timeout);
   EXPECT_TRUE(SpscRing::attach(buf.data(), buf.size).ok());
-  // A producer that scribbles its position is detected, not trusted.
   auto* h = static_cast<RingHeader*>(buf.data());
-  h->tail.store(1000);
-  EXPECT_EQ(ring.try_pop(&r).code(), Errc::corrupt);
   h->capacity = 5;
   EXPECT_EQ(SpscRing::attach(buf.data(), buf.size).status().code(), Errc::corrupt);
   h->segment.layout_hash ^= 1;
   Status s = SpscRing::attach(buf.data(), buf.size).status();
   EXPECT_EQ(s.code(), Errc::layout_mismatch);
   EXPECT_NE(s.message().find("version"), std::string::npos);
+}
+
+// The producer can write any byte of the ring. What it scribbles can only
+// make records look unpublished (the consumer waits) or full records of
+// garbage (which the caller validates); never a read out of order or out of
+// bounds, and the consumer's own position is not taken back from memory.
+TEST(SpscRing, ScribbledSequenceWordsAndHeadNeverMisleadTheConsumer) {
+  test::AlignedBuffer buf(SpscRing::bytes_needed(4, sizeof(Rec)));
+  SpscRing ring = make_ring(buf.data(), buf.size, 4);
+  auto* h = static_cast<RingHeader*>(buf.data());
+  auto* slots = reinterpret_cast<Rec*>(static_cast<char*>(buf.data()) + sizeof(RingHeader));
+  Rec r = make_rec(0);
+  ASSERT_TRUE(ring.try_push(&r).ok());
+  ASSERT_TRUE(ring.try_pop(&r).ok());  // head 1
+  slots[2] = make_rec(2);
+  slots[2].ring_seq_ = 3;  // record 2 "published" before record 1
+  slots[1].ring_seq_ = 5;  // record 1's slot says record 4
+  EXPECT_EQ(ring.try_pop(&r).code(), Errc::empty);
+  EXPECT_FALSE(ring.has_data());
+  h->head.store(1'000'000);  // the producer moves the consumer's position
+  EXPECT_EQ(ring.try_pop(&r).code(), Errc::empty);
+  slots[1] = make_rec(1);
+  slots[1].ring_seq_ = 2;  // now record 1 is there, and then record 2
+  for (uint64_t i = 1; i <= 2; ++i) {
+    ASSERT_TRUE(ring.try_pop(&r).ok()) << i;
+    EXPECT_EQ(r.seq, i);
+  }
+  EXPECT_EQ(h->head.load(), 3u) << "the consumer stores its own position";
 }
 
 // Producer and consumer threads; the consumer often sleeps on the futex.
@@ -104,7 +188,7 @@ TEST(SpscRing, ThreadsPassEveryRecordInOrder) {
   const uint64_t n = test::scaled(2'000'000);
   std::thread producer([&] {
     for (uint64_t i = 0; i < n; ++i) {
-      Rec r{i, ~i, {}};
+      Rec r = make_rec(i);
       ASSERT_TRUE(ring.push(&r, 5'000'000'000).ok());
       if (i % 100000 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // make the consumer sleep
     }
@@ -136,7 +220,7 @@ TEST(SpscRing, ProcessesPassEveryRecordInOrder) {
     auto r = SpscRing::attach(mine->data(), mine->size());
     if (!r.ok()) _exit(3);
     for (uint64_t i = 0; i < n; ++i) {
-      Rec rec{i, ~i, {}};
+      Rec rec = make_rec(i);
       if (!r->push(&rec, 5'000'000'000).ok()) _exit(4);
     }
     _exit(0);
@@ -163,7 +247,7 @@ TEST(SpscRing, ProducerKilledLeavesOnlyWholeRecords) {
     pid_t pid = fork();
     if (pid == 0) {
       for (uint64_t i = 0;; ++i) {
-        Rec rec{i, ~i, {}};
+        Rec rec = make_rec(i);
         ring.push(&rec, -1);
       }
     }

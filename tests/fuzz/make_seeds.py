@@ -10,7 +10,7 @@ INSERT, SAMPLE, RELEASE, DROP, UPDATE, REMOVE = 1, 2, 3, 4, 5, 6
 
 
 def record(op, count, rid, payload=b""):
-    head = struct.pack("<IIQqQ", op, count, rid, 0, 0)
+    head = struct.pack("<IIIIQq", 0, op, count, 0, rid, 0)  # ring word, op, count, reserved, id, deadline
     body = payload.ljust(160, b"\0")
     return head + body
 
