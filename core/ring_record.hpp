@@ -104,11 +104,18 @@ struct PackedItemWire {
   uint32_t table_size;
   ChunkRef ref;
 };
+// plain_steps[i]: item i's ItemSlot::plain_steps, the capacity in steps of
+// its chunk as the owner checked the header at insert, if the chunk is
+// plain (uncompressed); 0 if not, or not known (an item restored from a
+// checkpoint). With it a sampler
+// finds the item's columns without reading the chunk's header, which from
+// 4 KB up sits on a page of its own: a page walk and a miss per item.
 struct PackedItemsWire {
   uint32_t n;  // 1..kPackedItems
-  uint32_t reserved_;
+  uint32_t plain_steps[kPackedItems];
   PackedItemWire items[kPackedItems];
 };
+static_assert(offsetof(PackedItemsWire, items) == 16);
 
 // The answer to one insert. An insert that evicted an item often frees that
 // item's chunk; if the block is of the class of the new item's newest chunk,

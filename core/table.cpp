@@ -182,7 +182,7 @@ uint32_t Table::next_victim(const ChunkRef** out) const noexcept {
   return items_[victim->slot].num_refs;
 }
 
-Result<uint64_t> Table::insert(double priority, const ChunkRef* refs, uint32_t num_refs) {
+Result<uint64_t> Table::insert(double priority, const ChunkRef* refs, uint32_t num_refs, uint32_t plain_steps) {
   if (num_refs == 0 || num_refs > h_->max_refs_per_item)
     return Status{Errc::invalid_argument, "table '" + std::string(h_->name) + "': an item needs 1 to " +
                                               std::to_string(h_->max_refs_per_item) + " chunk references, got " + std::to_string(num_refs)};
@@ -206,6 +206,7 @@ Result<uint64_t> Table::insert(double priority, const ChunkRef* refs, uint32_t n
   it.inserted_seq = h_->next_seq++;
   it.times_sampled = 0;
   it.num_refs = num_refs;
+  it.plain_steps = num_refs == 1 ? plain_steps : 0;
   std::memcpy(refs_ + size_t{slot} * h_->max_refs_per_item, refs, sizeof(ChunkRef) * num_refs);
   // Cannot fail: priority validated, slot free in both selectors.
   (void)sampler_.insert(slot, priority);
@@ -231,8 +232,8 @@ Status Table::sample(uint32_t n, SampleBatch* out) {
     uint32_t slot = s->slot;
     ItemSlot& it = items_[slot];
     ++it.times_sampled;
-    SampledItem si{it.key, it.priority, s->probability, it.times_sampled, h_->size,
-                   static_cast<uint32_t>(out->refs.size()), it.num_refs};
+    SampledItem si{it.key, it.priority, s->probability, it.times_sampled, h_->size, static_cast<uint32_t>(out->refs.size()),
+                   it.num_refs, it.plain_steps};
     out->items.push_back(si);
     const ChunkRef* r = refs(slot);
     out->refs.insert(out->refs.end(), r, r + it.num_refs);
@@ -270,7 +271,7 @@ Status Table::sample_independent(uint32_t n, SampleBatch* out) {
     ItemSlot& it = items_[slot];
     ++it.times_sampled;
     out->items.push_back({it.key, it.priority, picks[i].probability, it.times_sampled, h_->size,
-                          static_cast<uint32_t>(out->refs.size()), it.num_refs});
+                          static_cast<uint32_t>(out->refs.size()), it.num_refs, it.plain_steps});
     const ChunkRef* r = refs(slot);
     out->refs.insert(out->refs.end(), r, r + it.num_refs);
   }
@@ -380,6 +381,7 @@ Status Table::restore(const TableState& s) {
     it.inserted_seq = st.inserted_seq;
     it.times_sampled = st.times_sampled;
     it.num_refs = st.num_refs;
+    it.plain_steps = 0;  // not in a checkpoint: samplers read the header
     std::memcpy(refs_ + size_t{slot} * h_->max_refs_per_item, &s.refs[st.first_ref], sizeof(ChunkRef) * st.num_refs);
     (void)sampler_.insert_with_seq(slot, st.priority, st.sampler_seq);
     (void)remover_.insert_with_seq(slot, st.priority, st.remover_seq);

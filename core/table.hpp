@@ -50,7 +50,12 @@ struct ItemSlot {
   uint32_t times_sampled;
   uint32_t num_refs;
   uint32_t generation;     // of the current or last occupant
-  uint32_t pad_;
+  // The capacity in steps of the item's one chunk if it is plain
+  // (uncompressed), as its header was checked at insert; 0 if the item
+  // spans several chunks, its chunk is packed, or it was restored. Sent
+  // with samples (PackedItemsWire) so that samplers need not read the
+  // chunk's header.
+  uint32_t plain_steps;
 };
 static_assert(sizeof(ItemSlot) == 40);
 
@@ -123,6 +128,7 @@ struct SampledItem {
   uint32_t table_size;     // size when it was drawn
   uint32_t first_ref;
   uint32_t num_refs;
+  uint32_t plain_steps;  // ItemSlot::plain_steps
 };
 
 struct SampleBatch {
@@ -176,7 +182,7 @@ class Table {
 
   // Inserts one item referencing `refs`; evicts with the remover when full.
   // Errc::rate_limited when the limiter does not allow it now (nothing changes).
-  Result<uint64_t> insert(double priority, const ChunkRef* refs, uint32_t num_refs);
+  Result<uint64_t> insert(double priority, const ChunkRef* refs, uint32_t num_refs, uint32_t plain_steps = 0);
   // Samples up to n items (Errc::rate_limited if the limiter refuses n now).
   // Fewer than n come back only when max_times_sampled empties the table
   // mid-batch. Each sample counts; items reaching max_times_sampled go.

@@ -351,7 +351,8 @@ TableOwner::Outcome TableOwner::insert(ChannelState& c, const RequestRecord& r) 
     }
   }
   size_t freed_before = freed_.size();  // an eviction may free blocks
-  auto key = table_.insert(in.priority, in.refs, r.count);
+  auto key = table_.insert(in.priority, in.refs, r.count,
+                           headers[0].flags & kChunkPacked ? 0 : headers[0].capacity_steps);
   if (!key.ok()) {
     undo();
     return fail(c, r, key.status()), Outcome::done;
@@ -453,6 +454,7 @@ TableOwner::Outcome TableOwner::sample(ChannelState& c, const RequestRecord& r) 
     }
     PackedItemsWire& p = packed.payload.packed;
     if (p.n == 0) packed.index = i;
+    p.plain_steps[p.n] = it.plain_steps;
     p.items[p.n++] = {it.key, it.priority, it.probability, it.times_sampled, it.table_size, w.refs[0]};
     if (p.n == kPackedItems) send_packed();
   }

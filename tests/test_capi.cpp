@@ -687,6 +687,68 @@ struct RawClient {
   }
 };
 
+// Samplers find an item of one plain chunk by the layout the owner checked
+// at insert (PackedItemsWire::plain_steps), not by the chunk's header,
+// which a writer can rewrite afterwards: such items still sample whole. An
+// item of two chunks has its headers read and checked, so the rewrite is
+// refused as corrupt.
+TEST_F(CApi, OneChunkItemsSampleByTheLayoutCheckedAtInsert) {
+  ASSERT_EQ(create("one"), ENGRAM_OK);
+  ASSERT_EQ(create("two"), ENGRAM_OK);
+  engram_table* one = open("one");
+  engram_table* two = open("two");
+  engram_writer* w = writer(cols_, 2, /*chunk_length=*/4, /*max_steps=*/2);
+  for (int v = 1; v <= 8; ++v) {
+    append(w, static_cast<uint8_t>(v));
+    ASSERT_EQ(engram_writer_create_item(w, one, 1, 1.0), ENGRAM_OK) << last();
+    if (v == 5) {  // steps 4 and 5, in two chunks
+      ASSERT_EQ(engram_writer_create_item(w, two, 2, 1.0), ENGRAM_OK) << last();
+    }
+  }
+  ASSERT_EQ(engram_writer_flush(w, 5000), ENGRAM_OK) << last();
+  RawClient raw(socket_, "one");
+  uint32_t rewritten = 0;
+  for (uint32_t b = 0; b < raw.arena.total_blocks(); ++b) {
+    auto* h = static_cast<ChunkHeader*>(raw.arena.data({b, 0}));
+    if (h->magic != kChunkMagic) continue;
+    h->magic = 0;
+    h->capacity_steps = 1000000;
+    ++rewritten;
+  }
+  EXPECT_EQ(rewritten, 2u) << "the writer's two chunks";
+
+  engram_sample_options so;
+  engram_sample_options_init(&so);
+  so.batch_size = 32;
+  uint8_t obs[32 * 20];
+  float reward[32];
+  void* bufs[2] = {obs, reward};
+  uint32_t n = 0;
+  ASSERT_EQ(engram_sample(one, &so, bufs, nullptr, &n), ENGRAM_OK) << last();
+  ASSERT_EQ(n, 32u);
+  for (uint32_t i = 0; i < n; ++i) {
+    ASSERT_GE(reward[i], 1.0f);
+    ASSERT_LE(reward[i], 8.0f);
+    EXPECT_EQ(obs[i * 20 + 19], static_cast<uint8_t>(reward[i])) << "item " << i;
+  }
+  engram_batch* batch = nullptr;
+  ASSERT_EQ(engram_sample_view(one, &so, &batch), ENGRAM_OK) << last();
+  for (uint32_t i = 0; i < engram_batch_size(batch); ++i) {
+    engram_view ov, rv;
+    uint32_t nv = 0;
+    ASSERT_EQ(engram_batch_views(batch, i, 0, &ov, 1, &nv), ENGRAM_OK) << last();
+    ASSERT_EQ(engram_batch_views(batch, i, 1, &rv, 1, &nv), ENGRAM_OK) << last();
+    float r = *static_cast<const float*>(rv.data);
+    EXPECT_EQ(static_cast<const uint8_t*>(ov.data)[19], static_cast<uint8_t>(r)) << "item " << i;
+  }
+  engram_batch_release(batch);
+
+  so.batch_size = 1;
+  so.num_steps = 2;
+  EXPECT_EQ(engram_sample(two, &so, bufs, nullptr, &n), ENGRAM_E_CORRUPT);
+  EXPECT_EQ(engram_sample_view(two, &so, &batch), ENGRAM_E_CORRUPT);
+}
+
 TEST_F(CApi, GarbageInRingsAndChunksIsRejectedAndTheServerSurvives) {
   ASSERT_EQ(create("replay"), ENGRAM_OK);
   RawClient raw(socket_, "replay");

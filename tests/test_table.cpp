@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "core/priority.hpp"
@@ -248,6 +249,34 @@ TEST(Table, NextVictimNamesWhatTheNextInsertEvicts) {
         EXPECT_EQ(predicted, o.removed_ref0.back()) << "remover " << int(remover) << ", insert " << n;
       }
     }
+  }
+}
+
+// An item's plain_steps (its one plain chunk's capacity) comes back with
+// every sample, through both sampling loops; items of several chunks and
+// restored items carry 0, so that samplers read their chunks' headers.
+TEST(Table, PlainStepsComeBackForOneChunkItemsOnly) {
+  for (uint32_t max_times : {0u, 100u}) {  // independent draws, and the loop
+    TableOptions opt = options({SelectorKind::uniform, 1}, {SelectorKind::fifo, 1}, 4, max_times);
+    OwnedTable o(opt);
+    Table& t = o.table;
+    ChunkRef one = ref_for(1), two[2] = {ref_for(2), ref_for(3)};
+    auto k1 = t.insert(1.0, &one, 1, 16);
+    auto k2 = t.insert(1.0, two, 2, 16);
+    ASSERT_TRUE(k1.ok() && k2.ok());
+    SampleBatch b;
+    ASSERT_TRUE(t.sample(64, &b).ok());
+    std::set<uint64_t> seen;
+    for (const SampledItem& it : b.items) {
+      EXPECT_EQ(it.plain_steps, it.key == *k1 ? 16u : 0u) << "item of " << it.num_refs << " chunks";
+      seen.insert(it.key);
+    }
+    EXPECT_EQ(seen.size(), 2u);
+    OwnedTable restored(opt);
+    ASSERT_TRUE(restored.table.restore(t.snapshot()).ok());
+    b = {};
+    ASSERT_TRUE(restored.table.sample(16, &b).ok());
+    for (const SampledItem& it : b.items) EXPECT_EQ(it.plain_steps, 0u) << "a restored item's chunk is not known";
   }
 }
 
