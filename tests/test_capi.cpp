@@ -824,6 +824,35 @@ TEST_F(CApi, GarbageInRingsAndChunksIsRejectedAndTheServerSurvives) {
   EXPECT_EQ(obs[19], 42);
 }
 
+// A client that keeps sending requests without popping their responses
+// breaks the credit rule: once its response ring is full, the owner closes
+// that channel (it never waits for room) and serves everyone else.
+TEST_F(CApi, AClientThatOverrunsItsResponseRingLosesThatChannelOnly) {
+  ASSERT_EQ(create("replay"), ENGRAM_OK);
+  RawClient raw(socket_, "replay");
+  RequestRecord upd{};
+  upd.op = static_cast<uint32_t>(RequestOp::update);
+  upd.count = 1;
+  upd.payload.updates[0] = {12345, 1.0};  // unknown key: one response each
+  uint32_t sent = 0;
+  for (int64_t end = monotonic_ns() + 5'000'000'000;
+       monotonic_ns() < end && raw.chan.header->closed.load() == 0 && sent < 4 * raw.chan.responses.capacity();) {
+    upd.id = sent + 1;
+    if (raw.chan.requests.try_push(&upd).ok()) ++sent;
+    else std::this_thread::sleep_for(std::chrono::microseconds(100));
+    raw.bell->ring();
+  }
+  for (int i = 0; i < 500 && raw.chan.header->closed.load() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  EXPECT_EQ(raw.chan.header->closed.load(), static_cast<uint32_t>(ChannelClosed::protocol_error))
+      << sent << " requests sent, none of their responses popped";
+  engram_table* t = open("replay");
+  engram_writer* w = writer(cols_, 2);
+  append(w, 9);
+  ASSERT_EQ(engram_writer_create_item(w, t, 1, 1.0), ENGRAM_OK);
+  ASSERT_EQ(engram_writer_flush(w, 5000), ENGRAM_OK) << last();
+}
+
 TEST_F(CApi, AClientThatDoesNotReadItsRepliesCannotStallTheServer) {
   ASSERT_EQ(create("replay"), ENGRAM_OK);
   Control flood(socket_);
