@@ -107,9 +107,9 @@ struct PackedItemWire {
 // plain_steps[i]: item i's ItemSlot::plain_steps, the capacity in steps of
 // its chunk as the owner checked the header at insert, if the chunk is
 // plain (uncompressed); 0 if not, or not known (an item restored from a
-// checkpoint). With it a sampler
-// finds the item's columns without reading the chunk's header, which from
-// 4 KB up sits on a page of its own: a page walk and a miss per item.
+// checkpoint). With it a sampler finds the item's columns without reading
+// the chunk's header, which from 4 KB up sits on a page of its own: a page
+// walk and a miss per item.
 struct PackedItemsWire {
   uint32_t n;  // 1..kPackedItems
   uint32_t plain_steps[kPackedItems];

@@ -93,9 +93,9 @@ class SpscRing {
 
   // Consumer. Copies the oldest record out (its first kRingSeqBytes are the
   // ring's); Errc::empty if none, the only error: nothing the producer
-  // writes can make the ring unreadable. With ring_bell false the space doorbell
-  // is not rung; call ring_space() after a batch of pops instead (one fence
-  // per batch, not per record).
+  // writes can make the ring unreadable. With ring_bell false the space
+  // doorbell is not rung; call ring_space() after a batch of pops instead
+  // (one fence per batch, not per record).
   Status try_pop(void* record, bool ring_bell = true) noexcept;
   void ring_space() noexcept { h_->space.ring(); }
   Status pop(void* record, int64_t timeout_ns) noexcept;
