@@ -12,7 +12,6 @@ struct engram_batch {
   engram_table* table = nullptr;
   uint64_t id = 0;
   std::vector<SampledItemWire> items;
-  std::vector<uint32_t> plain_steps;  // per item, from the owner: PackedItemsWire
   // The checked header of each reference: items[i].refs[k] -> headers[first_header[i] + k]. Packed by
   // the items' reference counts, so a batch of 1-chunk items needs one
   // header each (a batch sized for 8 each would pass malloc's mmap threshold
@@ -134,31 +133,17 @@ void prefetch_item_data(const engram_table* t, const std::vector<SampledItemWire
 Status check_item(const engram_table* t, const SampledItemWire& it, uint32_t plain_steps, uint32_t num_steps,
                   ChunkHeader* headers) {
   const ChunkArena& arena = t->client->arena;
-  if (layout_sent(it, plain_steps)) {
-    const ChunkRef& ref = it.refs[0];
-    if (ref.block >= arena.total_blocks()) return {Errc::corrupt, "sampled chunk index out of range"};
-    if (plain_steps > kMaxChunkSteps ||
-        chunk_bytes(t->spec.columns, t->spec.num_columns, plain_steps) > arena.block_size(ref.block) ||
-        ref.length == 0 || ref.offset >= plain_steps || ref.length > plain_steps - ref.offset)
-      return {Errc::corrupt, "the server sent a chunk layout of " + std::to_string(plain_steps) + " steps for a slice [" +
-                                 std::to_string(ref.offset) + ", +" + std::to_string(ref.length) + ") in a block of " +
-                                 std::to_string(arena.block_size(ref.block)) + " bytes"};
-    // The steps written reach at least the slice's end; spans of a plain
-    // chunk need only the capacity.
-    headers[0] = {kChunkMagic, ref.offset + ref.length, plain_steps, t->spec.num_columns, t->sig_hash, 0, 0, {}};
-    if (ref.length != num_steps)
-      return {Errc::invalid_capacity, "item " + std::to_string(it.key) + " has " + std::to_string(ref.length) +
-                                          " steps; the sample options ask for num_steps " + std::to_string(num_steps)};
-    return Status::Ok();
-  }
+  bool sent = layout_sent(it, plain_steps);
   uint64_t steps = 0;
   for (uint32_t k = 0; k < it.num_refs; ++k) {
     const ChunkRef& ref = it.refs[k];
-    if (ref.block >= t->client->arena.total_blocks()) return {Errc::corrupt, "sampled chunk index out of range"};
-    if (Status s = check_chunk(t->client->arena.data({ref.block, ref.generation}), t->client->arena.block_size(ref.block),
-                               t->spec.columns, t->spec.num_columns, t->sig_hash, ref.offset, ref.length, &headers[k]);
-        !s.ok())
-      return s;
+    if (ref.block >= arena.total_blocks()) return {Errc::corrupt, "sampled chunk index out of range"};
+    size_t size = arena.block_size(ref.block);
+    Status s = sent ? plain_chunk_header(size, t->spec.columns, t->spec.num_columns, t->sig_hash, plain_steps, ref.offset,
+                                         ref.length, &headers[k])
+                    : check_chunk(arena.data({ref.block, ref.generation}), size, t->spec.columns, t->spec.num_columns,
+                                  t->sig_hash, ref.offset, ref.length, &headers[k]);
+    if (!s.ok()) return sent ? Status{s.code(), "the server's layout of a sampled chunk: " + s.message()} : s;
     steps += ref.length;
   }
   if (steps != num_steps)
@@ -286,7 +271,8 @@ int engram_sample_view(engram_table* t, const engram_sample_options* o, engram_b
   if (Status s = check_options(t, o); !s.ok()) return set_error(s);
   auto b = std::make_unique<engram_batch>();
   b->table = t;
-  Status s = request_sample(t, o, &b->id, &b->items, &b->plain_steps);
+  std::vector<uint32_t> plain_steps;
+  Status s = request_sample(t, o, &b->id, &b->items, &plain_steps);
   b->first_header.resize(b->items.size());
   uint32_t refs = 0;
   for (size_t i = 0; i < b->items.size(); ++i) {
@@ -294,9 +280,9 @@ int engram_sample_view(engram_table* t, const engram_sample_options* o, engram_b
     refs += b->items[i].num_refs;  // 1..kRecordRefs, checked by request_sample
   }
   b->headers.resize(refs);
-  if (s.ok()) prefetch_headers(t, b->items, &b->plain_steps);
+  if (s.ok()) prefetch_headers(t, b->items, &plain_steps);
   for (size_t i = 0; i < b->items.size() && s.ok(); ++i)
-    s = check_item(t, b->items[i], b->plain_steps[i], o->num_steps, &b->headers[b->first_header[i]]);
+    s = check_item(t, b->items[i], plain_steps[i], o->num_steps, &b->headers[b->first_header[i]]);
   if (!s.ok()) {
     if (b->id && s.code() != Errc::disconnected) release(t, b->id);
     return set_error(s);

@@ -47,6 +47,25 @@ Status read_entry(const void* block, size_t block_size, const ChunkHeader& h, co
   return Status::Ok();
 }
 
+// A plain chunk fills its layout; a packed one may sit in a smaller block
+// (the writer moves it), so only its directory is bounded here. Either way
+// capacity is bounded first, so no size computation overflows
+// (validate_signature bounds step bytes).
+Status check_layout(size_t block_size, const Column* cols, uint32_t n, uint32_t capacity_steps, bool packed) {
+  if (capacity_steps > kMaxChunkSteps ||
+      (packed ? packed_data_offset(n) > block_size : chunk_bytes(cols, n, capacity_steps) > block_size))
+    return {Errc::corrupt, "chunk layout for " + std::to_string(capacity_steps) + " steps exceeds its block of " +
+                               std::to_string(block_size) + " bytes"};
+  return Status::Ok();
+}
+
+Status check_slice(uint32_t offset, uint32_t length, uint32_t num_steps) {
+  if (length == 0 || offset >= num_steps || length > num_steps - offset)
+    return {Errc::corrupt, "item slice [" + std::to_string(offset) + ", +" + std::to_string(length) +
+                               ") lies outside the chunk's " + std::to_string(num_steps) + " steps"};
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status check_chunk(const void* block, size_t block_size, const Column* cols, uint32_t n, uint64_t sig_hash,
@@ -60,14 +79,7 @@ Status check_chunk(const void* block, size_t block_size, const Column* cols, uin
     return {Errc::corrupt, "chunk header says " + std::to_string(out->num_steps) + " steps of room for " +
                                std::to_string(out->capacity_steps)};
   bool packed = signature_compressed(cols, n);
-  // A plain chunk fills its layout; a packed one may sit in a smaller block
-  // (the writer moves it), so only its directory and entries are bounded.
-  // Either way capacity is bounded first, so no size computation overflows
-  // (validate_signature bounds step bytes).
-  if (out->capacity_steps > kMaxChunkSteps ||
-      (packed ? packed_data_offset(n) > block_size : chunk_bytes(cols, n, out->capacity_steps) > block_size))
-    return {Errc::corrupt, "chunk layout for " + std::to_string(out->capacity_steps) + " steps exceeds its block of " +
-                               std::to_string(block_size) + " bytes"};
+  if (Status s = check_layout(block_size, cols, n, out->capacity_steps, packed); !s.ok()) return s;
   if (out->flags != (packed ? kChunkPacked : 0u))
     return {Errc::corrupt, std::string("chunk flags say ") + (out->flags & kChunkPacked ? "packed" : "plain") +
                                " but the signature implies the other layout"};
@@ -76,9 +88,14 @@ Status check_chunk(const void* block, size_t block_size, const Column* cols, uin
     for (uint32_t c = 0; c < n; ++c)
       if (Status s = read_entry(block, block_size, *out, cols, c, &unused); !s.ok()) return s;
   }
-  if (length == 0 || offset >= out->num_steps || length > out->num_steps - offset)
-    return {Errc::corrupt, "item slice [" + std::to_string(offset) + ", +" + std::to_string(length) +
-                               ") lies outside the chunk's " + std::to_string(out->num_steps) + " steps"};
+  return check_slice(offset, length, out->num_steps);
+}
+
+Status plain_chunk_header(size_t block_size, const Column* cols, uint32_t n, uint64_t sig_hash, uint32_t capacity_steps,
+                          uint32_t offset, uint32_t length, ChunkHeader* out) noexcept {
+  if (Status s = check_layout(block_size, cols, n, capacity_steps, /*packed=*/false); !s.ok()) return s;
+  if (Status s = check_slice(offset, length, capacity_steps); !s.ok()) return s;
+  *out = {kChunkMagic, offset + length, capacity_steps, n, sig_hash, 0, 0, {}};
   return Status::Ok();
 }
 

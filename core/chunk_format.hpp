@@ -64,6 +64,12 @@ size_t packed_data_offset(uint32_t n) noexcept;
 // Errc::corrupt otherwise.
 Status check_chunk(const void* block, size_t block_size, const Column* cols, uint32_t n, uint64_t sig_hash,
                    uint32_t offset, uint32_t length, ChunkHeader* out) noexcept;
+// The header of a plain chunk of `capacity_steps` whose header someone
+// trusted already checked (the owner, at insert), as far as spans need it:
+// num_steps is the slice's end, which the steps written reach at least.
+// Checks the same bounds as check_chunk without reading the block.
+Status plain_chunk_header(size_t block_size, const Column* cols, uint32_t n, uint64_t sig_hash, uint32_t capacity_steps,
+                          uint32_t offset, uint32_t length, ChunkHeader* out) noexcept;
 
 // Where column c of a chunk whose header `h` passed check_chunk lies.
 struct ColumnSpan {

@@ -28,18 +28,17 @@ Result<SpscRing> SpscRing::format(void* mem, size_t size, uint32_t capacity, uin
   h->record_size = record_size;
   h->region_size = need;
   h->head.store(0, std::memory_order_relaxed);
+  SpscRing ring(h, capacity, record_size);
   // Memory reused from an older ring may hold any sequence words; 0 is never
   // record i + 1 within the first 2^32 - 1 records, by which time every slot
   // has been written.
-  char* records = static_cast<char*>(mem) + sizeof(RingHeader);
-  for (uint32_t i = 0; i < capacity; ++i)
-    reinterpret_cast<std::atomic<uint32_t>*>(records + size_t{i} * record_size)->store(0, std::memory_order_relaxed);
+  for (uint32_t i = 0; i < capacity; ++i) ring.seq(i).store(0, std::memory_order_relaxed);
   h->space.seq.store(0, std::memory_order_relaxed);
   h->space.sleepers.store(0, std::memory_order_relaxed);
   h->data.seq.store(0, std::memory_order_relaxed);
   h->data.sleepers.store(0, std::memory_order_relaxed);
   segment_publish(&h->segment);
-  return SpscRing(h, capacity, record_size);
+  return ring;
 }
 
 Result<SpscRing> SpscRing::attach(void* mem, size_t size) {
@@ -49,13 +48,10 @@ Result<SpscRing> SpscRing::attach(void* mem, size_t size) {
   if (cap < 2 || (cap & (cap - 1)) != 0 || rs < 8 || rs % 8 != 0 || h->region_size != bytes_needed(cap, rs) ||
       h->region_size > size)
     return Status{Errc::corrupt, "ring header has an invalid capacity or record size"};
-  return SpscRing(h, cap, rs);
-}
-
-SpscRing::SpscRing(RingHeader* h, uint32_t capacity, uint32_t record_size)
-    : h_(h), records_(reinterpret_cast<char*>(h) + sizeof(RingHeader)), capacity_(capacity), record_size_(record_size) {
-  head_ = seen_head_ = tail_ = h->head.load(std::memory_order_acquire);
-  while (tail_ - head_ < capacity_ && published(tail_)) ++tail_;
+  SpscRing ring(h, cap, rs);
+  // A producer resumes after the records published since head.
+  while (ring.tail_ - ring.head_ < cap && ring.published(ring.tail_)) ++ring.tail_;
+  return ring;
 }
 
 Status SpscRing::try_push(const void* record, size_t bytes, bool ring_bell) noexcept {

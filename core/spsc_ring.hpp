@@ -110,7 +110,11 @@ class SpscRing {
   Doorbell& space_bell() const noexcept { return h_->space; }
 
  private:
-  SpscRing(RingHeader* h, uint32_t capacity, uint32_t record_size);
+  // Both positions start at head; attach() then moves the producer's past
+  // the records already published.
+  SpscRing(RingHeader* h, uint32_t capacity, uint32_t record_size)
+      : h_(h), records_(reinterpret_cast<char*>(h) + sizeof(RingHeader)), capacity_(capacity), record_size_(record_size),
+        head_(h->head.load(std::memory_order_acquire)), tail_(head_), seen_head_(head_) {}
   char* slot(uint64_t pos) const noexcept { return records_ + (pos & (capacity_ - 1)) * record_size_; }
   std::atomic<uint32_t>& seq(uint64_t pos) const noexcept { return *reinterpret_cast<std::atomic<uint32_t>*>(slot(pos)); }
   bool published(uint64_t pos) const noexcept {
