@@ -9,7 +9,9 @@
 // a payload once, and the median of each is kept. Output: one JSON document
 // (written by write_json below; bench/summarize_throughput.py reads it).
 #include <hiredis/hiredis.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -153,15 +155,24 @@ void init_stamps() {
 
 // Percentiles of returned - created (us) over the items that have both; -1
 // where no item has both. p99.9 and the maximum show the stalls behind a
-// p99: rare, and in this VM milliseconds long (README, Performance).
+// p99: rare, and in this VM milliseconds long (README, Performance). pace:
+// the mean interval between the writer's items, which sleeps 20 us before
+// each; timer slack and wake-ups make it longer (about 120 us here).
 struct Latency {
-  double p50 = -1, p99 = -1, p999 = -1, max = -1;
+  double p50 = -1, p99 = -1, p999 = -1, max = -1, pace = -1;
+  double wake_p50 = -1, wake_p99 = -1;  // futex_wake_up_us(), just before
 };
 
 Latency latency() {
   std::vector<double> lat;
-  for (size_t i = 0; i < kMaxStamped; ++i)
-    if (g_created[i] && g_returned[i]) lat.push_back((g_returned[i] - g_created[i]) / 1e3);
+  int64_t first = 0, last = 0;
+  size_t created = 0;
+  for (size_t i = 0; i < kMaxStamped; ++i) {
+    if (!g_created[i]) continue;
+    if (!created++) first = g_created[i];
+    last = g_created[i];
+    if (g_returned[i]) lat.push_back((g_returned[i] - g_created[i]) / 1e3);
+  }
   std::sort(lat.begin(), lat.end());
   std::memset(g_created, 0, 2 * kMaxStamped * sizeof(int64_t));
   Latency l;
@@ -171,6 +182,7 @@ Latency latency() {
   l.p99 = at(990);
   l.p999 = at(999);
   l.max = lat.back();
+  if (created > 1) l.pace = (last - first) / 1e3 / double(created - 1);
   return l;
 }
 
@@ -377,22 +389,29 @@ Result memcpy_worker(bool gather, uint64_t payload, const std::function<void()>&
 // that a run's numbers can be read against it (how far it explains their
 // swings is open: README, Performance). -1 with fewer than two CPUs.
 // Threads are joined before the next fork.
-double core_round_trip_ns() {
+// The first two CPUs this process may use; false with fewer.
+bool first_two_cpus(int cpus[2]) {
   cpu_set_t allowed;
-  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return -1;
-  int cpus[2], n = 0;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return false;
+  int n = 0;
   for (int c = 0; c < CPU_SETSIZE && n < 2; ++c)
     if (CPU_ISSET(c, &allowed)) cpus[n++] = c;
-  if (n < 2) return -1;
+  return n == 2;
+}
+
+bool pin(int cpu) {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  return pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
+}
+
+double core_round_trip_ns() {
+  int cpus[2];
+  if (!first_two_cpus(cpus)) return -1;
   constexpr int kRounds = 20000;
   alignas(64) std::atomic<int> ping{0};
   alignas(64) std::atomic<int> pong{0};
-  auto pin = [](int cpu) {
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(cpu, &one);
-    return pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
-  };
   std::atomic<bool> pinned_ok{true};
   std::thread echo([&] {
     if (!pin(cpus[1])) pinned_ok = false;
@@ -417,6 +436,62 @@ double core_round_trip_ns() {
   serve.join();
   echo.join();
   return ns;
+}
+
+// How long a thread that slept on a futex takes to run again once another
+// CPU wakes it: percentiles (us) over `count` wake-ups between two threads
+// pinned to the first two CPUs, the sleeper idle for at least `idle_us`
+// each time. A queue's item may wait for two such wake-ups (the owner's,
+// the sampler's), so every queue repetition records this baseline next to
+// its latency. In this VM a vCPU left idle is slow to come back (README,
+// Performance). -1s with fewer than two CPUs.
+struct WakeUp {
+  double p50 = -1, p99 = -1;
+};
+
+WakeUp futex_wake_up_us(int idle_us, int count) {
+  WakeUp w;
+  int cpus[2];
+  if (!first_two_cpus(cpus)) return w;
+  alignas(64) std::atomic<uint32_t> word{0};
+  alignas(64) std::atomic<int> asleep{0};  // the sleeper is about to wait
+  std::atomic<int64_t> stamp{0};
+  std::atomic<int> ready{0};
+  std::atomic<bool> pinned_ok{true};
+  auto start = [&](int cpu) {  // both pinned, or both give up
+    if (!pin(cpu)) pinned_ok = false;
+    ready.fetch_add(1);
+    while (ready.load() < 2) std::this_thread::yield();
+    return pinned_ok.load();
+  };
+  std::vector<double> lat;
+  lat.reserve(size_t(count));
+  std::thread sleeper([&] {
+    if (!start(cpus[1])) return;
+    for (int i = 0; i < count; ++i) {
+      uint32_t seen = word.load();
+      asleep.store(1);
+      while (word.load() == seen) syscall(SYS_futex, &word, FUTEX_WAIT, seen, nullptr, nullptr, 0);
+      lat.push_back((now_ns() - stamp.load()) / 1e3);
+    }
+  });
+  std::thread waker([&] {
+    if (!start(cpus[0])) return;
+    for (int i = 0; i < count; ++i) {
+      std::this_thread::sleep_for(std::chrono::microseconds(idle_us));
+      while (asleep.exchange(0) == 0) std::this_thread::yield();
+      stamp.store(now_ns());
+      word.fetch_add(1);
+      syscall(SYS_futex, &word, FUTEX_WAKE, 1, nullptr, nullptr, 0);
+    }
+  });
+  waker.join();
+  sleeper.join();
+  if (lat.empty()) return w;
+  std::sort(lat.begin(), lat.end());
+  w.p50 = lat[lat.size() / 2];
+  w.p99 = lat[std::min(lat.size() - 1, lat.size() * 99 / 100)];
+  return w;
 }
 
 // The share of all CPUs' time, 0 to 1, that was not idle (steal included:
@@ -446,11 +521,35 @@ double machine_busy(int window_ms) {
   return double(b1 - b0) / double(t1 - t0);
 }
 
-// What the machine was like just before a repetition; kept next to its
-// result in the JSON.
+// CPU time (ns) that the kernel's DAMON threads (kdamond) have used so far,
+// from /proc/PID/schedstat; -1 without DAMON. Its sampling and pageout
+// passes come in bursts of tens of milliseconds on one CPU, long enough to
+// stall a queue's items (README, Performance), so each repetition records
+// how much of them it ran beside.
+int64_t kdamond_run_ns() {
+  const std::string dir = "/sys/kernel/mm/damon/admin/kdamonds/";
+  std::ifstream n(dir + "nr_kdamonds");
+  int count = 0;
+  if (!(n >> count) || count <= 0) return -1;
+  int64_t total = 0;
+  for (int i = 0; i < count; ++i) {
+    std::ifstream p(dir + std::to_string(i) + "/pid");
+    int pid = 0;
+    int64_t ns = 0;
+    if (!(p >> pid) || pid <= 0) continue;  // that kdamond is off
+    std::ifstream st("/proc/" + std::to_string(pid) + "/schedstat");
+    if (st >> ns) total += ns;
+  }
+  return total;
+}
+
+// What the machine was like just before a repetition, and what ran beside
+// it; kept next to its result in the JSON.
 struct Conditions {
-  double round_trip_ns;  // core_round_trip_ns()
-  double busy;           // machine_busy()
+  double round_trip_ns;      // core_round_trip_ns()
+  double busy;               // machine_busy()
+  int64_t kdamond_ns;        // kdamond_run_ns() before the repetition
+  double kdamond_ms = -1;    // kdamond's CPU time during it (collect())
 };
 
 // A busier machine than this before a repetition is reported at once: more
@@ -464,7 +563,7 @@ Conditions conditions(const std::string& what) {
   if (busy > kBusyWarning)
     std::fprintf(stderr, "  warning: the machine was %.0f%% busy just before %s: another process is using the CPU "
                          "(see top); this repetition may run slow\n", 100 * busy, what.c_str());
-  return {core_round_trip_ns(), busy};
+  return {core_round_trip_ns(), busy, kdamond_run_ns()};
 }
 
 // --- scenarios ------------------------------------------------------------------
@@ -542,7 +641,9 @@ void collect(const std::string& system, const std::string& op, const std::string
   });
   if (it == g_collected.end()) it = g_collected.insert(g_collected.end(), Collected{system, op, table, procs, {}, {}, {}});
   it->reps.push_back(items_per_s);
-  it->conditions.push_back(before);
+  Conditions c = before;
+  if (int64_t now = kdamond_run_ns(); now >= 0 && c.kdamond_ns >= 0) c.kdamond_ms = double(now - c.kdamond_ns) / 1e6;
+  it->conditions.push_back(c);
   if (l.p99 >= 0) it->latencies.push_back(l);
 }
 
@@ -556,7 +657,9 @@ void record_collected(uint64_t payload) {
         for (const Latency& x : c.latencies) v.push_back(x.*f);
         return median(v);
       };
-      l = {med(&Latency::p50), med(&Latency::p99), med(&Latency::p999), med(&Latency::max)};
+      l = {med(&Latency::p50),  med(&Latency::p99),      med(&Latency::p999),
+           med(&Latency::max),  med(&Latency::pace),     med(&Latency::wake_p50),
+           med(&Latency::wake_p99)};
     }
     record(c.system, c.op, c.table, payload, c.processes, c.reps, c.conditions, l);
   }
@@ -706,12 +809,16 @@ void run_payload_once(uint64_t payload) {
   });
   double thr = rate(rs, 1, 1);
   engram_table_reset(c, "queue");
+  WakeUp wake = futex_wake_up_us(100, g_opt.quick ? 200 : 2000);
   auto lat = run_workers(2, [&](int k, auto& ready) {
     return k == 0 ? engram_writer_worker("queue", payload, 0, 20000, ready, true)
                   : engram_sampler_worker("queue", payload, 1, true, true, ready);
   });
   rate(lat, 0, 2);
-  collect("engram", "queue", "queue", 1, thr, before, latency());
+  Latency l = latency();
+  l.wake_p50 = wake.p50;
+  l.wake_p99 = wake.p99;
+  collect("engram", "queue", "queue", 1, thr, before, l);
   engram_table_drop(c, "queue");
   engram_disconnect(c);
 }
@@ -778,9 +885,10 @@ void write_json() {
     << ", \"seconds\": " << g_opt.seconds << ", \"warmup_seconds\": " << g_opt.warmup
     << ", \"statistic\": \"median of repetitions\", \"column\": \"float32\", \"chunk_length\": 1, \"item_steps\": 1"
     << ", \"sample_batch\": 256, \"queue_latency\": \"create_item call to the return of the zero-copy sample (batch 1) that "
-       "delivers the item; writer paced at one item per 20 us\", \"redis_pipeline\": " << kPipeline << ", \"memcpy_mapping_bytes\": " << kMapBytes
+       "delivers the item; the writer sleeps 20 us before each item (pace_us: the mean interval it reached); wake_up_p50_us / wake_up_p99_us: the machine's baseline, a thread asleep on a futex for 100 us or more woken from the other CPU\", \"redis_pipeline\": " << kPipeline << ", \"memcpy_mapping_bytes\": " << kMapBytes
     << ", \"busy_before\": \"share of all CPUs not idle in the " << busy_window_ms()
-    << " ms before each repetition, from /proc/stat\"},\n"
+    << " ms before each repetition, from /proc/stat\", \"kdamond_ms\": \"CPU time of the kernel's DAMON threads during each "
+       "repetition (-1: no DAMON)\"},\n"
     << "  \"results\": [\n";
   for (size_t i = 0; i < g_records.size(); ++i) {
     const Record& r = g_records[i];
@@ -789,7 +897,8 @@ void write_json() {
       << ", \"mb_per_s\": " << r.mb_per_s;
     if (r.latency.p99 >= 0)
       o << ", \"p50_us\": " << r.latency.p50 << ", \"p99_us\": " << r.latency.p99 << ", \"p999_us\": " << r.latency.p999
-        << ", \"max_us\": " << r.latency.max;
+        << ", \"max_us\": " << r.latency.max << ", \"pace_us\": " << r.latency.pace
+        << ", \"wake_up_p50_us\": " << r.latency.wake_p50 << ", \"wake_up_p99_us\": " << r.latency.wake_p99;
     o << ", \"repetitions\": [";
     for (size_t k = 0; k < r.reps.size(); ++k) o << (k ? ", " : "") << r.reps[k];
     o << "], \"round_trip_ns\": [";
@@ -797,6 +906,9 @@ void write_json() {
     o << "], \"busy_before\": [";
     for (size_t k = 0; k < r.conditions.size(); ++k)
       o << (k ? ", " : "") << std::round(r.conditions[k].busy * 100) / 100;
+    o << "], \"kdamond_ms\": [";
+    for (size_t k = 0; k < r.conditions.size(); ++k)
+      o << (k ? ", " : "") << std::round(r.conditions[k].kdamond_ms * 10) / 10;
     o << "]}" << (i + 1 < g_records.size() ? "," : "") << "\n";
   }
   o << "  ],\n  \"ratios\": [\n";

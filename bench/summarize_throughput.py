@@ -88,6 +88,10 @@ def main(argv):
         if hot:
             print(f"warning: {len(hot)} repetitions began on a machine more than {BUSY_WARNING:.0%} busy "
                   f"(another process was using the CPU; their numbers may be low): " + "; ".join(hot))
+    damon_ms = sorted(k for r in results for k in r.get("kdamond_ms", []) if k >= 0)
+    if damon_ms:
+        print(f"kernel's DAMON threads (kdamond) during each repetition: {damon_ms[0]:.0f}-{damon_ms[-1]:.0f} ms "
+              f"of CPU, median {damon_ms[len(damon_ms) // 2]:.0f} (kdamond_ms; their bursts stall the queue's items)")
     for p in PAYLOADS:
         print(f"\npayload {p} B")
         print(f"  {'':32} {'engram':>24} {'redis':>24} {'memcpy':>24}   engram/redis engram/memcpy")
@@ -109,7 +113,11 @@ def main(argv):
                 extra = f"   p50 {e['p50_us']:.0f} us, p99 {e['p99_us']:.0f} us"
                 if "p999_us" in e:  # older runs have p50 and p99 only
                     extra += f", p99.9 {e['p999_us']:.0f} us, max {e['max_us']:.0f} us"
-                extra += " (paced)"
+                extra += f" (paced, one item per {e['pace_us']:.0f} us)" if "pace_us" in e else " (paced)"
+                if e.get("wake_up_p99_us", -1) >= 0:
+                    extra += f"; a futex wake-up here: p50 {e['wake_up_p50_us']:.0f} us, p99 {e['wake_up_p99_us']:.0f} us"
+                if any(k >= 0 for k in e.get("kdamond_ms", [])):
+                    extra += f", kdamond {'/'.join(f'{k:.0f}' for k in e['kdamond_ms'])} ms"
             print(f"  {label:32} {fmt(e):>24}{extra}")
     bad = [f"{r['system']} {r['op']} {r['table']} {r['payload_bytes']} B x{r['processes']}" for r in results
            if not r["items_per_s"] > 0]

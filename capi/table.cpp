@@ -10,7 +10,6 @@ using namespace engram;
 
 namespace {
 constexpr int64_t kSliceNs = 100'000'000;  // how often a waiting client checks that the server lives
-constexpr int kAnswerSpin = 4000;           // see pump()
 }
 
 Status engram_table::usable() {

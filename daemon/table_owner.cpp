@@ -140,7 +140,10 @@ void TableOwner::run() {
     if (poll_once()) continue;
     int64_t deadline = next_deadline();
     int64_t timeout = deadline < 0 ? -1 : std::max<int64_t>(0, deadline - monotonic_ns());
-    bell_->wait([this] { return stop_.load(std::memory_order_relaxed) || any_ready(); }, timeout);
+    // A client whose request waits here for the rate limiter is blocked
+    // on this owner: notice the request that frees it as soon as it comes.
+    int spin = any_pending() ? kAnswerSpin : kDefaultSpin;
+    bell_->wait([this] { return stop_.load(std::memory_order_relaxed) || any_ready(); }, timeout, spin);
   }
 }
 
@@ -168,6 +171,12 @@ bool TableOwner::any_ready() {
     if (c->broken || c->pending) continue;
     if (c->channel.requests.has_data()) return true;
   }
+  return false;
+}
+
+bool TableOwner::any_pending() const {
+  for (auto& c : channels_)
+    if (c->pending) return true;
   return false;
 }
 

@@ -117,6 +117,8 @@ class TableOwner {
   void close_channel(ChannelState& c, ChannelClosed reason);
   void give_back(ChannelState& c);
   bool any_ready();
+  // Some channel's request waits for the rate limiter (ChannelState::pending).
+  bool any_pending() const;
   int64_t next_deadline() const;
 
   ChunkArena arena_;
