@@ -72,6 +72,8 @@ def main(argv):
     missing = []
     m = doc["machine"]
     damon = f", DAMON {m['damon']}" if "damon" in m else ""
+    if "shm_huge_pages" in m:
+        damon += f", {m['shm_huge_pages']}"
     print(f"machine: {m['cores']} cores, {m['cpu']}, {m['kernel']}{damon}; git {doc['git']}; "
           f"{doc['config']['statistic']} of {doc['config']['repetitions']}, {doc['config']['seconds']} s each")
     trips = sorted(t for r in results for t in r.get("round_trip_ns", []) if t > 0)
