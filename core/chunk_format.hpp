@@ -64,6 +64,10 @@ size_t packed_data_offset(uint32_t n) noexcept;
 // Errc::corrupt otherwise.
 Status check_chunk(const void* block, size_t block_size, const Column* cols, uint32_t n, uint64_t sig_hash,
                    uint32_t offset, uint32_t length, ChunkHeader* out) noexcept;
+// What ItemSlot::plain_steps records of a chunk whose header passed
+// check_chunk: its capacity in steps if it is plain, else 0 (samplers must
+// read a packed chunk's directory).
+inline uint32_t plain_steps_of(const ChunkHeader& h) noexcept { return h.flags & kChunkPacked ? 0 : h.capacity_steps; }
 // The header of a plain chunk of `capacity_steps` whose header someone
 // trusted already checked (the owner, at insert), as far as spans need it:
 // num_steps is the slice's end, which the steps written reach at least.

@@ -349,7 +349,7 @@ TableState Table::snapshot() const {
   return s;
 }
 
-Status Table::restore(const TableState& s) {
+Status Table::restore(const TableState& s, const std::function<uint32_t(const ChunkRef&)>& plain_steps_of) {
   auto bad = [&](const std::string& why) {
     RemoveHook hook = std::move(on_remove_);
     on_remove_ = nullptr;  // the refs were never the table's to release
@@ -381,8 +381,8 @@ Status Table::restore(const TableState& s) {
     it.inserted_seq = st.inserted_seq;
     it.times_sampled = st.times_sampled;
     it.num_refs = st.num_refs;
-    it.plain_steps = 0;  // not in a checkpoint: samplers read the header
     std::memcpy(refs_ + size_t{slot} * h_->max_refs_per_item, &s.refs[st.first_ref], sizeof(ChunkRef) * st.num_refs);
+    it.plain_steps = st.num_refs == 1 && plain_steps_of ? plain_steps_of(s.refs[st.first_ref]) : 0;
     (void)sampler_.insert_with_seq(slot, st.priority, st.sampler_seq);
     (void)remover_.insert_with_seq(slot, st.priority, st.remover_seq);
   }

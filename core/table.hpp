@@ -51,8 +51,9 @@ struct ItemSlot {
   uint32_t num_refs;
   uint32_t generation;     // of the current or last occupant
   // The capacity in steps of the item's one chunk if it is plain
-  // (uncompressed), as its header was checked at insert; 0 if the item
-  // spans several chunks, its chunk is packed, or it was restored. Sent
+  // (uncompressed), as its header was checked at insert or restore; 0 if
+  // the item spans several chunks, its chunk is packed, or a restore was
+  // not told it (Table::restore's plain_steps_of). Sent
   // with samples (PackedItemsWire) so that samplers need not read the
   // chunk's header.
   uint32_t plain_steps;
@@ -209,8 +210,11 @@ class Table {
   // Puts a snapshot back into this table, which must be empty and formatted
   // with the same options; refs are taken as given (the caller has mapped
   // them to its chunks). Errc::corrupt if the state does not add up (slots,
-  // keys, counts); the table is then left empty.
-  Status restore(const TableState& s);
+  // keys, counts); the table is then left empty. plain_steps_of(ref), if
+  // given, is asked for the ItemSlot::plain_steps of each item of one chunk
+  // (checkpoints do not store it: the caller checks the restored chunk);
+  // without it, or where it returns 0, samplers read the chunk's header.
+  Status restore(const TableState& s, const std::function<uint32_t(const ChunkRef&)>& plain_steps_of = {});
   uint32_t size() const noexcept { return h_->size; }
   uint32_t capacity() const noexcept { return h_->capacity; }
   std::string name() const { return h_->name; }

@@ -80,8 +80,17 @@ void TableOwner::park(std::shared_ptr<std::latch> parked, std::shared_ptr<std::l
 }
 
 Status TableOwner::restore(const TableState& s) {
+  // A restored chunk is sealed and the daemon's alone, so its header can be
+  // checked once here, as at insert, and samplers then skip reading it.
+  auto plain_steps = [this](const ChunkRef& ref) -> uint32_t {
+    if (ref.block >= arena_.total_blocks()) return 0;
+    ChunkHeader h;
+    Status s = check_chunk(arena_.data({ref.block, ref.generation}), arena_.block_size(ref.block), table_.columns(),
+                           table_.num_columns(), sig_hash_, ref.offset, ref.length, &h);
+    return s.ok() ? plain_steps_of(h) : 0;
+  };
   Status r;
-  call([&] { r = table_.restore(s); });
+  call([&] { r = table_.restore(s, plain_steps); });
   return r;
 }
 
@@ -360,8 +369,7 @@ TableOwner::Outcome TableOwner::insert(ChannelState& c, const RequestRecord& r) 
     }
   }
   size_t freed_before = freed_.size();  // an eviction may free blocks
-  auto key = table_.insert(in.priority, in.refs, r.count,
-                           headers[0].flags & kChunkPacked ? 0 : headers[0].capacity_steps);
+  auto key = table_.insert(in.priority, in.refs, r.count, plain_steps_of(headers[0]));
   if (!key.ok()) {
     undo();
     return fail(c, r, key.status()), Outcome::done;

@@ -253,8 +253,9 @@ TEST(Table, NextVictimNamesWhatTheNextInsertEvicts) {
 }
 
 // An item's plain_steps (its one plain chunk's capacity) comes back with
-// every sample, through both sampling loops; items of several chunks and
-// restored items carry 0, so that samplers read their chunks' headers.
+// every sample, through both sampling loops; items of several chunks carry
+// 0, so that samplers read their chunks' headers, and so do restored items
+// unless the restore is told their chunk's capacity.
 TEST(Table, PlainStepsComeBackForOneChunkItemsOnly) {
   for (uint32_t max_times : {0u, 100u}) {  // independent draws, and the loop
     TableOptions opt = options({SelectorKind::uniform, 1}, {SelectorKind::fifo, 1}, 4, max_times);
@@ -277,6 +278,26 @@ TEST(Table, PlainStepsComeBackForOneChunkItemsOnly) {
     b = {};
     ASSERT_TRUE(restored.table.sample(16, &b).ok());
     for (const SampledItem& it : b.items) EXPECT_EQ(it.plain_steps, 0u) << "a restored item's chunk is not known";
+    // Told by the caller, who checked the restored chunk: one-chunk items only.
+    OwnedTable told(opt);
+    uint32_t asked = 0;
+    ASSERT_TRUE(told.table
+                    .restore(t.snapshot(),
+                             [&](const ChunkRef& r) {
+                               ++asked;
+                               EXPECT_EQ(r.block, one.block);
+                               return 12u;
+                             })
+                    .ok());
+    EXPECT_EQ(asked, 1u);
+    b = {};
+    ASSERT_TRUE(told.table.sample(64, &b).ok());
+    seen.clear();
+    for (const SampledItem& it : b.items) {
+      EXPECT_EQ(it.plain_steps, it.key == *k1 ? 12u : 0u) << "restored item of " << it.num_refs << " chunks";
+      seen.insert(it.key);
+    }
+    EXPECT_EQ(seen.size(), 2u);
   }
 }
 
