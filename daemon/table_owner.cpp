@@ -83,11 +83,8 @@ Status TableOwner::restore(const TableState& s) {
   // A restored chunk is sealed and the daemon's alone, so its header can be
   // checked once here, as at insert, and samplers then skip reading it.
   auto plain_steps = [this](const ChunkRef& ref) -> uint32_t {
-    if (ref.block >= arena_.total_blocks()) return 0;
     ChunkHeader h;
-    Status s = check_chunk(arena_.data({ref.block, ref.generation}), arena_.block_size(ref.block), table_.columns(),
-                           table_.num_columns(), sig_hash_, ref.offset, ref.length, &h);
-    return s.ok() ? plain_steps_of(h) : 0;
+    return check_ref_chunk(ref, &h).ok() ? plain_steps_of(h) : 0;
   };
   Status r;
   call([&] { r = table_.restore(s, plain_steps); });
@@ -316,6 +313,13 @@ TableOwner::Outcome TableOwner::refuse(ChannelState& c, const RequestRecord& r, 
   return Outcome::deferred;
 }
 
+Status TableOwner::check_ref_chunk(const ChunkRef& ref, ChunkHeader* out) const {
+  if (ref.block >= arena_.total_blocks())
+    return {Errc::stale_reference, "block " + std::to_string(ref.block) + " does not exist"};
+  return check_chunk(arena_.data({ref.block, ref.generation}), arena_.block_size(ref.block), table_.columns(),
+                     table_.num_columns(), sig_hash_, ref.offset, ref.length, out);
+}
+
 TableOwner::Outcome TableOwner::insert(ChannelState& c, const RequestRecord& r) {
   const auto& in = r.payload.insert;
   if (Status s = validate_priority(in.priority); !s.ok()) return fail(c, r, s), Outcome::done;
@@ -332,13 +336,7 @@ TableOwner::Outcome TableOwner::insert(ChannelState& c, const RequestRecord& r) 
   // chunk's directory).
   ChunkHeader headers[kRecordRefs];
   for (uint32_t i = 0; i < r.count; ++i) {
-    const ChunkRef& ref = in.refs[i];
-    if (ref.block >= arena_.total_blocks())
-      return fail(c, r, {Errc::stale_reference, "item reference " + std::to_string(i) + ": block " +
-                                                    std::to_string(ref.block) + " does not exist"}),
-             Outcome::done;
-    Status s = check_chunk(arena_.data({ref.block, ref.generation}), arena_.block_size(ref.block), table_.columns(),
-                           table_.num_columns(), sig_hash_, ref.offset, ref.length, &headers[i]);
+    Status s = check_ref_chunk(in.refs[i], &headers[i]);
     if (!s.ok()) return fail(c, r, {s.code(), "item reference " + std::to_string(i) + ": " + s.message()}), Outcome::done;
   }
   // Each reference takes one item reference; a chunk this channel does not

@@ -31,6 +31,7 @@
 
 #include "core/channel.hpp"
 #include "core/chunk_arena.hpp"
+#include "core/chunk_format.hpp"
 #include "core/control_message.hpp"
 #include "core/table.hpp"
 #include "core/u64_set.hpp"
@@ -100,6 +101,10 @@ class TableOwner {
   void list_freed();
   // Prefetches what applying c's next request will read first.
   void prefetch_next(const ChannelState& c) const;
+  // Checks the chunk that ref names (a block of this arena, this table's
+  // signature, the slice inside it) and copies its header out: at insert,
+  // where the bytes are a client's, and at restore.
+  Status check_ref_chunk(const ChunkRef& ref, ChunkHeader* out) const;
   Outcome apply(ChannelState& c, const RequestRecord& r);
   Outcome insert(ChannelState& c, const RequestRecord& r);
   Outcome sample(ChannelState& c, const RequestRecord& r);
