@@ -201,11 +201,11 @@ engram_column payload_column(uint64_t payload) { return {"x", ENGRAM_FLOAT32, 1,
 
 // A payload buffer that starts on a cache line, as numpy's and LibTorch's
 // tensors do; every payload buffer here is one, on all sides (engram,
-// Redis, memcpy). glibc's memcpy ran at half speed at 4 KB, and 0.7 at
-// 40 KB, when source and destination differed in alignment mod 32 (README,
-// Performance), and malloc's 16-byte alignment left each process to where
-// its heap happened to put the buffer: a writer's source at 16 or 48 mod
-// 64 against the 64-aligned chunk columns.
+// Redis, memcpy). glibc's memcpy is slower when source and destination
+// disagree mod 32 (bench_memcpy_alignment.cpp prints by how much), and
+// malloc's 16-byte alignment left each process to where its heap happened
+// to put the buffer: a writer's source at 16 or 48 mod 64 against the
+// 64-aligned chunk columns.
 class Bytes {
  public:
   explicit Bytes(size_t n)
@@ -214,7 +214,6 @@ class Bytes {
     std::memset(p_.get(), 0, n);
   }
   char* data() noexcept { return p_.get(); }
-  char& operator[](size_t i) noexcept { return p_.get()[i]; }
 
  private:
   static constexpr size_t kAlign = 64;
@@ -229,7 +228,7 @@ Bytes random_bytes(size_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
   for (size_t i = 0; i + 8 <= n; i += 8) {
     uint64_t x = rng();
-    std::memcpy(&v[i], &x, 8);
+    std::memcpy(v.data() + i, &x, 8);
   }
   return v;
 }
@@ -398,7 +397,7 @@ Result memcpy_worker(bool gather, uint64_t payload, const std::function<void()>&
   std::mt19937_64 rng(9);
   auto batch = [&]() -> double {
     for (int i = 0; i < 256; ++i) {
-      if (gather) std::memcpy(&local[size_t(i) * payload], map + (rng() % slots) * payload, payload);
+      if (gather) std::memcpy(local.data() + size_t(i) * payload, map + (rng() % slots) * payload, payload);
       else std::memcpy(map + (next++ % slots) * payload, data.data(), payload);
     }
     return 256;
