@@ -175,7 +175,7 @@ void engram_client::keep_spare(BlockRef b) {
   auto k = arena.class_for(arena.block_size(b.index));
   if (!k.ok()) return;
   if (spares.size() < arena.num_classes()) spares.resize(arena.num_classes());
-  std::vector<BlockRef>& s = spares[*k];
+  std::deque<BlockRef>& s = spares[*k];
   // Past the limit, or late acks of a closed writer: nobody would use it.
   if (s.size() >= spare_limit(arena.size_class(*k)) || writers.empty()) {
     (void)arena.free_reserved(hello.client_id, b);
@@ -187,8 +187,8 @@ void engram_client::keep_spare(BlockRef b) {
 
 bool engram_client::take_spare(uint32_t k, BlockRef* b) {
   if (k >= spares.size() || spares[k].empty()) return false;
-  *b = spares[k].back();
-  spares[k].pop_back();
+  *b = spares[k].front();
+  spares[k].pop_front();
   return true;
 }
 

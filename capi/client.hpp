@@ -87,7 +87,11 @@ struct engram_client {
   std::vector<engram_batch*> batches;
   // Per size class: free blocks the server handed over in insert acks,
   // reserved by this client, for writers' next chunks (see InsertAck).
-  std::vector<std::vector<engram::BlockRef>> spares;
+  // Taken oldest first: a FIFO table evicts in insertion order, so a writer
+  // then writes its blocks in the order it wrote them last time, which
+  // stays ascending in memory where it started so; the CPU's prefetchers
+  // follow ascending addresses (README, Performance: "Block order").
+  std::vector<std::deque<engram::BlockRef>> spares;
   // Per size class: a writer of it loaded the class's pages (engram_writer_open).
   std::vector<bool> class_pages_loaded;
 

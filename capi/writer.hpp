@@ -42,6 +42,7 @@ struct engram_writer {
     uint64_t held_by = 0;     // bit t: table id t's channel holds it
     bool final = false;       // header written; immutable from now on
     bool given_back = false;
+    bool streamed = false;    // holds non-temporal stores, fenced at finalize
   };
 
   engram_client* client = nullptr;

@@ -441,6 +441,54 @@ TEST_F(CApi, SampledItemsOfOneAndTwoSlicesComeBackWhole) {
   engram_batch_release(batch);
 }
 
+// Steps of 1 KB and more go into the arena by non-temporal stores, whole
+// cache lines only; steps of 1500 bytes in chunks of 3 start at offsets
+// that split lines, so both kinds of store meet in one chunk.
+TEST_F(CApi, LargeStepsSampleByteExactWhateverTheirOffsetInTheChunk) {
+  engram_column big[2] = {{"frame", ENGRAM_UINT8, 1, {1500}}, {"id", ENGRAM_UINT32, 0, {}}};
+  engram_table_options o;
+  engram_table_options_init(&o);
+  o.name = "big";
+  o.max_size = 100;
+  o.columns = big;
+  o.num_columns = 2;
+  ASSERT_EQ(engram_table_create(c_, &o), ENGRAM_OK) << last();
+  engram_table* t = open("big");
+  engram_writer* w = writer(big, 2, /*chunk_length=*/3, /*max_steps=*/2);
+  auto byte = [](uint32_t step, uint32_t i) { return static_cast<uint8_t>(step * 7 + i * 13 + i / 256); };
+  std::vector<uint8_t> frame(1500);
+  for (uint32_t step = 0; step < 31; ++step) {
+    for (uint32_t i = 0; i < frame.size(); ++i) frame[i] = byte(step, i);
+    const void* cols[2] = {frame.data(), &step};
+    ASSERT_EQ(engram_writer_append(w, cols), ENGRAM_OK) << last();
+    if (step > 0) {
+      ASSERT_EQ(engram_writer_create_item(w, t, 2, 1.0), ENGRAM_OK) << last();
+    }
+  }
+  ASSERT_EQ(engram_writer_flush(w, 5000), ENGRAM_OK) << last();
+  engram_sample_options so;
+  engram_sample_options_init(&so);
+  so.batch_size = 64;
+  so.num_steps = 2;
+  std::vector<uint8_t> frames(64 * 2 * 1500);
+  std::vector<uint32_t> ids(64 * 2);
+  void* bufs[2] = {frames.data(), ids.data()};
+  std::vector<engram_sample_info> info(64);
+  uint32_t n = 0;
+  ASSERT_EQ(engram_sample(t, &so, bufs, info.data(), &n), ENGRAM_OK) << last();
+  ASSERT_EQ(n, 64u);
+  std::set<uint32_t> seen;
+  for (uint32_t k = 0; k < n * 2; ++k) {
+    uint32_t step = ids[k];
+    ASSERT_LT(step, 31u) << "row " << k;
+    seen.insert(step);
+    for (uint32_t i = 0; i < 1500; ++i)
+      ASSERT_EQ(frames[size_t(k) * 1500 + i], byte(step, i)) << "row " << k << " (step " << step << "), byte " << i;
+  }
+  EXPECT_GT(seen.size(), 15u) << "uniform draws over 30 items";
+  engram_writer_close(w);
+}
+
 // An Atari-like frame: a static low-entropy texture, a score box that
 // changes every 10 steps, and a 6x6 sprite that moves every step.
 void atari_frame(uint32_t t, uint8_t* f) {

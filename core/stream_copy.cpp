@@ -1,0 +1,47 @@
+#include "core/stream_copy.hpp"
+
+#include <cstdint>
+#include <cstring>
+
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
+
+namespace engram {
+
+void stream_copy(void* dst, const void* src, size_t n) noexcept {
+#if defined(__x86_64__)
+  auto* d = static_cast<char*>(dst);
+  const auto* s = static_cast<const char*>(src);
+  // A partial line written non-temporally goes to memory as a partial
+  // write; the ends go through the cache instead.
+  size_t head = (64 - reinterpret_cast<uintptr_t>(d) % 64) % 64;
+  if (head >= n) {
+    std::memcpy(d, s, n);
+    return;
+  }
+  std::memcpy(d, s, head);
+  d += head, s += head, n -= head;
+  for (; n >= 64; d += 64, s += 64, n -= 64) {
+    __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
+    __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16));
+    __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 32));
+    __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d), a);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + 48), e);
+  }
+  std::memcpy(d, s, n);
+#else
+  std::memcpy(dst, src, n);
+#endif
+}
+
+void stream_fence() noexcept {
+#if defined(__x86_64__)
+  _mm_sfence();
+#endif
+}
+
+}  // namespace engram
