@@ -11,6 +11,7 @@
 #include <new>
 
 #include "capi/client.hpp"
+#include "core/prefetch.hpp"
 #include "capi/writer.hpp"
 #include "core/rate_limiter.hpp"
 #include "core/signature.hpp"
@@ -181,7 +182,9 @@ void engram_client::keep_spare(BlockRef b) {
     (void)arena.free_reserved(hello.client_id, b);
     return;
   }
-  arena.prefetch_block(b.index, /*for_write=*/true);  // the next chunk's writes
+  // The next chunk's writes.
+  if (*k < class_streamed.size() && class_streamed[*k]) prefetch_for_write(arena.data(b));
+  else arena.prefetch_block(b.index, /*for_write=*/true);
   s.push_back(b);
 }
 

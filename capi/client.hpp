@@ -89,11 +89,16 @@ struct engram_client {
   // reserved by this client, for writers' next chunks (see InsertAck).
   // Taken oldest first: a FIFO table evicts in insertion order, so a writer
   // then writes its blocks in the order it wrote them last time, which
-  // stays ascending in memory where it started so; the CPU's prefetchers
-  // follow ascending addresses (README, Performance: "Block order").
+  // stays ascending in memory where it started so, and the CPU's
+  // prefetchers and page walks follow ascending addresses best (README,
+  // Performance: "Block order").
   std::vector<std::deque<engram::BlockRef>> spares;
   // Per size class: a writer of it loaded the class's pages (engram_writer_open).
   std::vector<bool> class_pages_loaded;
+  // Per size class: a writer streams steps into its blocks (non-temporal
+  // stores, see writer.cpp), so a spare of it is not prefetched whole: the
+  // lines fetched would only be evicted again by those stores.
+  std::vector<bool> class_streamed;
 
   // Control request and reply; ENGRAM_E_DISCONNECTED if the server is gone.
   // wait_ms: 0 for the client's timeout_ms, -1 for no limit.

@@ -100,6 +100,8 @@ void engram_writer::pack(Chunk& c) {
   c.data = dst;
 }
 
+bool engram_writer::streams(size_t column) const { return !packed && step_bytes[column] >= kStreamStepBytes; }
+
 void engram_writer::finalize(Chunk& c) {
   if (c.final) return;
   if (packed) pack(c);
@@ -119,7 +121,7 @@ Status engram_writer::append(const void* const* cols, uint32_t n, size_t stride_
     for (size_t i = 0; i < columns.size(); ++i) {
       char* dst = base + column_offset[i] + c.steps * step_bytes[i];
       const char* src = static_cast<const char*>(cols[i]) + s * stride_steps * step_bytes[i];
-      if (!packed && step_bytes[i] >= kStreamStepBytes) {
+      if (streams(i)) {
         stream_copy(dst, src, step_bytes[i]);
         c.streamed = true;
       } else {
@@ -389,6 +391,9 @@ int engram_writer_open(engram_client* c, const engram_writer_options* o, engram_
   // (load_pages; README, Performance: "A fresh process's first moments").
   // Samplers touch only what they sample.
   if (c->class_pages_loaded.size() < c->arena.num_classes()) c->class_pages_loaded.resize(c->arena.num_classes());
+  if (c->class_streamed.size() < c->arena.num_classes()) c->class_streamed.resize(c->arena.num_classes());
+  for (size_t i = 0; i < w->columns.size(); ++i)
+    if (w->streams(i)) c->class_streamed[*k] = true;
   if (!c->class_pages_loaded[*k]) {
     const SizeClass& sc = c->arena.size_class(*k);
     load_pages(c->arena.data({sc.first_block, 0}), sc.block_size * sc.count);

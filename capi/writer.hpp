@@ -93,6 +93,8 @@ struct engram_writer {
   void close();
   // Why t's signature (codecs included) differs from the writer's.
   engram::Status signature_difference(const engram_table* t) const;
+  // Are this column's steps copied with non-temporal stores (stream_copy)?
+  bool streams(size_t column) const;
 
  private:
   Chunk& at(uint64_t seq) { return chunks[seq - first_seq]; }

@@ -165,12 +165,11 @@ Result<uint32_t> ChunkArena::class_for(uint64_t bytes) const {
 void ChunkArena::prefetch_block(uint32_t index, bool for_write) const noexcept {
   const SizeClass& sc = classes_[class_of(index)];
   const char* d = block_bytes(sc, index);
-  if (for_write) {
-    prefetch_for_write(d);
-    return;
-  }
   uint64_t n = sc.block_size <= kPrefetchWholeBlock ? sc.block_size : kCacheLine;
-  for (uint64_t o = 0; o < n; o += kCacheLine) __builtin_prefetch(d + o, 0);
+  for (uint64_t o = 0; o < n; o += kCacheLine) {
+    if (for_write) prefetch_for_write(d + o);
+    else __builtin_prefetch(d + o, 0);
+  }
 }
 
 void* ChunkArena::data(BlockRef b) const noexcept { return block_bytes(classes_[class_of(b.index)], b.index); }

@@ -117,7 +117,7 @@ struct ArenaAudit {
   uint64_t listed = 0;  // blocks reachable from the free lists
 };
 
-// Blocks up to this size are prefetched whole for reading; see ChunkArena::prefetch_block.
+// Blocks up to this size are prefetched whole; see ChunkArena::prefetch_block.
 inline constexpr uint64_t kPrefetchWholeBlock = 4096;
 
 class ChunkArena {
@@ -180,16 +180,15 @@ class ChunkArena {
   // a batch of acquires then overlaps its cache misses.
   void prefetch_state(uint32_t index) const noexcept { __builtin_prefetch(&blocks_[index], 1); }
   // Hints that block `index` (< total_blocks()) is about to be written
-  // (`for_write`) or read whole. For reading, a small block (up to
-  // kPrefetchWholeBlock bytes) is fetched whole, a larger one only its first
-  // line (the chunk header): a sampler's copy out of scattered small chunks
-  // otherwise waits on each chunk in turn, while a large block's copy is a
-  // stream the hardware prefetcher follows, and prefetching ahead of it only
-  // competes. For writing, only the first line, exclusive
-  // (prefetch_for_write), so that the header's stores need not wait for
-  // another core to give it up: a writer's steps follow either as a stream
-  // in ascending blocks, which the prefetchers follow, or as non-temporal
-  // stores, which read nothing (README, Performance: "Block order").
+  // (`for_write`) or read whole: a small block (up to kPrefetchWholeBlock
+  // bytes) is fetched whole, a larger one only its first line (the chunk
+  // header). A writer's copy into a block last touched long ago otherwise
+  // waits on each line in turn once the store buffer fills, and a sampler's
+  // copy out of scattered small chunks on each chunk in turn; a large
+  // block's copy is a stream the hardware prefetcher follows, and
+  // prefetching ahead of it only competes. For writing, the lines are
+  // fetched exclusive (prefetch_for_write), so that the copy's stores need
+  // not wait for another core to give them up.
   void prefetch_block(uint32_t index, bool for_write) const noexcept;
   BlockKind kind(uint32_t index) const noexcept;
   uint32_t generation(uint32_t index) const noexcept;
