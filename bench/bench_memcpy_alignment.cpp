@@ -23,61 +23,36 @@
 #include <string>
 #include <vector>
 
+#include "bench/copy_bench.hpp"
+
 namespace {
 
 constexpr size_t kOffsets[] = {0, 16, 32, 48};
 constexpr size_t kLine = 64;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
 // Items/s copying `payload` bytes from src into consecutive 64-aligned
 // slots of `map` (+ dst_off) for `seconds`; `next` carries the slot on, so
 // that every repetition writes memory the last one left cold.
 double copy_rate(char* map, size_t slots, size_t slot_bytes, const char* src, size_t payload, size_t dst_off,
                  double seconds, size_t* next) {
-  auto t0 = std::chrono::steady_clock::now();
-  double elapsed = 0;
-  size_t n = 0;
-  while (elapsed < seconds) {
+  return engram::bench::copy_rate_for(seconds, [&] {
     for (int i = 0; i < 64; ++i) std::memcpy(map + (*next)++ % slots * slot_bytes + dst_off, src, payload);
-    n += 64;
-    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  }
-  return double(n) / elapsed;
+    return 64;
+  });
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false;
-  std::string out = "bench/results/memcpy-alignment.json";
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--quick") quick = true;
-    else if (a == "--out" && i + 1 < argc) out = argv[++i];
-    else {
-      std::fprintf(stderr, "usage: engram_bench_memcpy_alignment [--quick] [--out FILE]\n");
-      return 2;
-    }
-  }
-  // --quick only keeps the benchmark from rotting: it must run, not measure.
-  const size_t map_bytes = quick ? size_t{16} << 20 : size_t{512} << 20;
+  engram::bench::CopyBench b;
+  if (int rc = engram::bench::start_copy_bench(argc, argv, "engram_bench_memcpy_alignment", "bench/results/memcpy-alignment.json", &b)) return rc;
+  const bool quick = b.quick;
+  const size_t map_bytes = b.map_bytes;
+  char* map = b.map;
+  std::ofstream& f = b.f;
+  const std::string& out = b.out;
   const double seconds = quick ? 0.005 : 0.4;
   const std::vector<size_t> payloads = {4000, 40000};
-  char* map = static_cast<char*>(::mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
-  if (map == MAP_FAILED) {
-    std::perror("mmap");
-    return 1;
-  }
-  std::memset(map, 1, map_bytes);  // fault every page in before timing
-  std::ofstream f(out);
-  if (!f) {
-    std::fprintf(stderr, "cannot write %s\n", out.c_str());
-    return 1;
-  }
   f << "{\"glibc\": \"" << gnu_get_libc_version() << "\", \"map_bytes\": " << map_bytes << ", \"seconds\": " << seconds
     << ", \"quick\": " << (quick ? "true" : "false") << ", \"results\": [";
   bool first = true;
@@ -96,14 +71,14 @@ int main(int argc, char** argv) {
     std::vector<double> agree, apart;
     for (size_t k = 0; k < 16; ++k) {
       size_t so = kOffsets[k / 4], d = kOffsets[k % 4];
-      double ips = median(reps[k]);
+      double ips = engram::bench::median(reps[k]);
       ((so - d) % 32 == 0 ? agree : apart).push_back(ips);
       f << (first ? "" : ",") << "\n  {\"payload_bytes\": " << payload << ", \"src_mod64\": " << so
         << ", \"dst_mod64\": " << d << ", \"items_per_s\": " << ips << ", \"mb_per_s\": " << ips * double(payload) / 1e6
         << "}";
       first = false;
     }
-    double a = median(agree), b = median(apart);
+    double a = engram::bench::median(agree), b = engram::bench::median(apart);
     char line[200];
     std::snprintf(line, sizeof line, "  %6zu B: agreeing mod 32 %.3fM items/s, 16 bytes apart %.3fM, ratio %.2f\n",
                   payload, a / 1e6, b / 1e6, b / a);

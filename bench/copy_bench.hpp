@@ -1,0 +1,75 @@
+// What the single-core copy benchmarks (bench_memcpy_alignment,
+// bench_block_copy) share: their command line, a mapping larger than the
+// caches with every page faulted in, the timing loop and medians.
+#pragma once
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace engram::bench {
+
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+struct CopyBench {
+  bool quick = false;  // only keeps the benchmark from rotting: it must run, not measure
+  std::string out;     // the JSON file
+  size_t map_bytes = 0;
+  char* map = nullptr;  // map_bytes, every page faulted in
+  std::ofstream f;      // open on out
+};
+
+// Parses [--quick] [--out FILE] (out defaults to default_out), maps 512 MiB
+// (16 MiB with --quick) and opens the output. 0, or the exit status after
+// printing what was wrong.
+inline int start_copy_bench(int argc, char** argv, const char* name, const char* default_out, CopyBench* b) {
+  b->out = default_out;
+  for (int i = 1; i < argc; ++i) {
+    std::string s = argv[i];
+    if (s == "--quick") b->quick = true;
+    else if (s == "--out" && i + 1 < argc) b->out = argv[++i];
+    else {
+      std::fprintf(stderr, "usage: %s [--quick] [--out FILE]\n", name);
+      return 2;
+    }
+  }
+  b->map_bytes = b->quick ? size_t{16} << 20 : size_t{512} << 20;
+  void* m = ::mmap(nullptr, b->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) {
+    std::perror("mmap");
+    return 1;
+  }
+  b->map = static_cast<char*>(m);
+  std::memset(b->map, 1, b->map_bytes);  // fault every page in before timing
+  b->f.open(b->out);
+  if (!b->f) {
+    std::fprintf(stderr, "cannot write %s\n", b->out.c_str());
+    return 1;
+  }
+  return 0;
+}
+
+// Items/s of calling copy_batch (which copies a few items and returns how
+// many) until `seconds` have passed.
+template <class F>
+double copy_rate_for(double seconds, F&& copy_batch) {
+  auto t0 = std::chrono::steady_clock::now();
+  double elapsed = 0;
+  size_t n = 0;
+  while (elapsed < seconds) {
+    n += copy_batch();
+    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  return double(n) / elapsed;
+}
+
+}  // namespace engram::bench
