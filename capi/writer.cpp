@@ -12,11 +12,10 @@ using namespace engram;
 namespace {
 // Steps of at least this many bytes go into the block with non-temporal
 // stores (stream_copy): a chunk is read, if ever, long after it is written,
-// and the copy then need not read the block's cold lines first. One writer
-// into a table of 4 KB blocks ran about 1.4x as fast, of 40 KB and 400 KB
-// about 1.5x (README, Performance: "Block order"). Smaller steps are
-// copied plainly: below about 1 KB the fence per chunk and the partial
-// lines cost more than the reads saved.
+// and the copy then need not read the block's cold lines first, whatever
+// order the blocks come in. Smaller steps are copied plainly: streamed,
+// their fence per chunk and partial lines cost more than the reads saved
+// (README, Performance: "Block order").
 constexpr size_t kStreamStepBytes = 1024;
 }  // namespace
 

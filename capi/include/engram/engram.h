@@ -298,8 +298,12 @@ ENGRAM_API int engram_writer_open(engram_client* c, const engram_writer_options*
 /* Appends one step: columns[i] points at one value of column i. Errors:
  * ENGRAM_E_NOMEM / ENGRAM_E_TIMEOUT (no arena block within insert_timeout_ms).
  * Each value is copied into its chunk column, which starts on a 64-byte
- * boundary: values that start on one too copy fastest (glibc's memcpy is
- * slower when source and destination disagree in alignment). */
+ * boundary. A value of 1 KB or more, when no column of the writer is
+ * compressed, bypasses the caches (non-temporal stores: a chunk is read long
+ * after it is written, if ever), and its alignment matters little; a smaller
+ * one goes through memcpy and copies fastest if it starts on a 64-byte
+ * boundary too (glibc's memcpy is slower when source and destination
+ * disagree in alignment). */
 ENGRAM_API int engram_writer_append(engram_writer* w, const void* const* columns);
 /* Appends n steps at once: columns[i] points at n consecutive values. */
 ENGRAM_API int engram_writer_append_batch(engram_writer* w, const void* const* columns, uint32_t n);
