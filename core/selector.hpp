@@ -72,6 +72,9 @@ class Selector {
   static Result<Selector> attach(void* mem, size_t size);
 
   SelectorKind kind() const noexcept { return static_cast<SelectorKind>(h_->kind); }
+  // Does sample(u) depend on u? Only uniform and prioritized draw; the
+  // others pick by order, so a caller need not draw for them.
+  bool draws() const noexcept { return kind() == SelectorKind::uniform || kind() == SelectorKind::prioritized; }
   double exponent() const noexcept { return h_->exponent; }
   uint32_t capacity() const noexcept { return h_->capacity; }
   uint32_t size() const noexcept;
