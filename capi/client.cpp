@@ -11,8 +11,8 @@
 #include <new>
 
 #include "capi/client.hpp"
-#include "core/prefetch.hpp"
 #include "capi/writer.hpp"
+#include "core/prefetch.hpp"
 #include "core/rate_limiter.hpp"
 #include "core/signature.hpp"
 

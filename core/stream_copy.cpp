@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/segment_header.hpp"
+
 #if defined(__x86_64__)
 #include <emmintrin.h>
 #endif
@@ -15,14 +17,15 @@ void stream_copy(void* dst, const void* src, size_t n) noexcept {
   const auto* s = static_cast<const char*>(src);
   // A partial line written non-temporally goes to memory as a partial
   // write; the ends go through the cache instead.
-  size_t head = (64 - reinterpret_cast<uintptr_t>(d) % 64) % 64;
+  size_t head = (kCacheLine - reinterpret_cast<uintptr_t>(d) % kCacheLine) % kCacheLine;
   if (head >= n) {
     std::memcpy(d, s, n);
     return;
   }
   std::memcpy(d, s, head);
   d += head, s += head, n -= head;
-  for (; n >= 64; d += 64, s += 64, n -= 64) {
+  static_assert(kCacheLine == 64, "one line is four 16-byte stores below");
+  for (; n >= kCacheLine; d += kCacheLine, s += kCacheLine, n -= kCacheLine) {
     __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
     __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16));
     __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 32));
