@@ -11,24 +11,19 @@
 // repetition, so a slow second of the VM lands on all of them), and per
 // payload (by_payload) the medians of the pairs that agree mod 32 and of
 // those 16 bytes apart.
-#include <gnu/libc-version.h>
-#include <sys/mman.h>
-
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "bench/copy_bench.hpp"
+#include "core/segment_header.hpp"
 
 namespace {
 
 constexpr size_t kOffsets[] = {0, 16, 32, 48};
-constexpr size_t kLine = 64;
+using engram::kCacheLine;
 
 // Items/s copying `payload` bytes from src into consecutive 64-aligned
 // slots of `map` (+ dst_off) for `seconds`; `next` carries the slot on, so
@@ -44,36 +39,30 @@ double copy_rate(char* map, size_t slots, size_t slot_bytes, const char* src, si
 }  // namespace
 
 int main(int argc, char** argv) {
-  engram::bench::CopyBench b;
-  if (int rc = engram::bench::start_copy_bench(argc, argv, "engram_bench_memcpy_alignment", "bench/results/memcpy-alignment.json", &b)) return rc;
-  const bool quick = b.quick;
-  const size_t map_bytes = b.map_bytes;
-  char* map = b.map;
-  std::ofstream& f = b.f;
-  const std::string& out = b.out;
-  const double seconds = quick ? 0.005 : 0.4;
+  engram::bench::CopyBench bench;
+  if (int rc = engram::bench::start_copy_bench(argc, argv, "engram_bench_memcpy_alignment",
+                                               "bench/results/memcpy-alignment.json", 0.4, &bench))
+    return rc;
   const std::vector<size_t> payloads = {4000, 40000};
-  f << "{\"glibc\": \"" << gnu_get_libc_version() << "\", \"map_bytes\": " << map_bytes << ", \"seconds\": " << seconds
-    << ", \"quick\": " << (quick ? "true" : "false") << ", \"results\": [";
   bool first = true;
   std::string summary, by_payload;
   for (size_t payload : payloads) {
-    size_t slot_bytes = (payload + kLine + kLine - 1) / kLine * kLine;  // room for any offset
-    size_t slots = map_bytes / slot_bytes, next = 0;
-    char* src_base = static_cast<char*>(std::aligned_alloc(kLine, slot_bytes));
+    size_t slot_bytes = (payload + kCacheLine + kCacheLine - 1) / kCacheLine * kCacheLine;  // room for any offset
+    size_t slots = bench.map_bytes / slot_bytes, next = 0;
+    char* src_base = static_cast<char*>(std::aligned_alloc(kCacheLine, slot_bytes));
     if (!src_base) return 1;
     std::memset(src_base, 7, slot_bytes);
     std::vector<std::vector<double>> reps(16);
     for (int rep = 0; rep < 3; ++rep)
       for (size_t k = 0; k < 16; ++k)
-        reps[k].push_back(copy_rate(map, slots, slot_bytes, src_base + kOffsets[k / 4], payload, kOffsets[k % 4], seconds,
-                                    &next));
+        reps[k].push_back(copy_rate(bench.map, slots, slot_bytes, src_base + kOffsets[k / 4], payload, kOffsets[k % 4],
+                                    bench.seconds, &next));
     std::vector<double> agree, apart;
     for (size_t k = 0; k < 16; ++k) {
       size_t so = kOffsets[k / 4], d = kOffsets[k % 4];
       double ips = engram::bench::median(reps[k]);
       ((so - d) % 32 == 0 ? agree : apart).push_back(ips);
-      f << (first ? "" : ",") << "\n  {\"payload_bytes\": " << payload << ", \"src_mod64\": " << so
+      bench.f << (first ? "" : ",") << "\n  {\"payload_bytes\": " << payload << ", \"src_mod64\": " << so
         << ", \"dst_mod64\": " << d << ", \"items_per_s\": " << ips << ", \"mb_per_s\": " << ips * double(payload) / 1e6
         << "}";
       first = false;
@@ -88,8 +77,6 @@ int main(int argc, char** argv) {
                   ", \"apart_over_agree\": " + std::to_string(b / a) + "}";
     std::free(src_base);
   }
-  f << "\n], \"by_payload\": [" << by_payload << "\n]}\n";
-  std::fprintf(stderr, "memcpy by alignment (medians over the pairs):\n%swrote %s\n", summary.c_str(), out.c_str());
-  ::munmap(map, map_bytes);
-  return 0;
+  return engram::bench::finish_copy_bench(&bench, ", \"by_payload\": [" + by_payload + "\n]",
+                                          "memcpy by alignment (medians over the pairs)", summary);
 }

@@ -95,9 +95,10 @@ struct engram_client {
   std::vector<std::deque<engram::BlockRef>> spares;
   // Per size class: a writer of it loaded the class's pages (engram_writer_open).
   std::vector<bool> class_pages_loaded;
-  // Per size class: a writer streams steps into its blocks (non-temporal
-  // stores, see writer.cpp), so a spare of it is not prefetched whole: the
-  // lines fetched would only be evicted again by those stores.
+  // Per size class: a writer of this client that streams steps into its
+  // blocks (engram_writer::streaming) was opened, so a spare of it is not
+  // prefetched whole: the lines fetched would only be evicted again by those
+  // stores. Kept for the client's life, also after that writer closes.
   std::vector<bool> class_streamed;
 
   // Control request and reply; ENGRAM_E_DISCONNECTED if the server is gone.

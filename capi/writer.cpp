@@ -104,7 +104,7 @@ bool engram_writer::streams(size_t column) const { return !packed && step_bytes[
 void engram_writer::finalize(Chunk& c) {
   if (c.final) return;
   if (packed) pack(c);
-  if (c.streamed) stream_fence();
+  if (streaming) stream_fence();
   auto* h = reinterpret_cast<ChunkHeader*>(c.data);
   h->num_steps = c.steps;
   c.final = true;
@@ -120,12 +120,8 @@ Status engram_writer::append(const void* const* cols, uint32_t n, size_t stride_
     for (size_t i = 0; i < columns.size(); ++i) {
       char* dst = base + column_offset[i] + c.steps * step_bytes[i];
       const char* src = static_cast<const char*>(cols[i]) + s * stride_steps * step_bytes[i];
-      if (streams(i)) {
-        stream_copy(dst, src, step_bytes[i]);
-        c.streamed = true;
-      } else {
-        std::memcpy(dst, src, step_bytes[i]);
-      }
+      if (streams(i)) stream_copy(dst, src, step_bytes[i]);
+      else std::memcpy(dst, src, step_bytes[i]);
     }
     ++c.steps;
     ++history_steps;
@@ -385,14 +381,14 @@ int engram_writer_open(engram_client* c, const engram_writer_options* o, engram_
                                             std::to_string(bytes) + " bytes, more than the arena's largest block; lower "
                                             "chunk_length or configure a larger block size");
   w->size_class = *k;
+  for (size_t i = 0; i < w->columns.size(); ++i) w->streaming = w->streaming || w->streams(i);
+  if (c->class_streamed.size() < c->arena.num_classes()) c->class_streamed.resize(c->arena.num_classes());
+  if (w->streaming) c->class_streamed[*k] = true;
   // A writer cycles through every block of its size class: the client's
   // first writer of the class maps the class's pages for this process now
   // (load_pages; README, Performance: "A fresh process's first moments").
   // Samplers touch only what they sample.
   if (c->class_pages_loaded.size() < c->arena.num_classes()) c->class_pages_loaded.resize(c->arena.num_classes());
-  if (c->class_streamed.size() < c->arena.num_classes()) c->class_streamed.resize(c->arena.num_classes());
-  for (size_t i = 0; i < w->columns.size(); ++i)
-    if (w->streams(i)) c->class_streamed[*k] = true;
   if (!c->class_pages_loaded[*k]) {
     const SizeClass& sc = c->arena.size_class(*k);
     load_pages(c->arena.data({sc.first_block, 0}), sc.block_size * sc.count);

@@ -42,7 +42,6 @@ struct engram_writer {
     uint64_t held_by = 0;     // bit t: table id t's channel holds it
     bool final = false;       // header written; immutable from now on
     bool given_back = false;
-    bool streamed = false;    // holds non-temporal stores, fenced at finalize
   };
 
   engram_client* client = nullptr;
@@ -56,6 +55,7 @@ struct engram_writer {
   uint32_t size_class = 0;
   uint64_t episode = 1;
   bool packed = false;             // some column compressed
+  bool streaming = false;          // some column streams (streams()): finalize fences every chunk
   std::vector<char> staging;       // packed: the open chunk's steps, plain layout
   std::unique_ptr<engram::Encoder> encoder;
 

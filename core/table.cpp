@@ -191,7 +191,7 @@ Result<uint64_t> Table::insert(double priority, const ChunkRef* refs, uint32_t n
     return Status{Errc::rate_limited, "table '" + std::string(h_->name) + "': the rate limiter does not allow an insert now"};
   }
   if (h_->size == h_->capacity) {
-    auto victim = remover_.sample(remover_.draws() ? uniform() : 0.0);
+    auto victim = remover_.sample(draw_for(remover_));
     if (!victim.ok()) return victim.status();
     erase_slot(victim->slot);
     ++h_->stats.evictions;
@@ -226,7 +226,7 @@ Status Table::sample(uint32_t n, SampleBatch* out) {
   }
   if (h_->max_times_sampled == 0 && h_->size > 0) return sample_independent(n, out);
   for (uint32_t i = 0; i < n && h_->size > 0; ++i) {
-    auto s = sampler_.sample(sampler_.draws() ? uniform() : 0.0);
+    auto s = sampler_.sample(draw_for(sampler_));
     if (!s.ok()) return s.status();
     uint32_t slot = s->slot;
     ItemSlot& it = items_[slot];
@@ -256,7 +256,7 @@ Status Table::sample_independent(uint32_t n, SampleBatch* out) {
   static thread_local std::vector<Sampled> picks;
   u.resize(n);
   picks.resize(n);
-  for (uint32_t i = 0; i < n; ++i) u[i] = sampler_.draws() ? uniform() : 0.0;
+  for (uint32_t i = 0; i < n; ++i) u[i] = draw_for(sampler_);
   if (Status s = sampler_.sample_batch(u.data(), picks.data(), n, scratch); !s.ok()) return s;
   auto prefetch = [&](uint32_t i) {
     __builtin_prefetch(&items_[picks[i].slot], 1);

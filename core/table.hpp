@@ -243,6 +243,8 @@ class Table {
   void erase_slot(uint32_t slot);
   void sync_limiter() noexcept { h_->limiter_counters = limiter_.counters(); }
   double uniform() noexcept { return std::uniform_real_distribution<double>(0.0, 1.0)(rng_); }
+  // The u for s.sample(u): a draw where s uses one, else 0 (no draw).
+  double draw_for(const Selector& s) noexcept { return s.draws() ? uniform() : 0.0; }
 
   TableHeader* h_ = nullptr;
   ItemSlot* items_ = nullptr;

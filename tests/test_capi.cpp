@@ -76,6 +76,23 @@ class CApi : public ::testing::Test {
     ASSERT_EQ(engram_writer_append(w, cols), ENGRAM_OK) << last();
   }
 
+  // Options for batches of `batch` items of `steps` steps.
+  static engram_sample_options batch_options(uint32_t batch, uint32_t steps) {
+    engram_sample_options so;
+    engram_sample_options_init(&so);
+    so.batch_size = batch;
+    so.num_steps = steps;
+    return so;
+  }
+  // Copies one full batch out of t into bufs; info gets one entry per item.
+  void sample_full_batch(engram_table* t, const engram_sample_options& so, void* const* bufs,
+                         std::vector<engram_sample_info>* info) {
+    info->assign(so.batch_size, engram_sample_info{});
+    uint32_t n = 0;
+    ASSERT_EQ(engram_sample(t, &so, bufs, info->data(), &n), ENGRAM_OK) << last();
+    ASSERT_EQ(n, so.batch_size);
+  }
+
   std::string dir_, socket_;
   engram_server* server_ = nullptr;
   engram_client* c_ = nullptr;
@@ -400,19 +417,14 @@ TEST_F(CApi, SampledItemsOfOneAndTwoSlicesComeBackWhole) {
     ASSERT_EQ(engram_writer_create_item(w, t, 2, 1.0), ENGRAM_OK) << last();
   }
   ASSERT_EQ(engram_writer_flush(w, 5000), ENGRAM_OK) << last();
-  engram_sample_options so;
-  engram_sample_options_init(&so);
-  so.batch_size = 64;
-  so.num_steps = 2;
+  engram_sample_options so = batch_options(64, 2);
   std::vector<uint8_t> obs(64 * 2 * 20);
   std::vector<float> reward(64 * 2);
   void* bufs[2] = {obs.data(), reward.data()};
-  std::vector<engram_sample_info> info(64);
-  uint32_t n = 0;
-  ASSERT_EQ(engram_sample(t, &so, bufs, info.data(), &n), ENGRAM_OK) << last();
-  ASSERT_EQ(n, 64u);
+  std::vector<engram_sample_info> info;
+  ASSERT_NO_FATAL_FAILURE(sample_full_batch(t, so, bufs, &info));
   std::set<uint64_t> keys;
-  for (uint32_t i = 0; i < n; ++i) {
+  for (uint32_t i = 0; i < 64; ++i) {
     float a = reward[2 * i], b = reward[2 * i + 1];
     EXPECT_EQ(b, a + 1) << "item " << i << ": its two steps are not consecutive";
     EXPECT_EQ(obs[i * 40], static_cast<uint8_t>(a)) << "item " << i;
@@ -466,19 +478,13 @@ TEST_F(CApi, LargeStepsSampleByteExactWhateverTheirOffsetInTheChunk) {
     }
   }
   ASSERT_EQ(engram_writer_flush(w, 5000), ENGRAM_OK) << last();
-  engram_sample_options so;
-  engram_sample_options_init(&so);
-  so.batch_size = 64;
-  so.num_steps = 2;
   std::vector<uint8_t> frames(64 * 2 * 1500);
   std::vector<uint32_t> ids(64 * 2);
   void* bufs[2] = {frames.data(), ids.data()};
-  std::vector<engram_sample_info> info(64);
-  uint32_t n = 0;
-  ASSERT_EQ(engram_sample(t, &so, bufs, info.data(), &n), ENGRAM_OK) << last();
-  ASSERT_EQ(n, 64u);
+  std::vector<engram_sample_info> info;
+  ASSERT_NO_FATAL_FAILURE(sample_full_batch(t, batch_options(64, 2), bufs, &info));
   std::set<uint32_t> seen;
-  for (uint32_t k = 0; k < n * 2; ++k) {
+  for (uint32_t k = 0; k < 64 * 2; ++k) {
     uint32_t step = ids[k];
     ASSERT_LT(step, 31u) << "row " << k;
     seen.insert(step);
