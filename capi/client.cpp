@@ -196,9 +196,11 @@ bool engram_client::take_spare(uint32_t k, BlockRef* b) {
 }
 
 void engram_client::free_spares() {
-  for (auto& s : spares)
-    for (BlockRef b : s) (void)arena.free_reserved(hello.client_id, b);
+  std::vector<BlockRef> all;
+  for (auto& s : spares) all.insert(all.end(), s.begin(), s.end());
   spares.clear();
+  order_for_freeing(&all);
+  for (BlockRef b : all) (void)arena.free_reserved(hello.client_id, b);
 }
 
 engram_table* engram_client::table_by_id(uint32_t id) {

@@ -378,6 +378,10 @@ Status ChunkArena::hand_over(uint32_t from, uint32_t to, BlockRef b) noexcept {
   return leave_reserved(from, b, make_state(b.generation, BlockKind::reserved, to));
 }
 
+void order_for_freeing(std::vector<BlockRef>* blocks) {
+  std::sort(blocks->begin(), blocks->end(), [](BlockRef a, BlockRef b) { return a.index > b.index; });
+}
+
 Result<uint64_t> ChunkArena::reclaim(uint32_t dead) noexcept {
   if (dead >= kArenaMaxClients || dead == kArenaDaemonClient)
     return Status{Errc::invalid_argument, "cannot reclaim client id " + std::to_string(dead)};
@@ -388,7 +392,7 @@ Result<uint64_t> ChunkArena::reclaim(uint32_t dead) noexcept {
       if (Status s = complete(k, h); !s.ok()) return s;
   }
   uint64_t freed = 0;
-  for (uint32_t i = 0; i < total_blocks_; ++i) {
+  for (uint32_t i = total_blocks_; i-- > 0;) {  // highest first: see order_for_freeing
     uint64_t s = blocks_[i].state.load(std::memory_order_acquire);
     if (state_kind(s) == BlockKind::reserved && state_low(s) == dead) {
       if (Status st = push(kArenaDaemonClient, class_of(i), i, s); !st.ok()) return st;

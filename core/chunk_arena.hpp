@@ -117,6 +117,14 @@ struct ArenaAudit {
   uint64_t listed = 0;  // blocks reachable from the free lists
 };
 
+// Orders a batch of blocks for freeing one by one (free_reserved, release):
+// each free list is a stack, so blocks freed highest index first are handed
+// out lowest first, in the order of memory, the order in which a writer's
+// copies run fastest (README, Performance, "Block order"). A table's reset
+// frees all of its blocks at once, and the next table's writers then take
+// them in this order for a whole lap.
+void order_for_freeing(std::vector<BlockRef>* blocks);
+
 // Blocks up to this size are prefetched whole; see ChunkArena::prefetch_block.
 inline constexpr uint64_t kPrefetchWholeBlock = 4096;
 

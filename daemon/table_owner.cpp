@@ -113,6 +113,7 @@ void TableOwner::detach(uint32_t client, ChannelClosed reason) {
 
 void TableOwner::reset() {
   call([&] {
+    FreedBatch batch(this);  // every item's blocks, listed in order
     table_.reset();
   });
 }
@@ -222,7 +223,15 @@ void TableOwner::unpin(BlockRef b, const char* what) {
   if (!in_service_) list_freed();
 }
 
+TableOwner::FreedBatch::FreedBatch(TableOwner* o) : o_(o) { o_->in_service_ = true; }
+
+TableOwner::FreedBatch::~FreedBatch() {
+  o_->in_service_ = false;
+  o_->list_freed();
+}
+
 void TableOwner::list_freed() {
+  order_for_freeing(&freed_);
   for (BlockRef b : freed_)
     if (Status s = arena_.free_reserved(arena_id_, b); !s.ok())
       log_error("table " + table_.name() + ": listing a freed chunk: " + s.message());
@@ -231,15 +240,7 @@ void TableOwner::list_freed() {
 
 bool TableOwner::service(ChannelState& c) {
   if (c.broken) return false;
-  // Blocks freed while this batch is applied are listed together at the end.
-  in_service_ = true;
-  struct List {
-    TableOwner* o;
-    ~List() {
-      o->in_service_ = false;
-      o->list_freed();
-    }
-  } list{this};
+  FreedBatch batch(this);  // blocks freed while this batch is applied, listed at its end
   if (c.pending) {
     Outcome o = apply(c, *c.pending);
     send_responses(c);

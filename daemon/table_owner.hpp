@@ -98,7 +98,21 @@ class TableOwner {
   // Drops one reference to b (logging what failed); a block that this frees
   // is listed at once, or at the end of the current service() batch.
   void unpin(BlockRef b, const char* what);
+  // Lists freed_ (order_for_freeing: a reset's blocks then come back to
+  // writers in the order of memory).
   void list_freed();
+  // While one lives, blocks that unpin() frees wait in freed_; it lists
+  // them when it goes: a batch of frees takes the free list's line once.
+  class FreedBatch {
+   public:
+    explicit FreedBatch(TableOwner* o);
+    ~FreedBatch();
+    FreedBatch(const FreedBatch&) = delete;
+    FreedBatch& operator=(const FreedBatch&) = delete;
+
+   private:
+    TableOwner* o_;
+  };
   // Prefetches what applying c's next request will read first.
   void prefetch_next(const ChannelState& c) const;
   // Checks the chunk that ref names (a block of this arena, this table's
@@ -141,7 +155,7 @@ class TableOwner {
   bool defer_releases_ = false;
   std::vector<BlockRef> deferred_;
   std::vector<ResponseRecord> out_;  // the current batch's responses, in order
-  bool in_service_ = false;         // unpin: leave freed blocks in freed_
+  bool in_service_ = false;         // a FreedBatch lives: unpin leaves freed blocks in freed_
   std::vector<BlockRef> freed_;     // reserved by arena_id_, to be listed
 
   std::mutex mu_;  // guards commands_ only; the index has no lock

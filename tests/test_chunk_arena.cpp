@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <random>
@@ -96,6 +97,35 @@ TEST(ChunkArena, AllocFreeSealAcquireRelease) {
   EXPECT_EQ(a.acquire({a.total_blocks(), 1}).code(), Errc::invalid_argument);
   ASSERT_TRUE(a.release(4, *again).ok());
   for (int i = 2; i < 10; ++i) ASSERT_TRUE(a.free_reserved(1, got[i]).ok());
+  expect_all_free(a);
+}
+
+// Blocks freed in bulk (order_for_freeing, a dead client's by reclaim) go
+// back so that the free list hands them out lowest first, in the order of
+// memory, whatever order they were held in.
+TEST(ChunkArena, BlocksFreedInBulkComeBackLowestFirst) {
+  SharedArena s(small_config());
+  ChunkArena& a = s.arena;
+  auto take_all = [&](uint32_t client) {
+    std::vector<BlockRef> got;
+    for (auto b = a.alloc(client, 0); b.ok(); b = a.alloc(client, 0)) got.push_back(*b);
+    return got;
+  };
+  auto expect_ascending = [](const std::vector<BlockRef>& got, const char* after) {
+    ASSERT_EQ(got.size(), 40u) << after;
+    for (size_t i = 1; i < got.size(); ++i) EXPECT_LT(got[i - 1].index, got[i].index) << after << ", allocation " << i;
+  };
+  std::vector<BlockRef> held = take_all(1);
+  std::shuffle(held.begin(), held.end(), std::mt19937(7));
+  order_for_freeing(&held);
+  for (BlockRef b : held) ASSERT_TRUE(a.free_reserved(1, b).ok());
+  held = take_all(2);
+  expect_ascending(held, "order_for_freeing");
+
+  ASSERT_TRUE(a.reclaim(2).ok());  // client 2 died holding all of them
+  held = take_all(3);
+  expect_ascending(held, "reclaim");
+  for (BlockRef b : held) ASSERT_TRUE(a.free_reserved(3, b).ok());
   expect_all_free(a);
 }
 
