@@ -15,7 +15,9 @@ namespace {
 // and the copy then need not read the block's cold lines first, whatever
 // order the blocks come in. Smaller steps are copied plainly: streamed,
 // their fence per chunk and partial lines cost more than the reads saved
-// (README, Performance: "Block order").
+// (README, Performance: "Block order"). The fence waits until every
+// streamed line reached memory, so it comes as late as it may: in
+// send_item, just before the first insert that names the chunk.
 constexpr size_t kStreamStepBytes = 1024;
 }  // namespace
 
@@ -104,7 +106,7 @@ bool engram_writer::streams(size_t column) const { return !packed && step_bytes[
 void engram_writer::finalize(Chunk& c) {
   if (c.final) return;
   if (packed) pack(c);
-  if (streaming) stream_fence();
+  if (streaming) unfenced = true;  // fenced by the first send_item that names it
   auto* h = reinterpret_cast<ChunkHeader*>(c.data);
   h->num_steps = c.steps;
   c.final = true;
@@ -260,6 +262,21 @@ Status engram_writer::send_item(const PendingItem& p) {
   r.id = client->next_id++;
   r.deadline_ns = deadline_after_ms(insert_timeout_ms);
   o.id = r.id;
+  // Take the acks that are ready now, not a ring's worth at once when
+  // credit runs out: each may bring the block for the next chunk. With
+  // streamed steps unfenced, take them before the fence: the streamed
+  // lines drain to memory meanwhile, and these reads need not wait for
+  // them. The fence must come before the request names the chunk.
+  ResponseRecord unused;
+  bool acks_taken = unfenced;
+  if (unfenced) {
+    if (Status s = p.table->pump(0, &unused, nullptr, -1); !s.ok()) {
+      on_ack(p.table, s, 0, o);
+      return s;
+    }
+    stream_fence();
+    unfenced = false;
+  }
   // Credit waits may deliver acks that give chunks back; these cannot go,
   // as this item still counts on them. A refused send is acked here, as
   // the server would have: that gives the item's counts back.
@@ -267,10 +284,7 @@ Status engram_writer::send_item(const PendingItem& p) {
     on_ack(p.table, s, 0, o);
     return s.code() == Errc::disconnected ? s : Status::Ok();
   }
-  // Take the acks that are ready now, not a ring's worth at once when
-  // credit runs out: each may bring the block for the next chunk.
-  ResponseRecord unused;
-  return p.table->pump(0, &unused, nullptr, -1);
+  return acks_taken ? Status::Ok() : p.table->pump(0, &unused, nullptr, -1);
 }
 
 void engram_writer::on_ack(engram_table* t, const Status& s, uint64_t key, const Owed& o) {

@@ -55,7 +55,8 @@ struct engram_writer {
   uint32_t size_class = 0;
   uint64_t episode = 1;
   bool packed = false;             // some column compressed
-  bool streaming = false;          // some column streams (streams()): finalize fences every chunk
+  bool streaming = false;          // some column streams (streams())
+  bool unfenced = false;           // streamed steps not yet fenced: the next send_item fences first
   std::vector<char> staging;       // packed: the open chunk's steps, plain layout
   std::unique_ptr<engram::Encoder> encoder;
 
@@ -83,9 +84,10 @@ struct engram_writer {
   // `force`, finalizes the open chunk for the ones that need it (flush,
   // closing a table), so that none is left waiting.
   engram::Status send_pending(bool force);
-  // Sends one item whose chunks are all final. A refused send is acked as
-  // failed and not returned; a lost server, or a broken response ring met
-  // while taking the acks that are ready, is.
+  // Sends one item whose chunks are all final, fencing streamed steps
+  // first (unfenced). A refused send is acked as failed and not returned;
+  // a lost server, or a broken response ring met while taking the acks
+  // that are ready, is (and the item acked as failed, if not sent yet).
   engram::Status send_item(const PendingItem& p);
   engram::Status flush(int64_t deadline_ns);
   // An insert's answer: ok with its key, or why it failed.
