@@ -223,9 +223,10 @@ void TableOwner::unpin(BlockRef b, const char* what) {
   if (!in_service_) list_freed();
 }
 
-TableOwner::FreedBatch::FreedBatch(TableOwner* o) : o_(o) { o_->in_service_ = true; }
+TableOwner::FreedBatch::FreedBatch(TableOwner* o) : o_(o), outer_(!o->in_service_) { o_->in_service_ = true; }
 
 TableOwner::FreedBatch::~FreedBatch() {
+  if (!outer_) return;  // the outermost batch lists
   o_->in_service_ = false;
   o_->list_freed();
 }

@@ -96,13 +96,14 @@ class TableOwner {
   bool run_commands();
   bool service(ChannelState& c);
   // Drops one reference to b (logging what failed); a block that this frees
-  // is listed at once, or at the end of the current service() batch.
+  // is listed at once, or when the current FreedBatch ends.
   void unpin(BlockRef b, const char* what);
   // Lists freed_ (order_for_freeing: a reset's blocks then come back to
   // writers in the order of memory).
   void list_freed();
-  // While one lives, blocks that unpin() frees wait in freed_; it lists
-  // them when it goes: a batch of frees takes the free list's line once.
+  // While one lives, blocks that unpin() frees wait in freed_; the
+  // outermost lists them when it goes: a batch of frees takes the free
+  // list's line once.
   class FreedBatch {
    public:
     explicit FreedBatch(TableOwner* o);
@@ -112,6 +113,7 @@ class TableOwner {
 
    private:
     TableOwner* o_;
+    bool outer_;  // not inside another FreedBatch
   };
   // Prefetches what applying c's next request will read first.
   void prefetch_next(const ChannelState& c) const;
