@@ -17,7 +17,9 @@ namespace {
 // their fence per chunk and partial lines cost more than the reads saved
 // (README, Performance: "Block order"). The fence waits until every
 // streamed line reached memory, so it comes as late as it may: in
-// send_item, just before the first insert that names the chunk.
+// send_item, just before the first insert that names the chunk. A writer
+// may pass between threads between two calls, so the thread that streamed
+// is noted, and another one's steps are fenced with fence_all_threads().
 constexpr size_t kStreamStepBytes = 1024;
 }  // namespace
 
@@ -106,10 +108,16 @@ bool engram_writer::streams(size_t column) const { return !packed && step_bytes[
 void engram_writer::finalize(Chunk& c) {
   if (c.final) return;
   if (packed) pack(c);
-  if (streaming) unfenced = true;  // fenced by the first send_item that names it
   auto* h = reinterpret_cast<ChunkHeader*>(c.data);
   h->num_steps = c.steps;
   c.final = true;
+}
+
+void engram_writer::note_streamed() {
+  if (!fence_late) return stream_fence();
+  const void* me = this_thread_token();
+  if (unfenced_by && unfenced_by != me) fence_all_threads();
+  unfenced_by = me;
 }
 
 Status engram_writer::append(const void* const* cols, uint32_t n, size_t stride_steps) {
@@ -125,6 +133,7 @@ Status engram_writer::append(const void* const* cols, uint32_t n, size_t stride_
       if (streams(i)) stream_copy(dst, src, step_bytes[i]);
       else std::memcpy(dst, src, step_bytes[i]);
     }
+    if (streaming) note_streamed();
     ++c.steps;
     ++history_steps;
     if (c.steps == chunk_length) {
@@ -268,14 +277,15 @@ Status engram_writer::send_item(const PendingItem& p) {
   // lines drain to memory meanwhile, and these reads need not wait for
   // them. The fence must come before the request names the chunk.
   ResponseRecord unused;
-  bool acks_taken = unfenced;
-  if (unfenced) {
+  bool acks_taken = unfenced_by != nullptr;
+  if (unfenced_by) {
     if (Status s = p.table->pump(0, &unused, nullptr, -1); !s.ok()) {
       on_ack(p.table, s, 0, o);
       return s;
     }
-    stream_fence();
-    unfenced = false;
+    if (unfenced_by == this_thread_token()) stream_fence();
+    else fence_all_threads();
+    unfenced_by = nullptr;
   }
   // Credit waits may deliver acks that give chunks back; these cannot go,
   // as this item still counts on them. A refused send is acked here, as
@@ -396,6 +406,7 @@ int engram_writer_open(engram_client* c, const engram_writer_options* o, engram_
                                             "chunk_length or configure a larger block size");
   w->size_class = *k;
   for (size_t i = 0; i < w->columns.size(); ++i) w->streaming = w->streaming || w->streams(i);
+  w->fence_late = w->streaming && can_fence_all_threads();
   if (c->class_streamed.size() < c->arena.num_classes()) c->class_streamed.resize(c->arena.num_classes());
   if (w->streaming) c->class_streamed[*k] = true;
   // A writer cycles through every block of its size class: the client's

@@ -56,7 +56,11 @@ struct engram_writer {
   uint64_t episode = 1;
   bool packed = false;             // some column compressed
   bool streaming = false;          // some column streams (streams())
-  bool unfenced = false;           // streamed steps not yet fenced: the next send_item fences first
+  // Streamed steps are fenced as late as may be, in the send_item that
+  // publishes them, where the kernel lets one thread fence another's
+  // (fence_all_threads); else right after each step.
+  bool fence_late = false;
+  const void* unfenced_by = nullptr;  // fence_late: the thread whose streamed steps await the fence
   std::vector<char> staging;       // packed: the open chunk's steps, plain layout
   std::unique_ptr<engram::Encoder> encoder;
 
@@ -85,7 +89,7 @@ struct engram_writer {
   // closing a table), so that none is left waiting.
   engram::Status send_pending(bool force);
   // Sends one item whose chunks are all final, fencing streamed steps
-  // first (unfenced). A refused send is acked as failed and not returned;
+  // first (unfenced_by). A refused send is acked as failed and not returned;
   // a lost server, or a broken response ring met while taking the acks
   // that are ready, is (and the item acked as failed, if not sent yet).
   engram::Status send_item(const PendingItem& p);
@@ -102,6 +106,9 @@ struct engram_writer {
   Chunk& at(uint64_t seq) { return chunks[seq - first_seq]; }
   engram::Status open_chunk();
   void finalize(Chunk& c);
+  // After a step was streamed by this thread: fences it now, or notes the
+  // thread for send_item (fencing first any other thread's steps).
+  void note_streamed();
   // Encodes the staged steps of c into its block (directory, then columns),
   // then moves them to a smaller block when they fit one.
   void pack(Chunk& c);

@@ -1,5 +1,9 @@
 #include "core/stream_copy.hpp"
 
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstring>
 
@@ -45,6 +49,25 @@ void stream_fence() noexcept {
 #if defined(__x86_64__)
   _mm_sfence();
 #endif
+}
+
+const void* this_thread_token() noexcept {
+  static thread_local char token;
+  return &token;
+}
+
+bool can_fence_all_threads() noexcept {
+  static const bool registered = [] {
+    long offered = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+    return offered > 0 && (offered & MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE) != 0 &&
+           syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE, 0, 0) == 0;
+  }();
+  return registered;
+}
+
+void fence_all_threads() noexcept {
+  stream_fence();  // this thread's own, which membarrier does not interrupt
+  (void)syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE, 0, 0);
 }
 
 }  // namespace engram

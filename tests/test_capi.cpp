@@ -9,6 +9,7 @@
 #include <limits>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "core/chunk_format.hpp"
 #include "core/shm.hpp"
@@ -92,6 +93,8 @@ class CApi : public ::testing::Test {
     ASSERT_EQ(engram_sample(t, &so, bufs, info->data(), &n), ENGRAM_OK) << last();
     ASSERT_EQ(n, so.batch_size);
   }
+
+  void large_steps_sample_byte_exact(bool hop_threads);
 
   std::string dir_, socket_;
   engram_server* server_ = nullptr;
@@ -456,7 +459,11 @@ TEST_F(CApi, SampledItemsOfOneAndTwoSlicesComeBackWhole) {
 // Steps of 1 KB and more go into the arena by non-temporal stores, whole
 // cache lines only; steps of 1500 bytes in chunks of 3 start at offsets
 // that split lines, so both kinds of store meet in one chunk.
-TEST_F(CApi, LargeStepsSampleByteExactWhateverTheirOffsetInTheChunk) {
+// Steps of 1500 bytes (streamed) in chunks of 3, items of 2 steps, sampled
+// byte-exact. With hop_threads, every other step is appended by a thread
+// of its own, and the item over it is created back on this one: the
+// streamed bytes of one thread are published by another.
+void CApi::large_steps_sample_byte_exact(bool hop_threads) {
   engram_column big[2] = {{"frame", ENGRAM_UINT8, 1, {1500}}, {"id", ENGRAM_UINT32, 0, {}}};
   engram_table_options o;
   engram_table_options_init(&o);
@@ -472,7 +479,13 @@ TEST_F(CApi, LargeStepsSampleByteExactWhateverTheirOffsetInTheChunk) {
   for (uint32_t step = 0; step < 31; ++step) {
     for (uint32_t i = 0; i < frame.size(); ++i) frame[i] = byte(step, i);
     const void* cols[2] = {frame.data(), &step};
-    ASSERT_EQ(engram_writer_append(w, cols), ENGRAM_OK) << last();
+    if (hop_threads && step % 2 == 1) {
+      int rc = ENGRAM_E_SYSTEM;
+      std::thread([&] { rc = engram_writer_append(w, cols); }).join();
+      ASSERT_EQ(rc, ENGRAM_OK);
+    } else {
+      ASSERT_EQ(engram_writer_append(w, cols), ENGRAM_OK) << last();
+    }
     if (step > 0) {
       ASSERT_EQ(engram_writer_create_item(w, t, 2, 1.0), ENGRAM_OK) << last();
     }
@@ -494,6 +507,10 @@ TEST_F(CApi, LargeStepsSampleByteExactWhateverTheirOffsetInTheChunk) {
   EXPECT_GT(seen.size(), 15u) << "uniform draws over 30 items";
   engram_writer_close(w);
 }
+
+TEST_F(CApi, LargeStepsSampleByteExactWhateverTheirOffsetInTheChunk) { large_steps_sample_byte_exact(false); }
+
+TEST_F(CApi, LargeStepsStreamedByOneThreadAndSentByAnotherSampleByteExact) { large_steps_sample_byte_exact(true); }
 
 // An Atari-like frame: a static low-entropy texture, a score box that
 // changes every 10 steps, and a 6x6 sprite that moves every step.
