@@ -220,14 +220,16 @@ void TableOwner::unpin(BlockRef b, const char* what) {
   if (!s.ok()) log_error("table " + table_.name() + ": " + what + ": " + s.message());
   if (!last) return;
   freed_.push_back(b);
-  if (!in_service_) list_freed();
+  if (!collecting_frees_) list_freed();
 }
 
-TableOwner::FreedBatch::FreedBatch(TableOwner* o) : o_(o), outer_(!o->in_service_) { o_->in_service_ = true; }
+TableOwner::FreedBatch::FreedBatch(TableOwner* o) : o_(o), outer_(!o->collecting_frees_) {
+  o_->collecting_frees_ = true;
+}
 
 TableOwner::FreedBatch::~FreedBatch() {
   if (!outer_) return;  // the outermost batch lists
-  o_->in_service_ = false;
+  o_->collecting_frees_ = false;
   o_->list_freed();
 }
 

@@ -157,7 +157,7 @@ class TableOwner {
   bool defer_releases_ = false;
   std::vector<BlockRef> deferred_;
   std::vector<ResponseRecord> out_;  // the current batch's responses, in order
-  bool in_service_ = false;         // a FreedBatch lives: unpin leaves freed blocks in freed_
+  bool collecting_frees_ = false;   // a FreedBatch lives: unpin leaves freed blocks in freed_
   std::vector<BlockRef> freed_;     // reserved by arena_id_, to be listed
 
   std::mutex mu_;  // guards commands_ only; the index has no lock

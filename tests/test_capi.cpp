@@ -42,14 +42,19 @@ class CApi : public ::testing::Test {
     std::string cmd = "rm -rf " + dir_;
     EXPECT_EQ(std::system(cmd.c_str()), 0);
   }
-  int create(const char* name, uint64_t max_size = 100, int sampler = ENGRAM_UNIFORM) {
+  // Options for a table of two columns (cols_ unless given), the rest default.
+  engram_table_options two_columns(const char* name, uint64_t max_size, const engram_column* cols = nullptr) {
     engram_table_options o;
     engram_table_options_init(&o);
     o.name = name;
     o.max_size = max_size;
-    o.sampler = sampler;
-    o.columns = cols_;
+    o.columns = cols ? cols : cols_;
     o.num_columns = 2;
+    return o;
+  }
+  int create(const char* name, uint64_t max_size = 100, int sampler = ENGRAM_UNIFORM) {
+    engram_table_options o = two_columns(name, max_size);
+    o.sampler = sampler;
     return engram_table_create(c_, &o);
   }
   engram_table* open(const char* name) {
@@ -210,13 +215,8 @@ TEST_F(CApi, ItemLengthsAreChecked) {
   EXPECT_EQ(engram_writer_create_item(w, t, 2, 1.0), ENGRAM_E_RANGE) << "items never span episodes";
   ASSERT_EQ(engram_writer_flush(w, 5000), ENGRAM_OK) << last();
   // A table that allows items of at most 2 chunks.
-  engram_table_options o;
-  engram_table_options_init(&o);
-  o.name = "short";
-  o.max_size = 10;
+  engram_table_options o = two_columns("short", 10);
   o.max_chunks_per_item = 2;
-  o.columns = cols_;
-  o.num_columns = 2;
   ASSERT_EQ(engram_table_create(c_, &o), ENGRAM_OK) << last();
   engram_table* s = open("short");
   append(w, 6);
@@ -458,19 +458,13 @@ TEST_F(CApi, SampledItemsOfOneAndTwoSlicesComeBackWhole) {
 
 // Steps of 1 KB and more go into the arena by non-temporal stores, whole
 // cache lines only; steps of 1500 bytes in chunks of 3 start at offsets
-// that split lines, so both kinds of store meet in one chunk.
-// Steps of 1500 bytes (streamed) in chunks of 3, items of 2 steps, sampled
-// byte-exact. With hop_threads, every other step is appended by a thread
+// that split lines, so both kinds of store meet in one chunk. Items of 2
+// steps, sampled byte-exact. With hop_threads, every other step is appended by a thread
 // of its own, and the item over it is created back on this one: the
 // streamed bytes of one thread are published by another.
 void CApi::large_steps_sample_byte_exact(bool hop_threads) {
   engram_column big[2] = {{"frame", ENGRAM_UINT8, 1, {1500}}, {"id", ENGRAM_UINT32, 0, {}}};
-  engram_table_options o;
-  engram_table_options_init(&o);
-  o.name = "big";
-  o.max_size = 100;
-  o.columns = big;
-  o.num_columns = 2;
+  engram_table_options o = two_columns("big", 100, big);
   ASSERT_EQ(engram_table_create(c_, &o), ENGRAM_OK) << last();
   engram_table* t = open("big");
   engram_writer* w = writer(big, 2, /*chunk_length=*/3, /*max_steps=*/2);
@@ -527,12 +521,7 @@ void atari_frame(uint32_t t, uint8_t* f) {
 TEST_F(CApi, DeltaZstdFramesShrinkBelowAQuarterAndSampleByteExact) {
   engram_column cols[2] = {{"obs", ENGRAM_UINT8, 2, {84, 84}}, {"step", ENGRAM_UINT32, 0, {}}};
   engram_compression comp[2] = {{ENGRAM_CODEC_DELTA_ZSTD, 0}, {ENGRAM_CODEC_NONE, 0}};
-  engram_table_options o;
-  engram_table_options_init(&o);
-  o.name = "atari";
-  o.max_size = 10000;
-  o.columns = cols;
-  o.num_columns = 2;
+  engram_table_options o = two_columns("atari", 10000, cols);
   o.compression = comp;
   ASSERT_EQ(engram_table_create(c_, &o), ENGRAM_OK) << last();
   engram_table* t = open("atari");
