@@ -260,6 +260,7 @@ Status engram_writer::send_item(const PendingItem& p) {
   RequestRecord r{};
   r.op = static_cast<uint32_t>(RequestOp::insert);
   r.payload.insert.priority = p.priority;
+  r.payload.insert.chunk_steps = chunk_length;
   r.count = p.num_refs;
   Owed o{RequestOp::insert, 0, 1, this};
   for (uint32_t i = 0; i < p.num_refs; ++i) {

@@ -71,7 +71,14 @@ struct RequestRecord {
   union {
     struct {
       double priority;
-      uint64_t reserved_;
+      // The capacity in steps of every chunk the item names (its writer's
+      // chunk_length). A plain table's owner takes the chunks' layout from
+      // it, checked against their blocks' sizes, and does not read their
+      // headers: a header is a line the writer's core holds, and its
+      // contents guard nothing then (samplers of one-chunk items use this
+      // layout, others check the headers they read).
+      uint32_t chunk_steps;
+      uint32_t reserved_;
       ChunkRef refs[kRecordRefs];
     } insert;
     KeyPriority updates[kRecordUpdates];

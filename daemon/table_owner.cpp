@@ -16,7 +16,8 @@ constexpr int kBatchPerChannel = 64;  // requests per channel per round: fairnes
 TableOwner::TableOwner(ChunkArena arena, uint32_t arena_id, Table table, const TableSpec& spec, Doorbell* bell,
                        uint32_t max_batch)
     : arena_(arena), arena_id_(arena_id), table_(table), bell_(bell), max_batch_(max_batch), spec_(spec),
-      sig_hash_(signature_hash(table.columns(), table.num_columns())) {
+      sig_hash_(signature_hash(table.columns(), table.num_columns())),
+      packed_(signature_compressed(table.columns(), table.num_columns())) {
   table_.set_remove_hook([this](const ItemSlot& it, const ChunkRef* refs) {
     for (uint32_t i = 0; i < it.num_refs; ++i)
       if (defer_releases_) deferred_.push_back({refs[i].block, refs[i].generation});
@@ -268,9 +269,10 @@ bool TableOwner::service(ChannelState& c) {
 }
 
 void TableOwner::prefetch_next(const ChannelState& c) const {
-  // The next insert's chunk header and block state are lines a writer on
-  // another core just wrote: fetching them while this request is applied
-  // hides most of that miss. Only hints: nothing read here is trusted.
+  // The next insert's block state, and a packed table's chunk header, are
+  // lines another core just wrote: fetching them while this request is
+  // applied hides most of that miss. Only hints: nothing read here is
+  // trusted.
   const auto* next = static_cast<const RequestRecord*>(c.channel.requests.peek(0));
   if (!next || next->op != static_cast<uint32_t>(RequestOp::insert)) return;
   uint32_t n = std::min(next->count, kRecordRefs);
@@ -278,7 +280,7 @@ void TableOwner::prefetch_next(const ChannelState& c) const {
     uint32_t b = next->payload.insert.refs[i].block;
     if (b >= arena_.total_blocks()) continue;
     arena_.prefetch_state(b);
-    __builtin_prefetch(arena_.data({b, 0}));
+    if (packed_) __builtin_prefetch(arena_.data({b, 0}));
   }
 }
 
@@ -324,6 +326,13 @@ Status TableOwner::check_ref_chunk(const ChunkRef& ref, ChunkHeader* out) const 
                      table_.num_columns(), sig_hash_, ref.offset, ref.length, out);
 }
 
+Status TableOwner::plain_ref_chunk(const ChunkRef& ref, uint32_t chunk_steps, ChunkHeader* out) const {
+  if (ref.block >= arena_.total_blocks())
+    return {Errc::stale_reference, "block " + std::to_string(ref.block) + " does not exist"};
+  return plain_chunk_header(arena_.block_size(ref.block), table_.columns(), table_.num_columns(), sig_hash_,
+                            chunk_steps, ref.offset, ref.length, out);
+}
+
 TableOwner::Outcome TableOwner::insert(ChannelState& c, const RequestRecord& r) {
   const auto& in = r.payload.insert;
   if (Status s = validate_priority(in.priority); !s.ok()) return fail(c, r, s), Outcome::done;
@@ -333,14 +342,16 @@ TableOwner::Outcome TableOwner::insert(ChannelState& c, const RequestRecord& r) 
            Outcome::done;
   if (!table_.limiter().can_insert(1)) return refuse(c, r, "an insert");
 
-  // Check the chunk headers before taking anything: a refused insert must
-  // leave a writer's blocks as they were (still reserved by it). Clients may
-  // rewrite a header later, but only samplers read chunk bytes, and they
-  // check again; the owner never reads past the header (and a packed
-  // chunk's directory).
+  // Check the chunks before taking anything: a refused insert must leave a
+  // writer's blocks as they were (still reserved by it). A plain table's
+  // are checked by the layout the request states (chunk_steps) against
+  // their blocks, a packed table's by their headers. Clients may rewrite
+  // a chunk later, but only samplers read chunk bytes, and they check what
+  // they read; the owner never reads past a header (and a packed chunk's
+  // directory).
   ChunkHeader headers[kRecordRefs];
   for (uint32_t i = 0; i < r.count; ++i) {
-    Status s = check_ref_chunk(in.refs[i], &headers[i]);
+    Status s = packed_ ? check_ref_chunk(in.refs[i], &headers[i]) : plain_ref_chunk(in.refs[i], in.chunk_steps, &headers[i]);
     if (!s.ok()) return fail(c, r, {s.code(), "item reference " + std::to_string(i) + ": " + s.message()}), Outcome::done;
   }
   // Each reference takes one item reference; a chunk this channel does not

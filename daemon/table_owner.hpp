@@ -118,9 +118,12 @@ class TableOwner {
   // Prefetches what applying c's next request will read first.
   void prefetch_next(const ChannelState& c) const;
   // Checks the chunk that ref names (a block of this arena, this table's
-  // signature, the slice inside it) and copies its header out: at insert,
-  // where the bytes are a client's, and at restore.
+  // signature, the slice inside it) and copies its header out: at a packed
+  // table's insert, where the bytes are a client's, and at restore.
   Status check_ref_chunk(const ChunkRef& ref, ChunkHeader* out) const;
+  // A plain chunk's header as its layout (chunk_steps) and the slice imply,
+  // checked against the block's size, without reading the block.
+  Status plain_ref_chunk(const ChunkRef& ref, uint32_t chunk_steps, ChunkHeader* out) const;
   Outcome apply(ChannelState& c, const RequestRecord& r);
   Outcome insert(ChannelState& c, const RequestRecord& r);
   Outcome sample(ChannelState& c, const RequestRecord& r);
@@ -149,6 +152,7 @@ class TableOwner {
   uint32_t max_batch_;
   TableSpec spec_;
   uint64_t sig_hash_;
+  bool packed_;  // some column compressed: chunks are checked by their headers
   bool stopping_ = false;  // owner thread only: refuse instead of deferring
   std::vector<std::unique_ptr<ChannelState>> channels_;
   SampleBatch batch_;  // reused

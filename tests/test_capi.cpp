@@ -853,7 +853,10 @@ TEST_F(CApi, GarbageInRingsAndChunksIsRejectedAndTheServerSurvives) {
     ResponseRecord rsp = raw.roundtrip(r);
     ASSERT_NE(rsp.status, 0) << "garbage request " << i << " was accepted";
   }
-  // A chunk with a garbage header: refused as corrupt.
+  // A plain table's owner takes a chunk's layout from the request
+  // (chunk_steps), checked against the block, and never reads the header,
+  // garbage here: a slice outside the stated steps is refused as corrupt,
+  // and so is a layout larger than the block.
   auto b = raw.arena.alloc(raw.ctl.hello().client_id, 0);
   ASSERT_TRUE(b.ok());
   auto* bytes = static_cast<uint64_t*>(raw.arena.data(*b));
@@ -862,21 +865,19 @@ TEST_F(CApi, GarbageInRingsAndChunksIsRejectedAndTheServerSurvives) {
   ins.op = static_cast<uint32_t>(RequestOp::insert);
   ins.count = 1;
   ins.payload.insert.priority = 1.0;
+  ins.payload.insert.chunk_steps = 0;
   ins.payload.insert.refs[0] = {b->index, b->generation, 0, 1};
   ResponseRecord rsp = raw.roundtrip(ins);
   EXPECT_EQ(static_cast<Errc>(rsp.status), Errc::corrupt) << rsp.payload.message;
-  // A valid header that claims more steps than its block holds.
-  ChunkHeader h{kChunkMagic, 1000000, 1000000, 2, 0, 0, 0, {}};
-  std::vector<Column> cols = {make_column("obs", DType::u8, {4, 5}), make_column("reward", DType::f32, {})};
-  h.signature_hash = signature_hash(cols.data(), cols.size());
-  std::memcpy(raw.arena.data(*b), &h, sizeof h);
+  EXPECT_NE(std::string(rsp.payload.message).find("outside the chunk's 0 steps"), std::string::npos)
+      << rsp.payload.message;
+  ins.payload.insert.chunk_steps = 1000000;
   rsp = raw.roundtrip(ins);
   EXPECT_EQ(static_cast<Errc>(rsp.status), Errc::corrupt) << rsp.payload.message;
   EXPECT_NE(std::string(rsp.payload.message).find("exceeds its block"), std::string::npos) << rsp.payload.message;
-  // A valid chunk in a block that is no longer ours (freed: its generation
-  // moved on) cannot be referenced.
-  h.num_steps = h.capacity_steps = 1;
-  std::memcpy(raw.arena.data(*b), &h, sizeof h);
+  // A chunk in a block that is no longer ours (freed: its generation moved
+  // on) cannot be referenced.
+  ins.payload.insert.chunk_steps = 1;
   EXPECT_TRUE(raw.arena.free_reserved(raw.ctl.hello().client_id, *b).ok()) << "refusals left the block ours";
   rsp = raw.roundtrip(ins);
   EXPECT_EQ(static_cast<Errc>(rsp.status), Errc::stale_reference) << rsp.payload.message;
@@ -912,6 +913,24 @@ TEST_F(CApi, GarbageInRingsAndChunksIsRejectedAndTheServerSurvives) {
   uint32_t got = 0;
   ASSERT_EQ(engram_sample(t, &so, bufs, nullptr, &got), ENGRAM_OK) << last();
   EXPECT_EQ(obs[19], 42);
+
+  // With a stated layout that fits, a garbage header does not matter (the
+  // owner does not read it): the item is taken, and samples by that layout.
+  engram_writer_close(w);
+  ASSERT_EQ(engram_table_reset(c_, "replay"), ENGRAM_OK) << last();
+  auto g = raw.arena.alloc(raw.ctl.hello().client_id, 0);
+  ASSERT_TRUE(g.ok());
+  auto* block = static_cast<uint8_t*>(raw.arena.data(*g));
+  for (int k = 0; k < 64; ++k) block[k] = static_cast<uint8_t>(rng());
+  uint8_t step_obs[20];
+  for (int k = 0; k < 20; ++k) step_obs[k] = static_cast<uint8_t>(100 + k);
+  std::vector<Column> cols = {make_column("obs", DType::u8, {4, 5}), make_column("reward", DType::f32, {})};
+  std::memcpy(block + chunk_column_offset(cols.data(), 0, 1), step_obs, sizeof step_obs);
+  ins.payload.insert.refs[0] = {g->index, g->generation, 0, 1};
+  rsp = raw.roundtrip(ins);
+  ASSERT_EQ(rsp.status, 0) << rsp.payload.message;
+  ASSERT_EQ(engram_sample(t, &so, bufs, nullptr, &got), ENGRAM_OK) << last();
+  EXPECT_EQ(std::memcmp(obs, step_obs, sizeof obs), 0);
 }
 
 // A client that keeps sending requests without popping their responses
