@@ -113,6 +113,9 @@ struct engram_client {
   // free list). Takes one of class k, if any.
   void keep_spare(engram::BlockRef b);
   bool take_spare(uint32_t k, engram::BlockRef* b);
+  // Starts fetching spare b of class k for a writer's stores: its header
+  // line if the class is streamed, else the whole block (prefetch_block).
+  void fetch_spare(uint32_t k, engram::BlockRef b);
   // Gives every spare back to the free list (disconnect).
   void free_spares();
 };
