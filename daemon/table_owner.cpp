@@ -163,6 +163,10 @@ bool TableOwner::poll_once() {
 
 bool TableOwner::run_commands() {
   if (!has_commands_.load(std::memory_order_acquire)) return false;
+  // A command sees every request its sender published before sending it
+  // (a writer's drops before its table's reset: else the reset finds those
+  // chunks still held, and they are listed later, out of order).
+  drain_channels();
   std::deque<std::function<void()>> todo;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -171,6 +175,15 @@ bool TableOwner::run_commands() {
   }
   for (auto& f : todo) f();
   return !todo.empty();
+}
+
+void TableOwner::drain_channels() {
+  // At most a ring's worth of records each: what a client pushes meanwhile
+  // may wait for the next round, so that a busy writer cannot hold the
+  // commands back.
+  for (auto& c : channels_)
+    for (uint32_t i = 0; i <= c->channel.requests.capacity() / kBatchPerChannel && service(*c); ++i) {
+    }
 }
 
 bool TableOwner::any_ready() {

@@ -94,6 +94,9 @@ class TableOwner {
   void post(std::function<void()> f);
   void run();
   bool run_commands();
+  // Services every channel until it is empty, deferred, or a ring's worth
+  // of its records was applied.
+  void drain_channels();
   bool service(ChannelState& c);
   // Drops one reference to b (logging what failed); a block that this frees
   // is listed at once, or when the current FreedBatch ends.
