@@ -170,11 +170,10 @@ size_t spare_limit(const SizeClass& k) { return std::clamp<size_t>(k.count / 64,
 // A spare is fetched for writing when it comes within this many chunks of
 // its turn, not when it arrives: acks come ten to a record, and fetching
 // ten blocks at once (eight lines each at 400 B) filled the core's
-// outstanding-miss slots, so that each fetch waited for earlier ones (a
-// fifth of a 400 B writer's time in prefetch_block, Intel VM). Three
-// chunks give each block the time of about three items to arrive, and
-// keep it in the first-level cache until it is written (2 to 4 ran alike
-// in trials, 6 and 12 slower).
+// outstanding-miss slots, so that each fetch waited for earlier ones (19%
+// of a 400 B writer's samples in prefetch_block, Intel VM). Three chunks
+// give each block the time of about three items to arrive (2 to 4 ran
+// alike in trials; 12 was slower, 6 in between).
 constexpr size_t kSpareFetchAhead = 3;
 }  // namespace
 

@@ -178,12 +178,15 @@ bool TableOwner::run_commands() {
 }
 
 void TableOwner::drain_channels() {
-  // At most a ring's worth of records each: what a client pushes meanwhile
-  // may wait for the next round, so that a busy writer cannot hold the
-  // commands back.
-  for (auto& c : channels_)
-    for (uint32_t i = 0; i <= c->channel.requests.capacity() / kBatchPerChannel && service(*c); ++i) {
+  // A ring holds at most `capacity` records, so that many rounds' worth
+  // drains what was there when the command came; what a client pushes
+  // meanwhile waits for the next round, so that a busy writer cannot hold
+  // the commands back.
+  for (auto& c : channels_) {
+    uint32_t rounds = (c->channel.requests.capacity() + kBatchPerChannel - 1) / kBatchPerChannel;
+    for (uint32_t i = 0; i < rounds && service(*c); ++i) {
     }
+  }
 }
 
 bool TableOwner::any_ready() {
@@ -339,9 +342,9 @@ Status TableOwner::check_ref_chunk(const ChunkRef& ref, ChunkHeader* out) const 
                      table_.num_columns(), sig_hash_, ref.offset, ref.length, out);
 }
 
-Status TableOwner::plain_ref_chunk(const ChunkRef& ref, uint32_t chunk_steps, ChunkHeader* out) const {
-  if (ref.block >= arena_.total_blocks())
-    return {Errc::stale_reference, "block " + std::to_string(ref.block) + " does not exist"};
+Status TableOwner::check_insert_chunk(const ChunkRef& ref, uint32_t chunk_steps, ChunkHeader* out) const {
+  // check_ref_chunk refuses a block outside the arena before reading it.
+  if (packed_ || ref.block >= arena_.total_blocks()) return check_ref_chunk(ref, out);
   return plain_chunk_header(arena_.block_size(ref.block), table_.columns(), table_.num_columns(), sig_hash_,
                             chunk_steps, ref.offset, ref.length, out);
 }
@@ -356,15 +359,12 @@ TableOwner::Outcome TableOwner::insert(ChannelState& c, const RequestRecord& r) 
   if (!table_.limiter().can_insert(1)) return refuse(c, r, "an insert");
 
   // Check the chunks before taking anything: a refused insert must leave a
-  // writer's blocks as they were (still reserved by it). A plain table's
-  // are checked by the layout the request states (chunk_steps) against
-  // their blocks, a packed table's by their headers. Clients may rewrite
-  // a chunk later, but only samplers read chunk bytes, and they check what
-  // they read; the owner never reads past a header (and a packed chunk's
-  // directory).
+  // writer's blocks as they were (still reserved by it). Clients may
+  // rewrite a chunk later, but only samplers read chunk bytes, and they
+  // check what they read.
   ChunkHeader headers[kRecordRefs];
   for (uint32_t i = 0; i < r.count; ++i) {
-    Status s = packed_ ? check_ref_chunk(in.refs[i], &headers[i]) : plain_ref_chunk(in.refs[i], in.chunk_steps, &headers[i]);
+    Status s = check_insert_chunk(in.refs[i], in.chunk_steps, &headers[i]);
     if (!s.ok()) return fail(c, r, {s.code(), "item reference " + std::to_string(i) + ": " + s.message()}), Outcome::done;
   }
   // Each reference takes one item reference; a chunk this channel does not

@@ -94,8 +94,8 @@ class TableOwner {
   void post(std::function<void()> f);
   void run();
   bool run_commands();
-  // Services every channel until it is empty, deferred, or a ring's worth
-  // of its records was applied.
+  // Services every channel until it is empty, deferred, or as many
+  // records as its ring holds were applied.
   void drain_channels();
   bool service(ChannelState& c);
   // Drops one reference to b (logging what failed); a block that this frees
@@ -124,9 +124,12 @@ class TableOwner {
   // signature, the slice inside it) and copies its header out: at a packed
   // table's insert, where the bytes are a client's, and at restore.
   Status check_ref_chunk(const ChunkRef& ref, ChunkHeader* out) const;
-  // A plain chunk's header as its layout (chunk_steps) and the slice imply,
-  // checked against the block's size, without reading the block.
-  Status plain_ref_chunk(const ChunkRef& ref, uint32_t chunk_steps, ChunkHeader* out) const;
+  // The check at insert: a packed table's chunks by check_ref_chunk; a
+  // plain table's by the layout the request states (chunk_steps) and the
+  // slice, against the block's size, without reading the block (its
+  // header is a line the writer's core just wrote), with the header that
+  // layout implies copied out.
+  Status check_insert_chunk(const ChunkRef& ref, uint32_t chunk_steps, ChunkHeader* out) const;
   Outcome apply(ChannelState& c, const RequestRecord& r);
   Outcome insert(ChannelState& c, const RequestRecord& r);
   Outcome sample(ChannelState& c, const RequestRecord& r);

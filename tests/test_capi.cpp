@@ -747,6 +747,41 @@ struct RawClient {
   }
 };
 
+// A raw insert request of one item over step 0 of block b, whose chunk
+// the request says holds chunk_steps steps.
+RequestRecord one_step_insert(BlockRef b, uint32_t chunk_steps) {
+  RequestRecord ins{};
+  ins.op = static_cast<uint32_t>(RequestOp::insert);
+  ins.count = 1;
+  ins.payload.insert.priority = 1.0;
+  ins.payload.insert.chunk_steps = chunk_steps;
+  ins.payload.insert.refs[0] = {b.index, b.generation, 0, 1};
+  return ins;
+}
+
+// A command to a table's owner (here a reset) comes after every request
+// its sender pushed before sending it, even one the owner has not been
+// rung for: the owner drains its channels before it runs commands.
+TEST_F(CApi, ACommandComesAfterTheRequestsItsSenderPushedBeforeIt) {
+  ASSERT_EQ(create("replay"), ENGRAM_OK);
+  RawClient raw(socket_, "replay");
+  auto b = raw.arena.alloc(raw.ctl.hello().client_id, 0);
+  ASSERT_TRUE(b.ok());
+  RequestRecord ins = one_step_insert(*b, 1);
+  // Long enough for the owner to stop spinning and sleep on the table's
+  // bell, which the push below does not ring.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(raw.chan.requests.try_push(&ins).ok());
+  ASSERT_EQ(engram_table_reset(c_, "replay"), ENGRAM_OK) << last();
+  ResponseRecord rsp{};
+  ASSERT_TRUE(raw.chan.responses.pop(&rsp, 5'000'000'000).ok());
+  EXPECT_EQ(rsp.status, 0) << rsp.payload.message;
+  engram_table_info info;
+  engram_table_info_init(&info);
+  ASSERT_EQ(engram_table_info_get(c_, "replay", &info), ENGRAM_OK) << last();
+  EXPECT_EQ(info.size, 0u) << "the insert was applied after the reset";
+}
+
 // A table's reset frees all of its blocks at once, and the free list is a
 // stack: they are listed highest first, so that the next writers take them
 // in the order of memory (order_for_freeing), the order in which copies run
@@ -861,12 +896,7 @@ TEST_F(CApi, GarbageInRingsAndChunksIsRejectedAndTheServerSurvives) {
   ASSERT_TRUE(b.ok());
   auto* bytes = static_cast<uint64_t*>(raw.arena.data(*b));
   for (int k = 0; k < 8; ++k) bytes[k] = rng();
-  RequestRecord ins{};
-  ins.op = static_cast<uint32_t>(RequestOp::insert);
-  ins.count = 1;
-  ins.payload.insert.priority = 1.0;
-  ins.payload.insert.chunk_steps = 0;
-  ins.payload.insert.refs[0] = {b->index, b->generation, 0, 1};
+  RequestRecord ins = one_step_insert(*b, 0);
   ResponseRecord rsp = raw.roundtrip(ins);
   EXPECT_EQ(static_cast<Errc>(rsp.status), Errc::corrupt) << rsp.payload.message;
   EXPECT_NE(std::string(rsp.payload.message).find("outside the chunk's 0 steps"), std::string::npos)
