@@ -1,7 +1,7 @@
 // How fast one core copies items into the blocks of a mapping larger than
 // the caches, by the order in which it takes the blocks and by the kind of
 // store: why a writer takes its spare blocks oldest first and streams steps
-// of 1 KB and more past the caches (README, Performance, "Block order").
+// of 1 KB and more past the caches (bench/NOTES.md, "Block order").
 //
 //   engram_bench_block_copy [--quick] [--out FILE]
 //

@@ -1,7 +1,7 @@
 // How fast one core's memcpy copies items into a shared mapping larger than
 // the caches, by the alignment of source and destination mod 64. The
 // throughput harness's payload buffers start on a cache line because of
-// what this prints (README, Performance, "Alignment"): glibc's memcpy is
+// what this prints (bench/NOTES.md, "Alignment"): glibc's memcpy is
 // slower when source and destination disagree mod 32.
 //
 //   engram_bench_memcpy_alignment [--quick] [--out FILE]

@@ -156,7 +156,7 @@ void init_stamps() {
 
 // Percentiles of returned - created (us) over the items that have both; -1
 // where no item has both. p99.9 and the maximum show the stalls behind a
-// p99: rare, and in this VM milliseconds long (README, Performance). pace:
+// p99: rare, and in this VM milliseconds long (bench/NOTES.md). pace:
 // the mean interval between the writer's items, which sleeps 20 us before
 // each; timer slack and wake-ups make it longer (about 120 us here).
 struct Latency {
@@ -414,7 +414,7 @@ Result memcpy_worker(bool gather, uint64_t payload, const std::function<void()>&
 // times, and in this VM the round trip has been seen at about 150 and about
 // 600 ns in different hours; every scenario's repetition records it, so
 // that a run's numbers can be read against it (how far it explains their
-// swings is open: README, Performance). -1 with fewer than two CPUs.
+// swings is open: bench/NOTES.md). -1 with fewer than two CPUs.
 // Threads are joined before the next fork.
 // The first two CPUs this process may use; false with fewer.
 bool first_two_cpus(int cpus[2]) {
@@ -470,8 +470,8 @@ double core_round_trip_ns() {
 // pinned to the first two CPUs, the sleeper idle for at least `idle_us`
 // each time. A queue's item may wait for two such wake-ups (the owner's,
 // the sampler's), so every queue repetition records this baseline next to
-// its latency. In this VM a vCPU left idle is slow to come back (README,
-// Performance). -1s with fewer than two CPUs.
+// its latency. In this VM a vCPU left idle is slow to come back
+// (bench/NOTES.md). -1s with fewer than two CPUs.
 struct WakeUp {
   double p50 = -1, p99 = -1;
 };
@@ -551,7 +551,7 @@ double machine_busy(int window_ms) {
 // CPU time (ns) that the kernel's DAMON threads (kdamond) have used so far,
 // from /proc/PID/schedstat; -1 without DAMON. Its sampling and pageout
 // passes come in bursts of tens of milliseconds on one CPU, long enough to
-// stall a queue's items (README, Performance), so each repetition records
+// stall a queue's items (bench/NOTES.md), so each repetition records
 // how much of them it ran beside.
 int64_t kdamond_run_ns() {
   const std::string dir = "/sys/kernel/mm/damon/admin/kdamonds/";
@@ -896,7 +896,7 @@ std::string damon_state() {
 // Whether the arenas can sit in huge pages: the huge= option of the mount
 // at /dev/shm (the last one listed is on top; "never" if it has none) and
 // the kernel's shmem_enabled setting, whose "force" and "deny" override
-// it. They shorten DAMON's walk over the arenas (README, Performance).
+// it. They shorten DAMON's walk over the arenas (bench/NOTES.md).
 std::string shm_huge_pages() {
   std::ifstream mounts("/proc/mounts");
   std::string dev, dir, type, opts, rest, huge = "unknown";

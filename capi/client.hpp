@@ -90,8 +90,8 @@ struct engram_client {
   // Taken oldest first: a FIFO table evicts in insertion order, so a writer
   // then writes its blocks in the order it wrote them last time, which
   // stays ascending in memory where it started so, and the CPU's
-  // prefetchers and page walks follow ascending addresses best (README,
-  // Performance: "Block order").
+  // prefetchers and page walks follow ascending addresses best
+  // (bench/NOTES.md, "Block order").
   std::vector<std::deque<engram::BlockRef>> spares;
   // Per size class: a writer of it loaded the class's pages (engram_writer_open).
   std::vector<bool> class_pages_loaded;

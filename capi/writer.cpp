@@ -15,7 +15,7 @@ namespace {
 // and the copy then need not read the block's cold lines first, whatever
 // order the blocks come in. Smaller steps are copied plainly: streamed,
 // their fence per chunk and partial lines cost more than the reads saved
-// (README, Performance: "Block order"). The fence waits until every
+// (bench/NOTES.md, "Block order"). The fence waits until every
 // streamed line reached memory, so it comes as late as it may: in
 // send_item, just before the first insert that names the chunk. A writer
 // may pass between threads between two calls, so the thread that streamed
@@ -412,7 +412,7 @@ int engram_writer_open(engram_client* c, const engram_writer_options* o, engram_
   if (w->streaming) c->class_streamed[*k] = true;
   // A writer cycles through every block of its size class: the client's
   // first writer of the class maps the class's pages for this process now
-  // (load_pages; README, Performance: "A fresh process's first moments").
+  // (load_pages; bench/NOTES.md, "A fresh process's first moments").
   // Samplers touch only what they sample.
   if (c->class_pages_loaded.size() < c->arena.num_classes()) c->class_pages_loaded.resize(c->arena.num_classes());
   if (!c->class_pages_loaded[*k]) {

@@ -120,7 +120,7 @@ struct ArenaAudit {
 // Orders a batch of blocks for freeing one by one (free_reserved, release):
 // each free list is a stack, so blocks freed highest index first are handed
 // out lowest first, in the order of memory, the order in which a writer's
-// copies run fastest (README, Performance, "Block order"). A table's reset
+// copies run fastest (bench/NOTES.md, "Block order"). A table's reset
 // frees all of its blocks at once, and the next table's writers then take
 // them in this order for a whole lap.
 void order_for_freeing(std::vector<BlockRef>* blocks);

@@ -36,7 +36,7 @@ inline constexpr int kDefaultSpin = 500;
 // request back for the rate limiter (the request that lets it proceed is
 // what the blocked client waits for). About 0.1 ms here, where a thread
 // asleep for 100 us took 66-80 us at the median to run again once woken
-// (README, Performance).
+// (bench/NOTES.md, "The VM's stalls").
 inline constexpr int kAnswerSpin = 4000;
 
 // A doorbell: a sequence word the producer rings and a flag that says
