@@ -3,7 +3,9 @@
 // survives clients that write garbage into their rings and chunks.
 #include <gtest/gtest.h>
 #include <grp.h>
+#include <linux/membarrier.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 
 #include <cmath>
 #include <limits>
@@ -15,11 +17,28 @@
 #include "core/shm.hpp"
 #include "daemon_fixture.hpp"
 #include "engram/engram.h"
+#include "seccomp_deny.hpp"
 
 namespace engram::test {
 namespace {
 
 std::string last() { return engram_last_error(); }
+
+// With ENGRAM_TEST_DENY_MEMBARRIER set (by CApiFallback below, which runs
+// this binary again), membarrier(2) fails with ENOSYS in this process from
+// before main on, as on a kernel without it: a writer that streams must
+// then fence each step itself (core/stream_copy.hpp). Any call but the
+// query kills the process: after a refused query there must be none.
+const bool kMembarrierDenied = [] {
+  if (!std::getenv("ENGRAM_TEST_DENY_MEMBARRIER")) return false;
+  std::string refused = deny_syscall(__NR_membarrier, ENOSYS, MEMBARRIER_CMD_QUERY);
+  if (!refused.empty() || syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0) != -1 || errno != ENOSYS) {
+    std::fprintf(stderr, "could not deny membarrier: %s\n", refused.c_str());
+    std::_Exit(3);
+  }
+  std::fprintf(stderr, "membarrier denied in this process\n");
+  return true;
+}();
 
 class CApi : public ::testing::Test {
  protected:
@@ -505,6 +524,26 @@ void CApi::large_steps_sample_byte_exact(bool hop_threads) {
 TEST_F(CApi, LargeStepsSampleByteExactWhateverTheirOffsetInTheChunk) { large_steps_sample_byte_exact(false); }
 
 TEST_F(CApi, LargeStepsStreamedByOneThreadAndSentByAnotherSampleByteExact) { large_steps_sample_byte_exact(true); }
+
+// Both tests above again, in this binary run anew where membarrier is
+// denied (kMembarrierDenied): streamed steps are then fenced one by one,
+// and every sampled byte is still the one written.
+TEST(CApiFallback, LargeStepsSampleByteExactWhereMembarrierIsDenied) {
+  std::string dir = make_temp_dir();
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  ASSERT_GT(n, 0);
+  self[n] = '\0';
+  ASSERT_EQ(setenv("ENGRAM_TEST_DENY_MEMBARRIER", "1", 1), 0);
+  pid_t pid = spawn({self, "--gtest_filter=CApi.LargeSteps*"}, dir + "/child.out");
+  unsetenv("ENGRAM_TEST_DENY_MEMBARRIER");
+  int rc = wait_exit(pid, 60000);
+  std::string out = read_file(dir + "/child.out");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("membarrier denied in this process"), std::string::npos) << out;
+  EXPECT_NE(out.find("[  PASSED  ] 2 tests."), std::string::npos) << out;
+  EXPECT_EQ(std::system(("rm -rf " + dir).c_str()), 0);
+}
 
 // An Atari-like frame: a static low-entropy texture, a score box that
 // changes every 10 steps, and a 6x6 sprite that moves every step.

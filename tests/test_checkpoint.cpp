@@ -3,6 +3,7 @@
 // and for compressed columns, and traffic during a checkpoint of 1 GiB.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 
 #include <atomic>
 #include <chrono>
@@ -19,6 +20,7 @@
 #include "core/shm.hpp"
 #include "daemon/checkpointer.hpp"
 #include "daemon_fixture.hpp"
+#include "seccomp_deny.hpp"
 #include "engram/engram.h"
 
 namespace engram::test {
@@ -207,6 +209,50 @@ Status read_all(const std::string& path) {
     if (Status s = r->read_chunk(i, buf.data()); !s.ok()) return s;
   }
   return r->finish();
+}
+
+// Where a seccomp profile denies io_uring (Docker's default does), a
+// checkpoint is written with pwrite instead, the same bytes, and the
+// reason handed to the log names the cause. In a forked child: the filter
+// cannot be taken back.
+TEST(CheckpointFiles, WhereSeccompDeniesIoUringPwriteWritesTheSameBytesAndSaysWhy) {
+  Fixture f;
+  std::string dir = make_temp_dir();
+  auto ref = write_checkpoint(f.snapshot(), f.arena, 2, config_in(dir + "/ref", IoMode::automatic), 1, "0.1.0", nullptr);
+  ASSERT_TRUE(ref.ok()) << ref.status().message();
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {  // no gtest assertions here: the exit code and the files say what happened
+    static std::string said;  // write_checkpoint takes a plain function to log with
+    std::string refused = deny_syscall(__NR_io_uring_setup, EPERM);
+    if (!refused.empty()) {
+      spit(dir + "/said", refused);
+      _exit(2);
+    }
+    auto r = write_checkpoint(f.snapshot(), f.arena, 2, config_in(dir + "/denied", IoMode::automatic), 1, "0.1.0",
+                              [](const std::string& why) { said += why; });
+    spit(dir + "/said", r.ok() ? said : r.status().message());
+    _exit(!r.ok() ? 3 : r->io != IoPath::pwrite ? 4 : 0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  std::string said = slurp(dir + "/said");
+  ASSERT_TRUE(WIFEXITED(status)) << "the child died: " << status;
+  ASSERT_NE(WEXITSTATUS(status), 2) << "no seccomp filter here: " << said;
+  ASSERT_NE(WEXITSTATUS(status), 3) << "the checkpoint failed: " << said;
+  ASSERT_NE(WEXITSTATUS(status), 4) << "io_uring was used despite the filter";
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_NE(said.find("io_uring is unavailable (Operation not permitted: a seccomp profile or sysctl forbids it)"),
+            std::string::npos)
+      << said;
+  EXPECT_NE(said.find("pwrite"), std::string::npos) << said;
+  std::string denied = dir + "/denied/" + fs::path(ref->path).filename().string();  // the same sequence number
+  std::string a = slurp(ref->path + "/" + kChunksFile), b = slurp(denied + "/" + kChunksFile);
+  EXPECT_GT(a.size(), 0u);
+  EXPECT_TRUE(a == b) << "the pwrite fallback wrote other chunk bytes";
+  Status read = read_all(denied);
+  EXPECT_TRUE(read.ok()) << read.message();
+  fs::remove_all(dir);
 }
 
 TEST(CheckpointFiles, EveryKindOfDamageToEveryFileIsNamed) {
