@@ -20,8 +20,8 @@
 #include "core/shm.hpp"
 #include "daemon/checkpointer.hpp"
 #include "daemon_fixture.hpp"
-#include "seccomp_deny.hpp"
 #include "engram/engram.h"
+#include "seccomp_deny.hpp"
 
 namespace engram::test {
 namespace {
