@@ -218,7 +218,11 @@ ENGRAM_API int engram_table_open(engram_client* c, const char* name, engram_tabl
 ENGRAM_API void engram_table_close(engram_table* t);
 /* Deletes a table and all its items; open handles get ENGRAM_E_CLOSED. */
 ENGRAM_API int engram_table_drop(engram_client* c, const char* name);
-/* Removes every item and zeroes the counters; the table stays. */
+/* Removes every item and zeroes the counters; the table stays. Requests that
+ * this client sent to the table before the call (its writers' inserts,
+ * deletes, releases) are applied before the reset, unless the rate limiter
+ * holds them back; items still held in a writer (over its open chunk) are
+ * sent after it. */
 ENGRAM_API int engram_table_reset(engram_client* c, const char* name);
 /* Changes the rate limiter at run time; the counters are kept. */
 ENGRAM_API int engram_table_set_rate_limiter(engram_client* c, const char* name, const engram_rate_limiter* r);
