@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Where the CPU goes when one and then two writers insert: runs the
+# throughput harness's insert scenario (one repetition of one writer, then
+# of two) against its own engramd under `perf record -a -e cpu-clock`, and
+# prints for each payload the share of a CPU that the table's owner thread,
+# each writer and the idle loop took in the middle of each scenario, the
+# part of the owner's that went to waiting for requests, and items/s.
+# Results go to bench/results/thread-cpu.json (see bench/thread_cpu.py).
+#   bench/thread_cpu.sh [PAYLOAD ...]     default: 400 4000 40000 400000
+# About 12 s per payload. Needs perf (Debian: linux-perf) and root, or a
+# perf_event_paranoid that lets this user record every CPU.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+build=${ENGRAM_BUILD_DIR:-build/release}
+bin=$build/bench/engram_bench_throughput
+[ -x "$bin" ] && [ -x $build/daemon/engramd ] ||
+  { echo "thread_cpu: build first: cmake --build --preset release" >&2; exit 1; }
+command -v perf >/dev/null || { echo "thread_cpu: perf is missing: apt-get install linux-perf" >&2; exit 1; }
+payloads=("$@")
+[ ${#payloads[@]} -gt 0 ] || payloads=(400 4000 40000 400000)
+
+dir=$(mktemp -d /tmp/engram-thread-cpu-XXXXXX)
+engramd_pid=""
+cleanup() {
+  [ -n "$engramd_pid" ] && kill "$engramd_pid" 2>/dev/null && wait "$engramd_pid" 2>/dev/null || true
+  [ -n "${THREAD_CPU_KEEP:-}" ] && echo "thread_cpu: kept $dir" >&2 || rm -rf "$dir"
+}
+trap cleanup EXIT
+
+args=()
+for p in "${payloads[@]}"; do
+  [[ "$p" =~ ^[0-9]+$ ]] || { echo "thread_cpu: payload '$p' is not a number of bytes" >&2; exit 2; }
+  "$bin" --print-config --payload "$p" >"$dir/engramd.toml"
+  $build/daemon/engramd --config "$dir/engramd.toml" --socket "$dir/engram.sock" --log-level warn 2>"$dir/engramd.log" &
+  engramd_pid=$!
+  for _ in $(seq 100); do [ -S "$dir/engram.sock" ] && break; sleep 0.05; done
+  [ -S "$dir/engram.sock" ] || { cat "$dir/engramd.log"; echo "thread_cpu: engramd did not start" >&2; exit 1; }
+  echo "thread_cpu: $p B, one writer then two, 3 s each" >&2
+  perf record -q -a -e cpu-clock -F 2000 -o "$dir/perf-$p.data" -- \
+    "$bin" --engram-socket "$dir/engram.sock" --out "$dir/run-$p.json" --payload "$p" --only engram/insert \
+    --reps 1 --seconds 3 --warmup 0.3 >"$dir/run-$p.log" 2>&1 ||
+    { cat "$dir/run-$p.log"; echo "thread_cpu: the insert scenario failed" >&2; exit 1; }
+  perf script -i "$dir/perf-$p.data" -F comm,pid,tid,time,ip,sym 2>/dev/null >"$dir/samples-$p.txt"
+  kill "$engramd_pid" && wait "$engramd_pid" 2>/dev/null || true
+  engramd_pid=""
+  rm -f "$dir/engram.sock"
+  args+=("$p" "$dir/samples-$p.txt" "$dir/run-$p.json")
+done
+
+mkdir -p bench/results
+git_rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+git diff --quiet 2>/dev/null || git_rev="$git_rev+dirty"
+python3 bench/thread_cpu.py --git "$git_rev" --out bench/results/thread-cpu.json "${args[@]}"
