@@ -23,7 +23,7 @@ import os
 import platform
 import re
 import sys
-from collections import Counter, defaultdict
+from collections import Counter
 
 LINE = re.compile(r"\s*(.+?)\s+(\d+)/(\d+)\s+([\d.]+):\s*(?:[0-9a-f]+\s+)?(\S*)")
 WAITING = re.compile(r"cpu_relax|any_ready|TableOwner::run\b|Doorbell::wait|futex|__schedule|schedule\b")

@@ -21,9 +21,9 @@ payloads=("$@")
 [ ${#payloads[@]} -gt 0 ] || payloads=(400 4000 40000 400000)
 
 dir=$(mktemp -d /tmp/engram-thread-cpu-XXXXXX)
-engramd_pid=""
+. bench/engramd.sh
 cleanup() {
-  [ -n "$engramd_pid" ] && kill "$engramd_pid" 2>/dev/null && wait "$engramd_pid" 2>/dev/null || true
+  engramd_stop || true
   [ -n "${THREAD_CPU_KEEP:-}" ] && echo "thread_cpu: kept $dir" >&2 || rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -32,23 +32,16 @@ args=()
 for p in "${payloads[@]}"; do
   [[ "$p" =~ ^[0-9]+$ ]] || { echo "thread_cpu: payload '$p' is not a number of bytes" >&2; exit 2; }
   "$bin" --print-config --payload "$p" >"$dir/engramd.toml"
-  $build/daemon/engramd --config "$dir/engramd.toml" --socket "$dir/engram.sock" --log-level warn 2>"$dir/engramd.log" &
-  engramd_pid=$!
-  for _ in $(seq 100); do [ -S "$dir/engram.sock" ] && break; sleep 0.05; done
-  [ -S "$dir/engram.sock" ] || { cat "$dir/engramd.log"; echo "thread_cpu: engramd did not start" >&2; exit 1; }
+  engramd_start "$dir/engramd.toml"
   echo "thread_cpu: $p B, one writer then two, 3 s each" >&2
   perf record -q -a -e cpu-clock -F 2000 -o "$dir/perf-$p.data" -- \
     "$bin" --engram-socket "$dir/engram.sock" --out "$dir/run-$p.json" --payload "$p" --only engram/insert \
     --reps 1 --seconds 3 --warmup 0.3 >"$dir/run-$p.log" 2>&1 ||
     { cat "$dir/run-$p.log"; echo "thread_cpu: the insert scenario failed" >&2; exit 1; }
   perf script -i "$dir/perf-$p.data" -F comm,pid,tid,time,ip,sym 2>/dev/null >"$dir/samples-$p.txt"
-  kill "$engramd_pid" && wait "$engramd_pid" 2>/dev/null || true
-  engramd_pid=""
-  rm -f "$dir/engram.sock"
+  engramd_stop || true
   args+=("$p" "$dir/samples-$p.txt" "$dir/run-$p.json")
 done
 
 mkdir -p bench/results
-git_rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-git diff --quiet 2>/dev/null || git_rev="$git_rev+dirty"
-python3 bench/thread_cpu.py --git "$git_rev" --out bench/results/thread-cpu.json "${args[@]}"
+python3 bench/thread_cpu.py --git "$(git_revision)" --out bench/results/thread-cpu.json "${args[@]}"

@@ -20,33 +20,29 @@ for tool in redis-server gnuplot; do
 done
 
 dir=$(mktemp -d /tmp/engram-throughput-XXXXXX)
-engramd_pid=""
+. bench/engramd.sh
 redis_pid=""
 cleanup() {
-  [ -n "$engramd_pid" ] && kill "$engramd_pid" 2>/dev/null && wait "$engramd_pid" 2>/dev/null || true
+  engramd_stop || true
   [ -n "$redis_pid" ] && kill "$redis_pid" 2>/dev/null && wait "$redis_pid" 2>/dev/null || true
   rm -rf "$dir"
 }
 trap cleanup EXIT
 
-"$bin" --print-config "${quick[@]}" >"$dir/engramd.toml"
-$build/daemon/engramd --config "$dir/engramd.toml" --socket "$dir/engram.sock" --log-level warn 2>"$dir/engramd.log" &
-engramd_pid=$!
 redis-server --port 0 --unixsocket "$dir/redis.sock" --unixsocketperm 700 --save "" --appendonly no \
   --bind 127.0.0.1 --protected-mode yes --daemonize no --loglevel warning >"$dir/redis.log" 2>&1 &
 redis_pid=$!
+"$bin" --print-config "${quick[@]}" >"$dir/engramd.toml"
+engramd_start "$dir/engramd.toml"
 for _ in $(seq 100); do
-  [ -S "$dir/engram.sock" ] && [ -S "$dir/redis.sock" ] && break
+  [ -S "$dir/redis.sock" ] && break
   sleep 0.05
 done
-[ -S "$dir/engram.sock" ] || { cat "$dir/engramd.log"; echo "throughput: engramd did not start" >&2; exit 1; }
 [ -S "$dir/redis.sock" ] || { cat "$dir/redis.log"; echo "throughput: redis-server did not start" >&2; exit 1; }
 
 mkdir -p bench/results
 out=bench/results/$name.json
-git_rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-git diff --quiet 2>/dev/null || git_rev="$git_rev+dirty"
-"$bin" --engram-socket "$dir/engram.sock" --redis-socket "$dir/redis.sock" --out "$out" --git "$git_rev" "${quick[@]}"
+"$bin" --engram-socket "$dir/engram.sock" --redis-socket "$dir/redis.sock" --out "$out" --git "$(git_revision)" "${quick[@]}"
 python3 bench/summarize_throughput.py "$out"
 if [ ${#quick[@]} -eq 0 ]; then
   python3 bench/summarize_throughput.py --gnuplot-data "$out" >"$dir/plot.dat"
