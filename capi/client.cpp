@@ -12,6 +12,7 @@
 
 #include "capi/client.hpp"
 #include "capi/writer.hpp"
+#include "core/name.hpp"
 #include "core/prefetch.hpp"
 #include "core/rate_limiter.hpp"
 #include "core/signature.hpp"
@@ -60,6 +61,16 @@ Status check_struct_size(size_t struct_size, size_t need, const char* type) {
   if (struct_size >= need) return Status::Ok();
   return {Errc::invalid_argument, std::string(type) + ".struct_size is " + std::to_string(struct_size) + ", less than the " +
                                       std::to_string(need) + " bytes this version reads; call " + type + "_init first"};
+}
+
+Status bounded_string(const char* s, size_t max_bytes, const char* what, std::string* out) {
+  if (!s) return {Errc::invalid_argument, std::string(what) + " is NULL"};
+  size_t n = strnlen(s, max_bytes + 1);
+  if (n > max_bytes)
+    return {Errc::invalid_capacity, std::string(what) + " is longer than " + std::to_string(max_bytes) +
+                                        " bytes (or lacks its terminating NUL)"};
+  out->assign(s, n);
+  return Status::Ok();
 }
 
 int set_error(const Status& s) {
@@ -231,13 +242,17 @@ static Status map_segment(const char* name, size_t cap, size_t expect, ShmSegmen
 }
 
 static Status connect_client(const engram_connect_options* o, engram_client* c) {
-  std::string path = o && o->socket_path ? o->socket_path : "";
+  sockaddr_un addr{};
+  std::string path;
+  if (o && o->socket_path)
+    if (Status s = bounded_string(o->socket_path, sizeof addr.sun_path - 1, "socket_path", &path); !s.ok()) return s;
   if (path.empty())
     if (const char* env = std::getenv("ENGRAM_SOCKET"); env && *env) path = env;
   if (path.empty()) path = "/run/engram/engram.sock";
   if (o && o->timeout_ms > 0) c->timeout_ms = o->timeout_ms;
-  sockaddr_un addr{};
-  if (path.size() >= sizeof addr.sun_path) return {Errc::invalid_argument, "socket path " + path + " is too long"};
+  if (path.size() >= sizeof addr.sun_path)
+    return {Errc::invalid_capacity, "socket path " + escaped(path) + " is longer than " +
+                                        std::to_string(sizeof addr.sun_path - 1) + " bytes (a Unix socket limit)"};
   c->fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (c->fd < 0) return {Errc::system, std::string("socket: ") + std::strerror(errno)};
   addr.sun_family = AF_UNIX;
@@ -276,15 +291,15 @@ static Status to_columns(const engram_column* cols, uint32_t n, const engram_com
   out->clear();
   for (uint32_t i = 0; i < n; ++i) {
     const engram_column& c = cols[i];
-    if (!c.name) return {Errc::invalid_argument, "column " + std::to_string(i) + " has no name"};
-    if (std::strlen(c.name) >= kMaxColumnName)
-      return {Errc::invalid_capacity, "column name \"" + std::string(c.name) + "\" is longer than " +
-                                          std::to_string(kMaxColumnName - 1) + " bytes"};
+    std::string name;
+    if (Status s = bounded_string(c.name, kMaxColumnName - 1, ("column " + std::to_string(i) + "'s name").c_str(), &name);
+        !s.ok())
+      return s;
     if (c.rank > kMaxRank)
-      return {Errc::invalid_argument, "column " + std::string(c.name) + " has rank " + std::to_string(c.rank) +
+      return {Errc::invalid_argument, "column " + escaped(name) + " has rank " + std::to_string(c.rank) +
                                           "; at most " + std::to_string(kMaxRank)};
     Codec codec = comp ? static_cast<Codec>(comp[i].codec) : Codec::none;
-    out->push_back(make_column(c.name, static_cast<DType>(c.dtype), std::vector<uint32_t>(c.shape, c.shape + c.rank),
+    out->push_back(make_column(name, static_cast<DType>(c.dtype), std::vector<uint32_t>(c.shape, c.shape + c.rank),
                                codec, comp ? comp[i].level : 0));
   }
   return validate_signature(out->data(), out->size());
@@ -296,11 +311,13 @@ Status columns_from_c(const engram_column* cols, uint32_t n, const engram_compre
 }
 }  // namespace engram
 
+// A table name for the wire: read with a bound, and checked against the
+// rule for names here, so that the message comes without a round trip.
 static Status name_request(const char* name, NameRequest* r) {
-  if (!name) return {Errc::invalid_argument, "table name is NULL"};
-  if (std::strlen(name) == 0) return {Errc::invalid_argument, "table name is empty"};
-  if (Status s = copy_fixed(r->name, sizeof r->name, name, "table name"); !s.ok()) return {Errc::invalid_capacity, s.message()};
-  return Status::Ok();
+  std::string n;
+  if (Status s = bounded_string(name, kMaxTableName - 1, "table name", &n); !s.ok()) return s;
+  if (Status s = validate_name(n, kMaxTableName - 1, "table name"); !s.ok()) return s;
+  return copy_fixed(r->name, sizeof r->name, n, "table name");
 }
 
 extern "C" {

@@ -51,6 +51,10 @@ const engram_table* engram_batch_table(const engram_batch* b) noexcept;
 // none), validated.
 Status columns_from_c(const engram_column* cols, uint32_t n, const engram_compression* comp, std::vector<Column>* out);
 const char* last_error() noexcept;
+// A caller's C string, read no further than max_bytes + 1 bytes: one that
+// has no NUL within them is Errc::invalid_capacity naming `what`, never a
+// read past the caller's array. NULL is Errc::invalid_argument.
+Status bounded_string(const char* s, size_t max_bytes, const char* what, std::string* out);
 // Bytes of `type` up to and including `field`: what a caller's struct_size
 // must cover for this version to read `field`.
 #define ENGRAM_END_OF(type, field) (offsetof(type, field) + sizeof(static_cast<type*>(nullptr)->field))

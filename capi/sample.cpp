@@ -231,6 +231,11 @@ int engram_sample(engram_table* t, const engram_sample_options* o, void* const* 
   if (!t || !o || !buffers || !count) return fail(Errc::invalid_argument, "table, options, buffers or count is NULL");
   *count = 0;
   if (Status s = check_options(t, o); !s.ok()) return set_error(s);
+  // Before the request: a sample that cannot be copied out must not take items.
+  for (uint32_t c = 0; c < t->spec.num_columns; ++c)
+    if (!buffers[c])
+      return fail(Errc::invalid_argument, "buffers[" + std::to_string(c) + "] (column " + t->column_names[c] +
+                                              ") is NULL; pass one buffer per column of the table");
   uint64_t id = 0;
   std::vector<SampledItemWire> items;
   std::vector<uint32_t> plain_steps;

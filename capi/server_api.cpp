@@ -1,4 +1,5 @@
 // The embedded server: the same server core as engramd, in this process.
+#include <climits>
 #include <cstring>
 #include <memory>
 
@@ -29,13 +30,19 @@ int engram_server_start(const engram_server_options* o, engram_server** out) {
     if (Status s = check_struct_size(o->struct_size, ENGRAM_END_OF(engram_server_options, quiet), "engram_server_options");
         !s.ok())
       return set_error(s);
+  // Strings read with a bound: a caller's array without a NUL is an error, not a read past it.
+  std::string socket_path, config_path;
+  if (o && o->socket_path)
+    if (Status s = bounded_string(o->socket_path, kMaxSocketPath, "socket_path", &socket_path); !s.ok()) return set_error(s);
+  if (o && o->config_path)
+    if (Status s = bounded_string(o->config_path, PATH_MAX - 1, "config_path", &config_path); !s.ok()) return set_error(s);
   Result<ServerConfig> config = ServerConfig{};
-  if (o && o->config_path) config = load_config(o->config_path);
+  if (o && o->config_path) config = load_config(config_path);
   else if (o && o->config_toml) config = parse_config(o->config_toml, "config_toml");
   if (!config.ok()) return set_error(config.status());
   if (const char* env = std::getenv("ENGRAM_SOCKET"); env && *env && !(o && o->config_path) && !(o && o->config_toml))
     config->socket_path = env;
-  if (o && o->socket_path) config->socket_path = o->socket_path;
+  if (o && o->socket_path) config->socket_path = socket_path;
   if (o && o->quiet) set_log_level(LogLevel::warn);
   auto server = Server::start(*config);
   if (!server.ok()) return set_error(server.status());

@@ -121,6 +121,12 @@ void engram_writer::note_streamed() {
 }
 
 Status engram_writer::append(const void* const* cols, uint32_t n, size_t stride_steps) {
+  // Every entry checked before any is copied: a refused step leaves nothing behind.
+  for (size_t i = 0; i < columns.size(); ++i)
+    if (!cols[i])
+      return {Errc::invalid_argument, "columns[" + std::to_string(i) + "] (column " +
+                                          std::string(columns[i].name, strnlen(columns[i].name, kMaxColumnName)) +
+                                          ") is NULL; pass one pointer per column of the writer"};
   for (uint32_t s = 0; s < n; ++s) {
     if (history_begin == next_seq || at(next_seq - 1).final) {
       if (Status st = open_chunk(); !st.ok()) return st;

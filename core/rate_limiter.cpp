@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
 namespace engram {
@@ -55,6 +56,13 @@ Status RateLimiterConfig::validate() const {
   if (std::isnan(min_diff) || std::isnan(max_diff)) return bad("min_diff and max_diff must not be NaN");
   if (min_diff > max_diff)
     return bad("min_diff (" + std::to_string(min_diff) + ") must be <= max_diff (" + std::to_string(max_diff) + ")");
+  // Either would stop one side for good: no cursor is ever >= +inf, and
+  // past min_size_to_sample none is <= -inf.
+  if (min_diff == std::numeric_limits<double>::infinity())
+    return bad("min_diff is +infinity: no sample could ever proceed; use a finite value or -infinity");
+  if (max_diff == -std::numeric_limits<double>::infinity())
+    return bad("max_diff is -infinity: no insert past min_size_to_sample could ever proceed; use a finite value or "
+               "+infinity");
   return Status::Ok();
 }
 

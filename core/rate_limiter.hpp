@@ -34,7 +34,7 @@ struct RateLimiterConfig {
   static Result<RateLimiterConfig> queue(int64_t size);
 
   // Checks any config, preset or hand-made: spi finite > 0, min_size >= 1,
-  // min_diff <= max_diff, no NaN.
+  // min_diff <= max_diff, no NaN, neither min_diff = +inf nor max_diff = -inf.
   Status validate() const;
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -155,18 +156,32 @@ bool Selector::contains(uint32_t slot) const noexcept {
   return false;
 }
 
-Status Selector::insert(uint32_t slot, double priority) {
+Status Selector::check_weight(uint32_t slot, double priority) const {
   if (Status s = validate_priority(priority); !s.ok()) return s;
+  if (kind() != SelectorKind::prioritized) return Status::Ok();
+  double w = weight_of(priority);
+  if (!std::isfinite(w))
+    return {Errc::invalid_priority, "priority " + std::to_string(priority) + " raised to exponent " +
+                                        std::to_string(h_->exponent) + " overflows a double"};
+  double old = slot < h_->capacity && tree_.is_occupied(slot) ? tree_.get(slot) : 0.0;
+  if (w > kMaxTotalWeight || tree_.total() - old > kMaxTotalWeight - w) {
+    char msg[256];
+    std::snprintf(msg, sizeof msg,
+                  "priority %g (weight %g with exponent %g) would bring the table's total weight above %g, where "
+                  "sampling probabilities lose their meaning; scale the priorities down",
+                  priority, w, h_->exponent, kMaxTotalWeight);
+    return {Errc::invalid_priority, msg};
+  }
+  return Status::Ok();
+}
+
+Status Selector::insert(uint32_t slot, double priority) {
   if (slot >= h_->capacity)
     return {Errc::invalid_argument, "slot " + std::to_string(slot) + " is outside capacity " + std::to_string(h_->capacity)};
   if (contains(slot)) return {Errc::invalid_argument, "slot " + std::to_string(slot) + " is already in the selector"};
+  if (Status s = check_weight(slot, priority); !s.ok()) return s;
   switch (kind()) {
-    case SelectorKind::prioritized: {
-      double w = weight_of(priority);
-      if (!std::isfinite(w)) return {Errc::invalid_priority, "priority^exponent overflows a double"};
-      tree_.set(slot, w);
-      break;
-    }
+    case SelectorKind::prioritized: tree_.set(slot, weight_of(priority)); break;
     case SelectorKind::uniform: uniform_set().insert(slot); break;
     case SelectorKind::fifo:
     case SelectorKind::lifo:  // append at the tail; a_ = next, b_ = prev
@@ -207,15 +222,10 @@ Status Selector::insert_with_seq(uint32_t slot, double priority, uint64_t seq) {
 }
 
 Status Selector::update(uint32_t slot, double priority) {
-  if (Status s = validate_priority(priority); !s.ok()) return s;
   if (!contains(slot)) return {Errc::invalid_argument, "slot " + std::to_string(slot) + " is not in the selector"};
+  if (Status s = check_weight(slot, priority); !s.ok()) return s;
   switch (kind()) {
-    case SelectorKind::prioritized: {
-      double w = weight_of(priority);
-      if (!std::isfinite(w)) return {Errc::invalid_priority, "priority^exponent overflows a double"};
-      tree_.set(slot, w);
-      break;
-    }
+    case SelectorKind::prioritized: tree_.set(slot, weight_of(priority)); break;
     case SelectorKind::uniform:
     case SelectorKind::fifo:
     case SelectorKind::lifo: break;  // order does not depend on priority

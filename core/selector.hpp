@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 
 #include "core/segment_header.hpp"
 #include "core/status.hpp"
@@ -59,6 +60,14 @@ struct Sampled {
   double probability;  // chance this draw picks `slot` (1 for deterministic kinds)
 };
 
+// The largest total a prioritized selector's weights may reach. Each
+// weight alone is finite, but their sum could still overflow to infinity,
+// and every probability would then be 0 and every descent end in one leaf.
+// Half of DBL_MAX: the tree's partial sums round differently from one
+// running total, but by far less than a factor of two, so they stay
+// finite too.
+inline constexpr double kMaxTotalWeight = std::numeric_limits<double>::max() / 2;
+
 class Selector {
  public:
   static constexpr uint32_t kNone = UINT32_MAX;
@@ -80,7 +89,13 @@ class Selector {
   uint32_t size() const noexcept;
   bool contains(uint32_t slot) const noexcept;
 
-  // Adds `slot` (< capacity, not a member). Priority is validated.
+  // Would `slot` (a member or not) with this priority keep the total
+  // weight finite and at most kMaxTotalWeight? Errc::invalid_priority if
+  // not. Only a prioritized selector weighs: the others accept any valid
+  // priority.
+  Status check_weight(uint32_t slot, double priority) const;
+  // Adds `slot` (< capacity, not a member). Priority and weight are checked
+  // (check_weight).
   Status insert(uint32_t slot, double priority);
   // Changes a member's priority (a heap also refreshes its tie-break age).
   Status update(uint32_t slot, double priority);

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/fnv.hpp"
+#include "core/name.hpp"
 
 namespace engram {
 
@@ -99,9 +100,9 @@ Status validate_signature(const Column* cols, size_t n) {
     const Column& c = cols[i];
     size_t len = strnlen(c.name, kMaxColumnName);
     std::string where = "column " + std::to_string(i);
-    if (len == 0) return {Errc::invalid_argument, where + " has an empty name"};
-    if (len >= kMaxColumnName - 1 && c.name[kMaxColumnName - 1] != 0)
+    if (len == kMaxColumnName)  // no NUL in the array
       return {Errc::invalid_argument, where + " has a name longer than " + std::to_string(kMaxColumnName - 1) + " bytes"};
+    if (Status s = validate_name({c.name, len}, kMaxColumnName - 1, (where + "'s name").c_str()); !s.ok()) return s;
     where += " '" + std::string(c.name, len) + "'";
     if (dtype_size(static_cast<DType>(c.dtype)) == 0)
       return {Errc::invalid_argument, where + " has unknown dtype " + std::to_string(c.dtype)};

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/name.hpp"
 #include "core/priority.hpp"
 
 namespace engram {
@@ -40,10 +41,7 @@ size_t plan(const TableOptions& o, TableHeader* h) {
 }  // namespace
 
 Status Table::validate(const TableOptions& o) {
-  if (o.name.empty()) return {Errc::invalid_argument, "table name is empty"};
-  if (o.name.size() >= kMaxTableName)
-    return {Errc::invalid_argument, "table name '" + o.name + "' is " + std::to_string(o.name.size()) +
-                                        " bytes; at most " + std::to_string(kMaxTableName - 1) + " are allowed"};
+  if (Status s = validate_name(o.name, kMaxTableName - 1, "table name"); !s.ok()) return s;
   std::string t = "table '" + o.name + "': ";
   if (o.capacity == 0) return {Errc::invalid_capacity, t + "capacity (max_size) must be at least 1"};
   if (o.capacity > (1u << 31)) return {Errc::invalid_capacity, t + "capacity (max_size) must be at most 2^31"};
@@ -133,12 +131,10 @@ Table::Table(TableHeader* h, uint64_t seed) : h_(h), rng_(seed) {
 
 // Validates up front so that both selectors accept the priority: a refusal
 // must leave the table unchanged.
-Status Table::check_weight(double priority) const {
-  if (Status s = validate_priority(priority); !s.ok()) return s;
+Status Table::check_weight(double priority, uint32_t slot) const {
   for (const Selector* sel : {&sampler_, &remover_})
-    if (sel->kind() == SelectorKind::prioritized && !std::isfinite(priority_weight(priority, sel->exponent())))
-      return {Errc::invalid_priority, "priority " + std::to_string(priority) + " raised to exponent " +
-                                          std::to_string(sel->exponent()) + " overflows a double"};
+    if (Status s = sel->check_weight(slot, priority); !s.ok())
+      return {s.code(), "table '" + std::string(h_->name) + "': " + s.message()};
   return Status::Ok();
 }
 
@@ -185,7 +181,8 @@ Result<uint64_t> Table::insert(double priority, const ChunkRef* refs, uint32_t n
   if (num_refs == 0 || num_refs > h_->max_refs_per_item)
     return Status{Errc::invalid_argument, "table '" + std::string(h_->name) + "': an item needs 1 to " +
                                               std::to_string(h_->max_refs_per_item) + " chunk references, got " + std::to_string(num_refs)};
-  if (Status s = check_weight(priority); !s.ok()) return s;
+  // As a new member: an eviction could only lower the total.
+  if (Status s = check_weight(priority, Selector::kNone); !s.ok()) return s;
   if (!limiter_.can_insert(1)) {
     ++h_->stats.rate_limited;
     return Status{Errc::rate_limited, "table '" + std::string(h_->name) + "': the rate limiter does not allow an insert now"};
@@ -286,7 +283,7 @@ Status Table::update(uint64_t key, double priority) {
     return s;
   }
   uint32_t slot = key_slot(key);
-  if (Status s = check_weight(priority); !s.ok()) return s;
+  if (Status s = check_weight(priority, slot); !s.ok()) return s;
   (void)sampler_.update(slot, priority);
   (void)remover_.update(slot, priority);
   items_[slot].priority = priority;
@@ -372,7 +369,8 @@ Status Table::restore(const TableState& s, const std::function<uint32_t(const Ch
       return bad("has an item with bad chunk references");
     if (st.inserted_seq < prev_seq || st.inserted_seq >= s.next_seq)
       return bad("has items out of insertion order");
-    if (Status c = check_weight(st.priority); !c.ok()) return bad("has a bad priority: " + c.message());
+    // Checked as it goes in: the totals grow item by item.
+    if (Status c = check_weight(st.priority, Selector::kNone); !c.ok()) return bad("has a bad priority: " + c.message());
     prev_seq = st.inserted_seq;
     ItemSlot& it = items_[slot];
     it.key = st.key;

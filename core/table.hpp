@@ -237,7 +237,9 @@ class Table {
 
  private:
   explicit Table(TableHeader* h, uint64_t seed);
-  Status check_weight(double priority) const;
+  // The priority is valid, and its weight keeps both selectors' totals in
+  // range with `slot` (a member, or Selector::kNone for a new item) given it.
+  Status check_weight(double priority, uint32_t slot) const;
   Status sample_independent(uint32_t n, SampleBatch* out);
   Status check_key(uint64_t key, const char* op) const;
   void erase_slot(uint32_t slot);

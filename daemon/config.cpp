@@ -371,7 +371,8 @@ Result<TableOptions> parse_table_snippet(std::string_view text, const std::strin
 
 Status validate_config(const ServerConfig& c) {
   if (c.socket_path.empty()) return bad("socket", "must not be empty");
-  if (c.socket_path.size() >= 108) return bad("socket", "path is longer than 107 bytes (a Unix socket limit)");
+  if (c.socket_path.size() > kMaxSocketPath)
+    return bad("socket", "path is longer than " + std::to_string(kMaxSocketPath) + " bytes (a Unix socket limit)");
   if (!c.group.empty() && ::getgrnam(c.group.c_str()) == nullptr)
     return bad("group", "\"" + c.group + "\" does not exist; create it (groupadd " + c.group + ") or leave `group` out");
   for (char ch : c.shm_prefix)

@@ -17,6 +17,7 @@
 namespace engram {
 
 inline constexpr const char* kDefaultSocket = "/run/engram/engram.sock";
+inline constexpr size_t kMaxSocketPath = 107;  // bytes: sockaddr_un's sun_path less its NUL
 
 struct ServerConfig {
   std::string socket_path = kDefaultSocket;

@@ -27,6 +27,7 @@
 #include "core/chunk_arena.hpp"
 #include "core/control_message.hpp"
 #include "core/fnv.hpp"
+#include "core/name.hpp"
 #include "core/shm.hpp"
 #include "core/table.hpp"
 #include "daemon/checkpointer.hpp"
@@ -478,7 +479,7 @@ struct Server::Impl {
 
   // --- tables -------------------------------------------------------------
   Status create_table(const TableOptions& o) {
-    if (tables.count(o.name)) return {Errc::already_exists, "a table named \"" + o.name + "\" exists"};
+    if (tables.count(o.name)) return {Errc::already_exists, "a table named \"" + escaped(o.name) + "\" exists"};
     if (o.name.empty() || o.name.size() >= kMaxTableName)
       return {Errc::invalid_argument, "table name must be 1.." + std::to_string(kMaxTableName - 1) + " bytes"};
     if (o.max_refs_per_item < 1 || o.max_refs_per_item > kRecordRefs)
@@ -687,7 +688,7 @@ struct Server::Impl {
         if (!read_payload(p, &n)) return reply(c, type, {Errc::invalid_argument, "malformed request"});
         std::string name = fixed_string(n.name, sizeof n.name);
         TableEntry* e = find_table(name);
-        if (!e) return reply(c, type, {Errc::not_found, "no table named \"" + name + "\"" + table_list()});
+        if (!e) return reply(c, type, no_such_table(name));
         if (type == ControlType::drop_table) {
           log_info(who(c) + " drops table " + name);
           drop_table(*e);
@@ -711,7 +712,7 @@ struct Server::Impl {
         if (!read_payload(p, &rq)) return reply(c, type, {Errc::invalid_argument, "malformed request"});
         std::string name = fixed_string(rq.name, sizeof rq.name);
         TableEntry* e = find_table(name);
-        if (!e) return reply(c, type, {Errc::not_found, "no table named \"" + name + "\"" + table_list()});
+        if (!e) return reply(c, type, no_such_table(name));
         Status rs = e->owner->set_rate_limiter(rq.limiter);
         if (rs.ok()) log_info(who(c) + " changed the rate limiter of table " + name);
         return reply(c, type, rs);
@@ -737,6 +738,11 @@ struct Server::Impl {
       case ControlType::goodbye: return false;
     }
     return reply(c, type, {Errc::invalid_argument, "unknown control message type " + std::to_string(h.type)});
+  }
+
+  // A name from a request is quoted escaped: it may hold any byte.
+  Status no_such_table(const std::string& name) const {
+    return {Errc::not_found, "no table named \"" + escaped(name) + "\"" + table_list()};
   }
 
   std::string table_list() const {
@@ -796,7 +802,7 @@ struct Server::Impl {
     if (!read_payload(p, &n)) return reply(c, ControlType::open_table, {Errc::invalid_argument, "malformed request"});
     std::string name = fixed_string(n.name, sizeof n.name);
     TableEntry* e = find_table(name);
-    if (!e) return reply(c, ControlType::open_table, {Errc::not_found, "no table named \"" + name + "\"" + table_list()});
+    if (!e) return reply(c, ControlType::open_table, no_such_table(name));
     if (c.channels.count(e->id))
       return reply(c, ControlType::open_table,
                    {Errc::already_exists, "table " + name + " is already open on this connection; use that handle"});

@@ -81,8 +81,18 @@ void TableOwner::park(std::shared_ptr<std::latch> parked, std::shared_ptr<std::l
 }
 
 Status TableOwner::restore(const TableState& s) {
-  // A restored chunk is sealed and the daemon's alone, so its header can be
-  // checked once here, as at insert, and samplers then skip reading it.
+  // Every reference is checked as an insert checks it (the chunk exists,
+  // has this table's signature, and holds the slice), so that a checkpoint
+  // cannot restore an item that no sample could read. A restored chunk is
+  // sealed and the daemon's alone, so its header, checked once here, need
+  // not be read by samplers.
+  for (const ItemState& it : s.items)
+    for (uint32_t k = 0; k < it.num_refs && it.first_ref + k < s.refs.size(); ++k) {
+      ChunkHeader h;
+      if (Status c = check_ref_chunk(s.refs[it.first_ref + k], &h); !c.ok())
+        return {Errc::corrupt, "table '" + table_.name() + "': item " + std::to_string(it.key) + ", chunk reference " +
+                                   std::to_string(k) + ": " + c.message()};
+    }
   auto plain_steps = [this](const ChunkRef& ref) -> uint32_t {
     ChunkHeader h;
     return check_ref_chunk(ref, &h).ok() ? plain_steps_of(h) : 0;
@@ -532,6 +542,9 @@ void TableOwner::update(ChannelState& c, const RequestRecord& r) {
     Status s = table_.update(r.payload.updates[i].key, r.payload.updates[i].priority);
     if (s.ok()) ++rsp.payload.keys.applied;
     else if (s.code() == Errc::stale_key) rsp.payload.keys.stale_mask |= 1u << i;
+    else if (s.code() == Errc::invalid_priority)  // its weight would bring the total past the limit
+      return fail(c, r, {s.code(), "update entry " + std::to_string(i) + ": " + s.message() + " (the " +
+                                       std::to_string(i) + " entries before it were applied, it and the rest not)"});
     else rsp.payload.keys.unknown_mask |= 1u << i;
   }
   respond(c, rsp);

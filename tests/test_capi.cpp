@@ -133,6 +133,137 @@ TEST_F(CApi, VersionAndErrorStrings) {
   EXPECT_STREQ(engram_strerror(-1000), "unknown error code");
 }
 
+TEST_F(CApi, NamesOutsideTheSafeSetAreRefusedWithTheRule) {
+  for (const char* bad : {"with space", "new\nline", "<2>x", "slash/x", "tab\t", "\x7f", "caf\xc3\xa9"}) {
+    EXPECT_EQ(create(bad), ENGRAM_E_INVALID) << bad;
+    EXPECT_NE(last().find("letters, digits, '_', '.', ':' and '-'"), std::string::npos) << last();
+    EXPECT_EQ(last().find('\n'), std::string::npos) << "the message quotes the name raw: " << last();
+  }
+  EXPECT_EQ(create(""), ENGRAM_E_INVALID);
+  EXPECT_EQ(create("Ok-name_1.2:3"), ENGRAM_OK) << last();
+  std::string longest(ENGRAM_MAX_NAME, 'n');
+  EXPECT_EQ(create(longest.c_str()), ENGRAM_OK) << last();
+  EXPECT_EQ(create((longest + "n").c_str()), ENGRAM_E_RANGE);
+  engram_column bad_col[2] = {{"ok", ENGRAM_UINT8, 0, {}}, {"no good", ENGRAM_UINT8, 0, {}}};
+  engram_table_options o = two_columns("cols", 10, bad_col);
+  EXPECT_EQ(engram_table_create(c_, &o), ENGRAM_E_INVALID);
+  EXPECT_NE(last().find("column 1"), std::string::npos) << last();
+}
+
+// Strings the library reads are read with a bound: an array of the
+// largest size allowed plus one, with no NUL, is refused without a read
+// past its end (ASan would report one).
+TEST_F(CApi, StringsWithoutANulWithinTheirLimitAreRefusedUnread) {
+  std::vector<char> name(ENGRAM_MAX_NAME + 1, 'n');  // no NUL anywhere
+  EXPECT_EQ(create(std::string(name.begin(), name.end()).c_str()), ENGRAM_E_RANGE);  // a copy, NUL-terminated
+  auto heap_name = std::make_unique<char[]>(name.size());
+  std::memcpy(heap_name.get(), name.data(), name.size());
+  engram_table* t = nullptr;
+  EXPECT_EQ(engram_table_open(c_, heap_name.get(), &t), ENGRAM_E_RANGE);
+  EXPECT_NE(last().find("NUL"), std::string::npos) << last();
+  EXPECT_EQ(engram_table_drop(c_, heap_name.get()), ENGRAM_E_RANGE);
+  engram_table_options o = two_columns(nullptr, 10);
+  o.name = heap_name.get();
+  EXPECT_EQ(engram_table_create(c_, &o), ENGRAM_E_RANGE);
+  auto col_name = std::make_unique<char[]>(ENGRAM_MAX_COLUMN_NAME + 1);
+  std::memset(col_name.get(), 'c', ENGRAM_MAX_COLUMN_NAME + 1);
+  engram_column cols[2] = {cols_[0], cols_[1]};
+  cols[1].name = col_name.get();
+  o = two_columns("t", 10, cols);
+  EXPECT_EQ(engram_table_create(c_, &o), ENGRAM_E_RANGE);
+  EXPECT_NE(last().find("column 1"), std::string::npos) << last();
+  auto path = std::make_unique<char[]>(108);
+  std::memset(path.get(), 'p', 108);
+  engram_connect_options co;
+  engram_connect_options_init(&co);
+  co.socket_path = path.get();
+  engram_client* c = nullptr;
+  EXPECT_EQ(engram_connect(&co, &c), ENGRAM_E_RANGE);
+  EXPECT_EQ(c, nullptr);
+  engram_server_options so;
+  engram_server_options_init(&so);
+  so.socket_path = path.get();
+  engram_server* s = nullptr;
+  EXPECT_EQ(engram_server_start(&so, &s), ENGRAM_E_RANGE);
+  EXPECT_NE(last().find("socket_path"), std::string::npos) << last();
+}
+
+// A NULL entry in a column array is the caller's mistake: an error naming
+// the column, before anything is written or sampled (the table keeps its item).
+TEST_F(CApi, NullEntriesInColumnArraysAreRefusedNamingTheColumn) {
+  ASSERT_EQ(create("replay"), ENGRAM_OK);
+  engram_table* t = open("replay");
+  engram_writer* w = writer(cols_, 2);
+  float r = 1;
+  const void* some[2] = {nullptr, &r};
+  EXPECT_EQ(engram_writer_append(w, some), ENGRAM_E_INVALID);
+  EXPECT_NE(last().find("columns[0] (column obs)"), std::string::npos) << last();
+  EXPECT_EQ(engram_writer_append_batch(w, some, 3), ENGRAM_E_INVALID);
+  append(w, 7);
+  ASSERT_EQ(engram_writer_create_item(w, t, 1, 1.0), ENGRAM_OK) << last();
+  ASSERT_EQ(engram_writer_flush(w, 5000), ENGRAM_OK) << last();
+  uint8_t obs[20];
+  void* bufs[2] = {obs, nullptr};
+  engram_sample_options so = batch_options(1, 1);
+  uint32_t n = 7;
+  EXPECT_EQ(engram_sample(t, &so, bufs, nullptr, &n), ENGRAM_E_INVALID);
+  EXPECT_NE(last().find("buffers[1] (column reward)"), std::string::npos) << last();
+  EXPECT_EQ(n, 0u);
+  engram_table_info i;
+  engram_table_info_init(&i);
+  ASSERT_EQ(engram_table_info_get(c_, "replay", &i), ENGRAM_OK);
+  EXPECT_EQ(i.samples, 0u) << "a refused sample took an item";
+  engram_writer_close(w);
+  engram_table_close(t);
+}
+
+// Each weight is finite, but three of 5e307 sum to infinity: the insert
+// that would overflow the table's total is refused, and the probabilities
+// reported for the rest stay exact.
+TEST_F(CApi, PrioritiesWhoseWeightsWouldSumPastADoubleAreRefused) {
+  ASSERT_EQ(create("prio", 100, ENGRAM_PRIORITIZED), ENGRAM_OK);
+  engram_table* t = open("prio");
+  engram_writer* w = writer(cols_, 2);
+  for (int i = 0; i < 3; ++i) {
+    append(w, static_cast<uint8_t>(i));
+    ASSERT_EQ(engram_writer_create_item(w, t, 1, 5e307), ENGRAM_OK) << last();
+  }
+  EXPECT_EQ(engram_writer_flush(w, 5000), ENGRAM_E_PRIORITY) << "the inserts past the limit";
+  EXPECT_NE(last().find("total weight"), std::string::npos) << last();
+  engram_table_info i;
+  engram_table_info_init(&i);
+  ASSERT_EQ(engram_table_info_get(c_, "prio", &i), ENGRAM_OK);
+  ASSERT_EQ(i.size, 1u);
+  append(w, 9);
+  ASSERT_EQ(engram_writer_create_item(w, t, 1, 1.0), ENGRAM_OK) << last();
+  ASSERT_EQ(engram_writer_flush(w, 5000), ENGRAM_OK) << last();
+  std::vector<uint64_t> keys(8);
+  size_t nk = 0;
+  ASSERT_EQ(engram_writer_take_keys(w, keys.data(), keys.size(), &nk), ENGRAM_OK);
+  ASSERT_EQ(nk, 2u);
+  double big = 5e307;
+  int32_t result = 0;
+  EXPECT_EQ(engram_update_priorities(t, &keys[1], &big, 1, &result), ENGRAM_E_PRIORITY) << "an update past the limit";
+  uint8_t obs[64 * 20];
+  float rew[64];
+  void* bufs[2] = {obs, rew};
+  std::vector<engram_sample_info> info;
+  sample_full_batch(t, batch_options(64, 1), bufs, &info);
+  int small = 0;
+  for (const engram_sample_info& si : info) {
+    EXPECT_GT(si.probability, 0.0);
+    if (si.key == keys[1]) {
+      ++small;
+      EXPECT_DOUBLE_EQ(si.probability, 1.0 / (5e307 + 1.0));
+    } else {
+      EXPECT_DOUBLE_EQ(si.probability, 1.0);
+    }
+  }
+  EXPECT_LE(small, 1);
+  engram_writer_close(w);
+  engram_table_close(t);
+}
+
 TEST_F(CApi, UnknownTableIsNotFoundAndNamesTheTables) {
   ASSERT_EQ(create("replay"), ENGRAM_OK);
   engram_table* t = nullptr;

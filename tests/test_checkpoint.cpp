@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <random>
 #include <thread>
@@ -593,6 +594,59 @@ TEST_F(ServerCheckpoint, ADamagedNewestCheckpointFallsBackToThePreviousOne) {
     stop();
     spit(path, orig);
   }
+  start();
+  EXPECT_EQ(info("fifo").samples, older_samples + 7) << "the repaired newest is used again";
+}
+
+// Lies with a valid checksum: a manifest rewritten (encode_manifest seals
+// it anew) so that it parses, but describes state the API would never have
+// made. Each is refused whole, and the previous checkpoint is used.
+TEST_F(ServerCheckpoint, AManifestThatLiesWithAGoodChecksumIsRefusedAndThePreviousOneUsed) {
+  start();
+  fill(c_, false);
+  std::string older = checkpoint();
+  uint64_t older_samples = info("fifo").samples;
+  draw(c_, "fifo", 7);
+  std::string newer = checkpoint();
+  stop();
+  const std::string path = newer + "/" + kManifestFile;
+  const std::string orig = slurp(path);
+  struct Lie {
+    const char* what;
+    std::function<void(Manifest&)> tell;
+  };
+  std::vector<Lie> lies = {
+      {"a slice past its chunk's steps", [](Manifest& m) { m.tables[0].refs[0].offset = 1000; }},
+      {"a slice longer than its chunk", [](Manifest& m) { m.tables[0].refs[0].length = 1000; }},
+      {"an empty slice", [](Manifest& m) { m.tables[0].refs[0].length = 0; }},
+      {"a chunk number past the chunks", [](Manifest& m) { m.tables[0].refs[0].block = 1u << 30; }},
+      {"min_diff above max_diff", [](Manifest& m) {
+         m.tables[2].options.rate_limiter.min_diff = 10;
+         m.tables[2].options.rate_limiter.max_diff = 1;
+       }},
+      {"an infinite min_diff", [](Manifest& m) {
+         m.tables[2].options.rate_limiter.min_diff = std::numeric_limits<double>::infinity();
+       }},
+      {"weights that sum past the limit", [](Manifest& m) {
+         for (auto& t : m.tables)
+           if (t.options.sampler.kind == SelectorKind::prioritized) {
+             t.options.sampler.exponent = 1.0;
+             for (auto& it : t.items) it.priority = 1e308;
+           }
+       }},
+  };
+  for (const Lie& lie : lies) {
+    auto decoded = decode_manifest(orig.data(), orig.size());
+    ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+    Manifest m = *decoded;
+    ASSERT_EQ(m.tables.size(), 6u);
+    lie.tell(m);
+    spit(path, encode_manifest(m));
+    start();
+    EXPECT_EQ(info("fifo").samples, older_samples) << lie.what << ": restored, not refused";
+    stop();
+  }
+  spit(path, orig);
   start();
   EXPECT_EQ(info("fifo").samples, older_samples + 7) << "the repaired newest is used again";
 }

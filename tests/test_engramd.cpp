@@ -151,6 +151,43 @@ TEST(Engramd, CheckpointsOnRequestAndShutdownAndRestoresThem) {
   d.start();  // keeps the daemon's destructor happy
 }
 
+// A table name is logged when it is created: one with a newline and a
+// syslog priority would forge a journal line of its own. Such names are
+// refused with the rule; what a client sends through the raw protocol is
+// refused the same way, and nothing of it starts a line of the log.
+TEST(Engramd, NamesThatWouldForgeLogLinesAreRefusedAndNothingIsLoggedRaw) {
+  Daemon d("");
+  engram_client* c = connect_c(d.socket());
+  ASSERT_NE(c, nullptr);
+  engram_column col = {"x", ENGRAM_FLOAT32, 0, {}};
+  engram_table_options o;
+  engram_table_options_init(&o);
+  o.name = "evil\n<2>engramd: forged critical line";
+  o.max_size = 10;
+  o.columns = &col;
+  o.num_columns = 1;
+  EXPECT_EQ(engram_table_create(c, &o), ENGRAM_E_INVALID);
+  EXPECT_NE(std::string(engram_last_error()).find("letters, digits"), std::string::npos) << engram_last_error();
+  engram_disconnect(c);
+  Control ctl(d.socket());
+  ASSERT_TRUE(ctl.ok());
+  TableOptions t;
+  t.name = "raw\n<2>forged through the protocol";
+  t.capacity = 10;
+  t.signature = {make_column("x", DType::f32, {})};
+  TableSpec spec = to_spec(t);
+  Status s = ctl.call(ControlType::create_table, &spec, sizeof spec, nullptr);
+  EXPECT_EQ(s.code(), Errc::invalid_argument) << s.message();
+  NameRequest n{};
+  std::memcpy(n.name, "a\nb\x01", 5);
+  s = ctl.call(ControlType::drop_table, &n, sizeof n, nullptr);
+  EXPECT_EQ(s.code(), Errc::not_found);
+  EXPECT_EQ(s.message().find('\n'), std::string::npos) << "the reply quotes the name raw: " << s.message();
+  std::string log = read_file(d.log());
+  EXPECT_EQ(log.find("\n<2>"), std::string::npos) << log;
+  EXPECT_EQ(log.find("forged"), std::string::npos) << "a refused name was logged: " << log;
+}
+
 TEST(Engramctl, CommandsAgainstTheDaemon) {
   Daemon d(table_toml("replay", "max_size = 50\nsampler = \"prioritized\"\npriority_exponent = 0.6"));
   std::string out;

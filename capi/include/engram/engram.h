@@ -399,7 +399,10 @@ ENGRAM_API void engram_batch_release(engram_batch* b);
 /* Sets the priorities of n items. Keys of items that are gone are reported
  * and not applied: results[i] (if results is not NULL) becomes ENGRAM_OK,
  * ENGRAM_E_STALE_KEY or ENGRAM_E_UNKNOWN_KEY. A NaN, infinite or negative
- * priority anywhere returns ENGRAM_E_PRIORITY and applies nothing. */
+ * priority anywhere returns ENGRAM_E_PRIORITY and applies nothing. In a
+ * prioritized table the weights (priority^exponent) may sum to at most half
+ * the largest double: an update past that returns ENGRAM_E_PRIORITY, and
+ * the entries before it are applied (the message says which), the rest not. */
 ENGRAM_API int engram_update_priorities(engram_table* t, const uint64_t* keys, const double* priorities, size_t n,
                              int32_t* results);
 /* Deletes n items; results as for engram_update_priorities. */
