@@ -38,6 +38,19 @@ Status check_options(const engram_table* t, const engram_sample_options* o) {
   return Status::Ok();
 }
 
+// At a sample's deadline: cancels it (and true) unless the owner already
+// claimed it (ChannelHeader::sample_gate). The owner answers a cancelled
+// sample with a timeout, which pump() then drops as owed to nobody.
+bool give_up(engram_table* t, uint64_t id) {
+  std::atomic<uint64_t>& gate = t->channel.header->sample_gate;
+  uint64_t g = gate.load(std::memory_order_acquire);
+  for (;;) {
+    if (!(g & kGateCancelled) && g >= id) return false;
+    if (gate.compare_exchange_weak(g, kGateCancelled | id, std::memory_order_acq_rel, std::memory_order_acquire))
+      return true;
+  }
+}
+
 // Sends a sample request and collects its item records, and for each item
 // its chunk's plain_steps (0: read the header). The chunks stay pinned
 // until release(id).
@@ -54,12 +67,18 @@ Status request_sample(engram_table* t, const engram_sample_options* o, uint64_t*
   items->reserve(o->batch_size);
   plain_steps->clear();
   plain_steps->reserve(o->batch_size);
+  int64_t wait_until = r.deadline_ns <= 0 ? -1 : r.deadline_ns;
   for (;;) {
     ResponseRecord rsp;
-    // The owner answers by the deadline itself; the client waits a little
-    // longer, so that an answer is never lost to a race.
-    int64_t wait_until = r.deadline_ns <= 0 ? -1 : r.deadline_ns + 1'000'000'000LL;
-    if (Status s = t->pump(r.id, &rsp, nullptr, wait_until); !s.ok()) return s;
+    Status s = t->pump(r.id, &rsp, nullptr, wait_until);
+    // At the deadline the owner may be applying the sample right now (or
+    // be stalled just before): the gate decides, and both sides agree.
+    if (s.code() == Errc::timeout && wait_until >= 0) {
+      if (give_up(t, r.id)) return s;
+      wait_until = -1;  // the owner claimed it: its answer is on its way
+      continue;
+    }
+    if (!s.ok()) return s;
     if (Status s = response_status(rsp); !s.ok()) return s;
     if (rsp.count == 0) return Status::Ok();
     uint32_t n = sample_items(rsp);

@@ -276,7 +276,9 @@ Status engram_writer::send_item(const PendingItem& p) {
   }
   o.num_chunks = p.num_refs;
   r.id = client->next_id++;
-  r.deadline_ns = deadline_after_ms(insert_timeout_ms);
+  // 0: no wait; the owner refuses it now or applies it (a deadline of
+  // "now" would have expired by the time it arrives).
+  r.deadline_ns = insert_timeout_ms == 0 ? 0 : deadline_after_ms(insert_timeout_ms);
   o.id = r.id;
   // Take the acks that are ready now, not a ring's worth at once when
   // credit runs out: each may bring the block for the next chunk. With

@@ -26,15 +26,31 @@ enum class ChannelClosed : uint32_t { open = 0, table_dropped = 1, daemon_stoppi
 
 // Written once by the daemon before the version is published, except
 // `closed`, which only the daemon stores (0 -> a reason, never back) and the
-// client polls while it waits. The client can scribble on all of it; the
-// daemon keeps its own Channel view (ring geometry copied at format) and
-// never reads the offsets back.
+// client polls while it waits, and `sample_gate` (below). The client can
+// scribble on all of it; the daemon keeps its own Channel view (ring
+// geometry copied at format) and never reads the offsets back.
+//
+// sample_gate decides, for a sample with a deadline, whether the owner
+// applies it or its caller gives up on it: whoever moves the gate past the
+// request's id first wins, in one CAS each, so both sides always agree.
+//   owner, about to apply sample `id`: CAS gate -> id, unless the gate says
+//     "cancelled through >= id" (kGateCancelled | id2, id2 >= id): then the
+//     request is answered with a timeout and not applied;
+//   client, at its deadline: CAS gate -> kGateCancelled | id, unless the
+//     gate already holds id (claimed): then the answer is on its way, and
+//     the client waits for it.
+// A client's samples on one channel are answered in order and one at a
+// time (each call waits for its own), so "through" cancels only samples
+// their callers gave up on. A client that scribbles on the gate can only
+// lose its own samples.
+inline constexpr uint64_t kGateCancelled = uint64_t{1} << 63;
 struct alignas(kCacheLine) ChannelHeader {
   SegmentHeader segment;              // kind channel; version written last
   std::atomic<uint32_t> closed;       // ChannelClosed
   uint32_t table_id;
   uint64_t request_offset, request_size;
   uint64_t response_offset, response_size;
+  std::atomic<uint64_t> sample_gate;  // see above; 0 at format
 };
 static_assert(sizeof(ChannelHeader) == 2 * kCacheLine);
 

@@ -359,8 +359,30 @@ Status TableOwner::check_insert_chunk(const ChunkRef& ref, uint32_t chunk_steps,
                             chunk_steps, ref.offset, ref.length, out);
 }
 
+bool TableOwner::expired(ChannelState& c, const RequestRecord& r, const char* what) {
+  if (r.deadline_ns <= 0 || monotonic_ns() < r.deadline_ns) return false;
+  fail(c, r, {Errc::timeout, std::string(what) + " on table " + table_.name() +
+                                 " reached the owner after its deadline (the server was stalled); not applied"});
+  return true;
+}
+
+bool TableOwner::claim_sample(ChannelState& c, const RequestRecord& r) {
+  if (r.deadline_ns <= 0) return true;  // its caller waits for the answer, whenever it comes
+  std::atomic<uint64_t>& gate = c.channel.header->sample_gate;
+  uint64_t g = gate.load(std::memory_order_acquire);
+  // Bounded: only a client that scribbles on its own gate makes a CAS fail
+  // more than once, and then it loses this sample.
+  for (int tries = 0; tries < 4; ++tries) {
+    if ((g & kGateCancelled) && (g & ~kGateCancelled) >= r.id) break;
+    if (gate.compare_exchange_weak(g, r.id, std::memory_order_acq_rel, std::memory_order_acquire)) return true;
+  }
+  fail(c, r, {Errc::timeout, "a sample on table " + table_.name() + " was given up by its caller at its deadline"});
+  return false;
+}
+
 TableOwner::Outcome TableOwner::insert(ChannelState& c, const RequestRecord& r) {
   const auto& in = r.payload.insert;
+  if (expired(c, r, "an insert")) return Outcome::done;
   if (Status s = validate_priority(in.priority); !s.ok()) return fail(c, r, s), Outcome::done;
   if (r.count > table_.refs_per_item())
     return fail(c, r, {Errc::invalid_argument, "item spans " + std::to_string(r.count) + " chunks; table " +
@@ -455,7 +477,9 @@ TableOwner::Outcome TableOwner::sample(ChannelState& c, const RequestRecord& r) 
   if (c.pins.count(r.id)) return fail(c, r, {Errc::invalid_argument, "sample id " + std::to_string(r.id) +
                                                                           " is still pinned; release it first"}),
                                  Outcome::done;
+  if (expired(c, r, "a sample")) return Outcome::done;
   if (!table_.limiter().can_sample(r.count) || table_.size() == 0) return refuse(c, r, "a sample");
+  if (!claim_sample(c, r)) return Outcome::done;
   batch_.clear();
   defer_releases_ = true;
   Status sampled = table_.sample(r.count, &batch_);

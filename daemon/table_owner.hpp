@@ -137,6 +137,15 @@ class TableOwner {
   void remove(ChannelState& c, const RequestRecord& r);
   void release(ChannelState& c, uint64_t id);
   void drop(ChannelState& c, const RequestRecord& r);
+  // The one rule for deadlines: a request whose deadline passed is
+  // answered with a timeout, never applied, whether it waited here for the
+  // rate limiter or reached the owner late (a stalled server). Checked
+  // before a request is applied, with the clock read then.
+  bool expired(ChannelState& c, const RequestRecord& r, const char* what);
+  // A sample with a deadline is applied only if the owner claims it first
+  // (ChannelHeader::sample_gate); false (answered with a timeout) if its
+  // caller gave up on it.
+  bool claim_sample(ChannelState& c, const RequestRecord& r);
   // Deferred while the limiter refuses and the deadline is ahead; else a
   // rate_limited (no wait asked) or timeout response.
   Outcome refuse(ChannelState& c, const RequestRecord& r, const char* what);

@@ -4,6 +4,12 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <memory>
+#include <thread>
+
 #include "daemon_fixture.hpp"
 
 namespace engram::test {
@@ -186,6 +192,147 @@ TEST(Engramd, NamesThatWouldForgeLogLinesAreRefusedAndNothingIsLoggedRaw) {
   std::string log = read_file(d.log());
   EXPECT_EQ(log.find("\n<2>"), std::string::npos) << log;
   EXPECT_EQ(log.find("forged"), std::string::npos) << "a refused name was logged: " << log;
+}
+
+// engramd stopped (SIGSTOP: any stall of the owner, a paused VM, CPU
+// throttling) for longer than a caller's timeout.
+class StalledDaemon : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    d_ = std::make_unique<Daemon>(
+        "[[table]]\nname = \"q\"\nmax_size = 10\nsampler = \"fifo\"\nmax_times_sampled = 1\n"
+        "rate_limiter = { kind = \"queue\", size = 10 }\n[[table.column]]\nname = \"x\"\ndtype = \"float32\"\n");
+    for (engram_client** c : {&consumer_, &producer_}) {
+      *c = connect_c(d_->socket());
+      ASSERT_NE(*c, nullptr);
+    }
+    // The producer's channel first: the owner then services its insert
+    // before the consumer's sample when it runs again.
+    ASSERT_EQ(engram_table_open(producer_, "q", &pq_), ENGRAM_OK) << engram_last_error();
+    ASSERT_EQ(engram_table_open(consumer_, "q", &cq_), ENGRAM_OK) << engram_last_error();
+  }
+  void TearDown() override {
+    ::kill(d_->pid(), SIGCONT);
+    engram_disconnect(consumer_);
+    engram_disconnect(producer_);
+  }
+  // SIGSTOP, then waits until every thread of engramd has stopped: the
+  // signal takes effect on each thread when it is next interrupted, and an
+  // owner still running would apply what the test sends, rightly.
+  void stop_daemon() {
+    ASSERT_EQ(::kill(d_->pid(), SIGSTOP), 0);
+    std::string tasks = "/proc/" + std::to_string(d_->pid()) + "/task";
+    for (int i = 0; i < 1000; ++i) {
+      bool all = true;
+      for (const auto& t : std::filesystem::directory_iterator(tasks)) {
+        std::string stat = read_file(t.path().string() + "/stat");
+        size_t p = stat.rfind(')');
+        if (p == std::string::npos || p + 2 >= stat.size() || stat[p + 2] != 'T') all = false;
+      }
+      if (all) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    FAIL() << "engramd did not stop within a second of SIGSTOP";
+  }
+  engram_writer* writer(int32_t insert_timeout_ms) {
+    engram_column col = {"x", ENGRAM_FLOAT32, 0, {}};
+    engram_writer_options o;
+    engram_writer_options_init(&o);
+    o.columns = &col;
+    o.num_columns = 1;
+    o.insert_timeout_ms = insert_timeout_ms;
+    o.keep_keys = 1;
+    engram_writer* w = nullptr;
+    EXPECT_EQ(engram_writer_open(producer_, &o, &w), ENGRAM_OK) << engram_last_error();
+    return w;
+  }
+  void put(engram_writer* w, float v) {
+    const void* cols[1] = {&v};
+    ASSERT_EQ(engram_writer_append(w, cols), ENGRAM_OK) << engram_last_error();
+    ASSERT_EQ(engram_writer_create_item(w, pq_, 1, 1.0), ENGRAM_OK) << engram_last_error();
+  }
+  engram_table_info info() {
+    engram_table_info i;
+    engram_table_info_init(&i);
+    EXPECT_EQ(engram_table_info_get(producer_, "q", &i), ENGRAM_OK) << engram_last_error();
+    return i;
+  }
+  int sample(int32_t timeout_ms, float* out, uint32_t* n) {
+    engram_sample_options so;
+    engram_sample_options_init(&so);
+    so.timeout_ms = timeout_ms;
+    void* bufs[1] = {out};
+    return engram_sample(cq_, &so, bufs, nullptr, n);
+  }
+  static double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+  std::unique_ptr<Daemon> d_;
+  engram_client *consumer_ = nullptr, *producer_ = nullptr;
+  engram_table *cq_ = nullptr, *pq_ = nullptr;
+};
+
+// A sample that timed out is never applied later: the item that arrived
+// while the daemon stood still stays in the queue for the next sample.
+// On c15b268 the consumer got ENGRAM_E_TIMEOUT after 1.3 s, and the table
+// then showed samples 1, size 0: the item was lost.
+TEST_F(StalledDaemon, ATimedOutSampleIsNeverAppliedAndTheItemStays) {
+  engram_writer* w = writer(-1);
+  stop_daemon();
+  std::thread producer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    put(w, 42.0f);  // into the ring; applied once the daemon runs again
+  });
+  float x = 0;
+  uint32_t n = 9;
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(sample(300, &x, &n), ENGRAM_E_TIMEOUT) << engram_last_error();
+  double waited = seconds_since(t0);
+  EXPECT_GE(waited, 0.3);
+  EXPECT_LT(waited, 1.0) << "the caller waited past its timeout for a stopped daemon";
+  EXPECT_EQ(n, 0u);
+  producer.join();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1300));
+  ASSERT_EQ(::kill(d_->pid(), SIGCONT), 0);
+  ASSERT_EQ(engram_writer_flush(w, 5000), ENGRAM_OK) << engram_last_error();
+  engram_table_info i = info();
+  EXPECT_EQ(i.samples, 0u) << "the timed-out sample was applied after its caller gave up";
+  EXPECT_EQ(i.size, 1u) << "the item was lost";
+  ASSERT_EQ(sample(2000, &x, &n), ENGRAM_OK) << engram_last_error();
+  EXPECT_EQ(n, 1u);
+  EXPECT_EQ(x, 42.0f);
+  engram_writer_close(w);
+}
+
+// An insert that reaches the owner after its deadline is refused, not
+// applied, and the writer hears that verdict: a flush while the daemon
+// stands still times out with the item in flight, and the next flush
+// reports the item's own timeout. On c15b268 the late insert was applied.
+TEST_F(StalledDaemon, AnInsertPastItsDeadlineIsRefusedAndTheWriterHearsIt) {
+  engram_writer* w = writer(200);
+  stop_daemon();
+  put(w, 7.0f);
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(engram_writer_flush(w, 300), ENGRAM_E_TIMEOUT) << engram_last_error();
+  double waited = seconds_since(t0);
+  EXPECT_GE(waited, 0.3);
+  EXPECT_LT(waited, 1.0) << "flush waited past its timeout";
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  ASSERT_EQ(::kill(d_->pid(), SIGCONT), 0);
+  EXPECT_EQ(engram_writer_flush(w, 5000), ENGRAM_E_TIMEOUT) << "the item's verdict: " << engram_last_error();
+  EXPECT_NE(std::string(engram_last_error()).find("after its deadline"), std::string::npos) << engram_last_error();
+  uint64_t keys[4];
+  size_t nk = 9;
+  ASSERT_EQ(engram_writer_take_keys(w, keys, 4, &nk), ENGRAM_OK);
+  EXPECT_EQ(nk, 0u) << "a key for an item that was refused";
+  EXPECT_EQ(info().size, 0u) << "the late insert was applied";
+  EXPECT_EQ(info().inserts, 0u);
+  // The writer goes on: the next item is applied.
+  put(w, 8.0f);
+  EXPECT_EQ(engram_writer_flush(w, 5000), ENGRAM_OK) << engram_last_error();
+  EXPECT_EQ(info().size, 1u);
+  engram_writer_close(w);
 }
 
 TEST(Engramctl, CommandsAgainstTheDaemon) {

@@ -17,7 +17,12 @@
  *    called from any thread.
  *  - Timeouts (timeout_ms, insert_timeout_ms): -1 waits for ever, 0 not at
  *    all. A wait never ends before its timeout; one of 100 ms or more may
- *    last up to two clock ticks longer (see engram(7)).
+ *    last up to two clock ticks longer (see engram(7)). A request that
+ *    timed out is never applied later: the server refuses a request that
+ *    reaches it after its deadline (it was stalled), and a sample whose
+ *    caller gave up at its deadline is cancelled. A call returns later than
+ *    its timeout only when the server took its request before the deadline
+ *    and then stalled; it then returns the result.
  *  - Disconnection: when the server goes away, calls return
  *    ENGRAM_E_DISCONNECTED (never hang, never crash); disconnect and connect
  *    again.
@@ -280,7 +285,8 @@ typedef struct engram_writer_options {
   uint32_t chunk_length;         /* steps per chunk; default 1 */
   uint32_t max_item_steps;       /* longest item to be created; default chunk_length */
   int32_t insert_timeout_ms;     /* how long an item may wait for the rate limiter (and for arena
-                                    space); -1 = for ever (default) */
+                                    space); -1 = for ever (default); 0 = not at all (refused items
+                                    then report ENGRAM_E_RATE_LIMITED) */
   int32_t keep_keys;             /* nonzero: remember the keys of created items, see engram_writer_take_keys */
   const engram_compression* compression; /* NULL: nothing compressed; else one per column, the
                                             same as the tables' (see engram_table_compression) */
@@ -328,7 +334,9 @@ ENGRAM_API int engram_writer_end_episode(engram_writer* w);
  * refused, at most timeout_ms
  * (-1 = for ever). Returns the first error of those items since the last
  * flush (ENGRAM_E_TIMEOUT for items the rate limiter held past
- * insert_timeout_ms), or ENGRAM_E_TIMEOUT if items are still pending. */
+ * insert_timeout_ms, or that reached a stalled server after it), or
+ * ENGRAM_E_TIMEOUT if items are still pending: each of those is applied or
+ * refused by its own insert_timeout_ms, and a later flush reports it. */
 ENGRAM_API int engram_writer_flush(engram_writer* w, int32_t timeout_ms);
 /* With keep_keys: moves up to cap keys of applied items, in creation order,
  * into keys and sets *count (0 when none are left). Without keep_keys no
