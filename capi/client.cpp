@@ -147,9 +147,9 @@ int engram_rate_limiter_queue(engram_rate_limiter* out, int64_t size) {
 // --- the client ---------------------------------------------------------------
 
 Status engram_client::control(ControlType type, const void* payload, size_t size, std::vector<char>* reply,
-                              int wait_ms) {
+                              int wait_ms, ReceivedFds* fds) {
   if (disconnected) return {Errc::disconnected, "the server went away; disconnect and connect again"};
-  Status s = control_call(fd, type, payload, size, reply, wait_ms == 0 ? timeout_ms : wait_ms);
+  Status s = control_call(fd, type, payload, size, reply, wait_ms == 0 ? timeout_ms : wait_ms, fds);
   if (s.code() == Errc::disconnected) {
     disconnected = true;
     return {Errc::disconnected, s.message() + "; disconnect and connect again"};
@@ -233,14 +233,6 @@ engram_table* engram_client::table_by_id(uint32_t id) {
   return nullptr;
 }
 
-static Status map_segment(const char* name, size_t cap, size_t expect, ShmSegment* out) {
-  auto seg = ShmSegment::open(fixed_string(name, cap), ShmSegment::Access::read_write);
-  if (!seg.ok()) return seg.status();
-  if (seg->size() < expect) return {Errc::corrupt, "segment " + seg->name() + " is smaller than the server said"};
-  *out = std::move(*seg);
-  return Status::Ok();
-}
-
 static Status connect_client(const engram_connect_options* o, engram_client* c) {
   sockaddr_un addr{};
   std::string path;
@@ -267,20 +259,28 @@ static Status connect_client(const engram_connect_options* o, engram_client* c) 
   }
   HelloRequest hr = hello_request();
   std::vector<char> reply;
-  if (Status s = c->control(ControlType::hello, &hr, sizeof hr, &reply); !s.ok()) return s;
+  ReceivedFds fds;
+  if (Status s = c->control(ControlType::hello, &hr, sizeof hr, &reply, 0, &fds); !s.ok()) return s;
   if (reply.size() != sizeof(HelloReply)) return {Errc::layout_mismatch, "the server's hello has another size"};
   std::memcpy(&c->hello, reply.data(), sizeof c->hello);
-  if (Status s = map_segment(c->hello.arena_name, sizeof c->hello.arena_name, c->hello.arena_size, &c->arena_seg); !s.ok())
-    return s;
-  if (Status s = map_segment(c->hello.bells_name, sizeof c->hello.bells_name, c->hello.bells_size, &c->bells_seg); !s.ok())
-    return s;
-  auto arena = ChunkArena::attach(c->arena_seg.data(), c->arena_seg.size());
+  if (fds.size() != 2) return {Errc::layout_mismatch, "the server's hello came without the arena and bells"};
+  // Both segments are client-writable: nothing of them is read back to
+  // check them, a hostile client could have written it. The layouts were
+  // agreed in the hello; the arena's geometry comes with the reply.
+  if (c->hello.num_classes == 0 || c->hello.num_classes > kArenaMaxClasses || c->hello.bells_size != sizeof(BellsHeader))
+    return {Errc::corrupt, "the server's hello describes the arena or the bells out of range"};
+  auto arena_seg = ShmSegment::map_fd(fds.take(0), c->hello.arena_size, ShmSegment::Access::read_write, "arena");
+  if (!arena_seg.ok()) return arena_seg.status();
+  c->arena_seg = std::move(*arena_seg);
+  auto bells_seg = ShmSegment::map_fd(fds.take(1), c->hello.bells_size, ShmSegment::Access::read_write, "bells");
+  if (!bells_seg.ok()) return bells_seg.status();
+  c->bells_seg = std::move(*bells_seg);
+  ArenaConfig config;
+  config.classes.assign(c->hello.classes, c->hello.classes + c->hello.num_classes);
+  auto arena = ChunkArena::attach(c->arena_seg.data(), c->arena_seg.size(), config);
   if (!arena.ok()) return arena.status();
   c->arena = *arena;
-  auto* bells = static_cast<BellsHeader*>(c->bells_seg.data());
-  if (Status s = segment_check(&bells->segment, SegmentKind::bells, kBellsLayoutHash, c->bells_seg.size()); !s.ok())
-    return s;
-  c->bells = bells;
+  c->bells = static_cast<BellsHeader*>(c->bells_seg.data());
   return Status::Ok();
 }
 
@@ -404,8 +404,10 @@ int engram_table_open(engram_client* c, const char* name, engram_table** out) {
   NameRequest n;
   if (Status s = name_request(name, &n); !s.ok()) return set_error(s);
   std::vector<char> reply;
-  if (Status s = c->control(ControlType::open_table, &n, sizeof n, &reply); !s.ok()) return set_error(s);
-  if (reply.size() != sizeof(OpenReply)) return fail(Errc::layout_mismatch, "open reply has another size");
+  ReceivedFds fds;
+  if (Status s = c->control(ControlType::open_table, &n, sizeof n, &reply, 0, &fds); !s.ok()) return set_error(s);
+  if (reply.size() != sizeof(OpenReply) || fds.size() != 1)
+    return fail(Errc::layout_mismatch, "open reply has another size, or came without its channel");
   OpenReply r;
   std::memcpy(&r, reply.data(), sizeof r);
   if (r.table_id >= kMaxTables || r.spec.num_columns == 0 || r.spec.num_columns > kMaxColumns)
@@ -419,8 +421,9 @@ int engram_table_open(engram_client* c, const char* name, engram_table** out) {
     t->column_names.push_back(fixed_string(r.spec.columns[i].name, kMaxColumnName));
   t->sig_hash = signature_hash(r.spec.columns, r.spec.num_columns);
   t->decoded.resize(r.spec.num_columns);
-  if (Status s = map_segment(r.channel_name, sizeof r.channel_name, r.channel_size, &t->segment); !s.ok())
-    return set_error(s);
+  auto seg = ShmSegment::map_fd(fds.take(0), r.channel_size, ShmSegment::Access::read_write, "channel of " + t->name);
+  if (!seg.ok()) return set_error(seg.status());
+  t->segment = std::move(*seg);
   auto ch = Channel::attach(t->segment.data(), t->segment.size());
   if (!ch.ok()) return set_error(ch.status());
   t->channel = *ch;

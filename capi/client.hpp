@@ -107,8 +107,9 @@ struct engram_client {
 
   // Control request and reply; ENGRAM_E_DISCONNECTED if the server is gone.
   // wait_ms: 0 for the client's timeout_ms, -1 for no limit.
+  // Descriptors that come with the reply go to *fds (else are closed).
   engram::Status control(engram::ControlType type, const void* payload, size_t size, std::vector<char>* reply,
-                         int wait_ms = 0);
+                         int wait_ms = 0, engram::ReceivedFds* fds = nullptr);
   // Is the server still there? Reads a goodbye if one came.
   bool alive();
   engram_table* table_by_id(uint32_t id);

@@ -98,7 +98,7 @@ Result<ChunkArena> ChunkArena::format(void* mem, size_t size, const ArenaConfig&
   h->intents_offset = planned.intents_offset;
   h->region_size = planned.region_size;
   for (uint32_t k = 0; k < kArenaMaxClasses; ++k) h->classes[k] = planned.classes[k];
-  ChunkArena a(h);
+  ChunkArena a(h, planned);
   for (uint32_t i = 0; i < kArenaMaxClients; ++i) {
     a.intents_[i].op.store(0, std::memory_order_relaxed);
     a.intents_[i].block.store(kNil, std::memory_order_relaxed);
@@ -119,33 +119,32 @@ Result<ChunkArena> ChunkArena::format(void* mem, size_t size, const ArenaConfig&
   return a;
 }
 
-Result<ChunkArena> ChunkArena::attach(void* mem, size_t size) {
-  auto* h = static_cast<ArenaHeader*>(mem);
-  if (Status s = segment_check(&h->segment, SegmentKind::arena, kArenaLayoutHash, size); !s.ok()) return s;
-  if (h->num_classes == 0 || h->num_classes > kArenaMaxClasses)
-    return Status{Errc::corrupt, "arena header has " + std::to_string(h->num_classes) + " size classes"};
-  ArenaConfig c;
-  for (uint32_t k = 0; k < h->num_classes; ++k) c.classes.push_back({h->classes[k].block_size, h->classes[k].count});
-  if (Status s = validate(c); !s.ok()) return Status{Errc::corrupt, "arena header is invalid: " + s.message()};
-  ArenaHeader expect{};
-  size_t need = plan(c, &expect);
-  bool same = need <= size && h->region_size == need && h->total_blocks == expect.total_blocks &&
-              h->blocks_offset == expect.blocks_offset && h->intents_offset == expect.intents_offset;
-  for (uint32_t k = 0; same && k < h->num_classes; ++k)
-    same = h->classes[k].data_offset == expect.classes[k].data_offset &&
-           h->classes[k].first_block == expect.classes[k].first_block;
-  if (!same) return Status{Errc::corrupt, "arena header offsets are inconsistent with its size classes"};
-  return ChunkArena(h);
+Result<ChunkArena> ChunkArena::attach(void* mem, size_t size, const ArenaConfig& c) {
+  if (Status s = validate(c); !s.ok()) return Status{Errc::corrupt, "the arena's size classes are invalid: " + s.message()};
+  if (reinterpret_cast<uintptr_t>(mem) % kCacheLine != 0)
+    return Status{Errc::invalid_argument, "arena memory must be 64-byte aligned"};
+  ArenaHeader planned{};
+  size_t need = plan(c, &planned);
+  if (size < need)
+    return Status{Errc::corrupt, "the arena's size classes need " + std::to_string(need) + " bytes; the segment has " +
+                                     std::to_string(size)};
+  return ChunkArena(static_cast<ArenaHeader*>(mem), planned);
 }
 
-ChunkArena::ChunkArena(ArenaHeader* h)
+ArenaConfig ChunkArena::config() const {
+  ArenaConfig c;
+  for (uint32_t k = 0; k < num_classes_; ++k) c.classes.push_back({classes_[k].block_size, classes_[k].count});
+  return c;
+}
+
+ChunkArena::ChunkArena(ArenaHeader* h, const ArenaHeader& geometry)
     : h_(h),
-      num_classes_(h->num_classes),
-      total_blocks_(h->total_blocks),
-      blocks_(reinterpret_cast<BlockHeader*>(reinterpret_cast<char*>(h) + h->blocks_offset)),
-      intents_(reinterpret_cast<ArenaIntent*>(reinterpret_cast<char*>(h) + h->intents_offset)),
+      num_classes_(geometry.num_classes),
+      total_blocks_(geometry.total_blocks),
+      blocks_(reinterpret_cast<BlockHeader*>(reinterpret_cast<char*>(h) + geometry.blocks_offset)),
+      intents_(reinterpret_cast<ArenaIntent*>(reinterpret_cast<char*>(h) + geometry.intents_offset)),
       base_(reinterpret_cast<char*>(h)) {
-  std::copy(h->classes, h->classes + kArenaMaxClasses, classes_);
+  std::copy(geometry.classes, geometry.classes + kArenaMaxClasses, classes_);
 }
 
 uint32_t ChunkArena::class_of(uint32_t index) const noexcept {

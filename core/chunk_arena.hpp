@@ -136,8 +136,14 @@ class ChunkArena {
   static size_t bytes_needed(const ArenaConfig& c);  // 0 when invalid
   // Formats mem (64-aligned): every block free and listed, generation 1.
   static Result<ChunkArena> format(void* mem, size_t size, const ArenaConfig& c);
-  // Validates the header (layout version, sizes) before use.
-  static Result<ChunkArena> attach(void* mem, size_t size);
+  // A view of an arena formatted with config `c`, whose geometry is
+  // computed from c here, never read from the segment: the segment is
+  // client-writable, and a client that scribbled on its header would
+  // otherwise steer every later attach. The server passes c with the
+  // arena's descriptor (HelloReply).
+  static Result<ChunkArena> attach(void* mem, size_t size, const ArenaConfig& c);
+  // The size classes this view was made with.
+  ArenaConfig config() const;
 
   uint32_t num_classes() const noexcept { return num_classes_; }
   const SizeClass& size_class(uint32_t k) const noexcept { return classes_[k]; }
@@ -203,7 +209,7 @@ class ChunkArena {
   uint32_t refcount_or_owner(uint32_t index) const noexcept;
 
  private:
-  explicit ChunkArena(ArenaHeader* h);
+  ChunkArena(ArenaHeader* h, const ArenaHeader& geometry);
   Status check_ref(BlockRef b, const char* op) const noexcept;
   // Reserved by `owner` (this generation) -> state `to`, in one CAS;
   // Errc::stale_reference if b is not reserved by owner.
@@ -219,9 +225,9 @@ class ChunkArena {
     return base_ + sc.data_offset + uint64_t{index - sc.first_block} * sc.block_size;
   }
 
-  // The whole segment is client-writable, so the geometry is copied into the
-  // view once, validated, and never read back from shared memory: a client
-  // scribbling on the header cannot steer the daemon out of bounds.
+  // The whole segment is client-writable, so the geometry lives in the
+  // view, planned from the config, and is never read from shared memory: a
+  // client scribbling on the header cannot steer anyone out of bounds.
   ArenaHeader* h_ = nullptr;
   uint32_t num_classes_ = 0;
   uint32_t total_blocks_ = 0;

@@ -2,10 +2,12 @@
 
 #include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <utility>
 
 namespace engram {
 
@@ -53,14 +55,41 @@ Status copy_fixed(char* dst, size_t cap, const std::string& s, const char* what)
   return Status::Ok();
 }
 
-Status send_message(int fd, ControlType type, int32_t status, const void* payload, size_t size) {
+int ReceivedFds::take(size_t i) noexcept {
+  if (i >= fds_.size()) return -1;
+  return std::exchange(fds_[i], -1);
+}
+
+void ReceivedFds::close_all() noexcept {
+  for (int fd : fds_)
+    if (fd >= 0) ::close(fd);
+  fds_.clear();
+}
+
+Status send_message(int fd, ControlType type, int32_t status, const void* payload, size_t size, const int* fds,
+                    size_t nfds) {
   if (size > kMaxControlPayload) return {Errc::invalid_argument, "control message too large"};
+  if (nfds > kMaxControlFds) return {Errc::invalid_argument, "control message with too many descriptors"};
   std::vector<char> buf(sizeof(ControlHeader) + size);
   ControlHeader h{kControlMagic, static_cast<uint32_t>(type), status, static_cast<uint32_t>(size)};
   std::memcpy(buf.data(), &h, sizeof h);
   if (size) std::memcpy(buf.data() + sizeof h, payload, size);
+  iovec iov{buf.data(), buf.size()};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxControlFds)] = {};
+  if (nfds > 0) {
+    m.msg_control = control;
+    m.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+    cmsghdr* c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+    std::memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+  }
   for (;;) {
-    ssize_t n = ::send(fd, buf.data(), buf.size(), MSG_NOSIGNAL);
+    ssize_t n = ::sendmsg(fd, &m, MSG_NOSIGNAL);
     if (n == static_cast<ssize_t>(buf.size())) return Status::Ok();
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) return {Errc::system, "peer hung up"};
@@ -70,7 +99,7 @@ Status send_message(int fd, ControlType type, int32_t status, const void* payloa
   }
 }
 
-Status recv_message(int fd, ControlHeader* h, std::vector<char>* payload, int timeout_ms) {
+Status recv_message(int fd, ControlHeader* h, std::vector<char>* payload, int timeout_ms, ReceivedFds* fds) {
   pollfd p{fd, POLLIN, 0};
   for (;;) {
     int r = ::poll(&p, 1, timeout_ms);
@@ -80,30 +109,57 @@ Status recv_message(int fd, ControlHeader* h, std::vector<char>* payload, int ti
     break;
   }
   std::vector<char> buf(sizeof(ControlHeader) + kMaxControlPayload);
+  iovec iov{buf.data(), buf.size()};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  // Room for more than a message may carry: a peer that sends more is
+  // refused, not cut short silently (the kernel would close the rest).
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * (kMaxControlFds + 1)) + CMSG_SPACE(sizeof(ucred))];
+  m.msg_control = control;
+  m.msg_controllen = sizeof control;
   ssize_t n;
-  do n = ::recv(fd, buf.data(), buf.size(), 0);
+  do n = ::recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
   while (n < 0 && errno == EINTR);
   if (n == 0 || (n < 0 && errno == ECONNRESET)) return {Errc::system, "peer hung up"};
   if (n < 0) return {Errc::system, std::string("recv on control socket: ") + std::strerror(errno)};
+  ReceivedFds got;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len < CMSG_LEN(0)) continue;
+    size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < k; ++i) {
+      int d;
+      std::memcpy(&d, CMSG_DATA(c) + i * sizeof(int), sizeof d);
+      got.add(d);
+    }
+  }
+  if (m.msg_flags & MSG_CTRUNC) return {Errc::corrupt, "control message with more ancillary data than allowed"};
+  if (got.size() > kMaxControlFds) return {Errc::corrupt, "control message with too many descriptors"};
   if (static_cast<size_t>(n) < sizeof(ControlHeader)) return {Errc::corrupt, "control message shorter than its header"};
+  if (m.msg_flags & MSG_TRUNC) return {Errc::corrupt, "control message longer than allowed"};
   std::memcpy(h, buf.data(), sizeof *h);
   if (h->magic != kControlMagic) return {Errc::corrupt, "control message with a bad magic number"};
   if (h->size != static_cast<size_t>(n) - sizeof(ControlHeader))
     return {Errc::corrupt, "control message size field does not match its length"};
   payload->assign(buf.begin() + sizeof(ControlHeader), buf.begin() + n);
+  if (fds)
+    for (size_t i = 0; i < got.size(); ++i) fds->add(got.take(i));
   return Status::Ok();
 }
 
 Status control_call(int fd, ControlType type, const void* payload, size_t size, std::vector<char>* reply,
-                    int timeout_ms) {
+                    int timeout_ms, ReceivedFds* fds) {
   Status s = send_message(fd, type, 0, payload, size);
   ControlHeader h{};
   std::vector<char> p;
-  if (s.ok()) s = recv_message(fd, &h, &p, timeout_ms);
+  ReceivedFds got;
+  if (s.ok()) s = recv_message(fd, &h, &p, timeout_ms, &got);
   // A checkpoint is answered when written; a caller that stopped waiting
   // for it finds the late answer here and skips it.
-  while (s.ok() && type != ControlType::checkpoint && h.type == static_cast<uint32_t>(ControlType::checkpoint))
-    s = recv_message(fd, &h, &p, timeout_ms);
+  while (s.ok() && type != ControlType::checkpoint && h.type == static_cast<uint32_t>(ControlType::checkpoint)) {
+    got.close_all();
+    s = recv_message(fd, &h, &p, timeout_ms, &got);
+  }
   if (s.ok() && h.type == static_cast<uint32_t>(ControlType::goodbye)) s = {Errc::disconnected, "the server is stopping"};
   if (!s.ok()) {
     if (s.code() == Errc::system) return {Errc::disconnected, "lost the server: " + s.message()};
@@ -112,6 +168,8 @@ Status control_call(int fd, ControlType type, const void* payload, size_t size, 
   if (h.type != static_cast<uint32_t>(type)) return {Errc::corrupt, "the server answered another request"};
   if (h.status != 0) return {static_cast<Errc>(h.status), std::string(p.begin(), p.end())};
   if (reply) *reply = std::move(p);
+  if (fds)
+    for (size_t i = 0; i < got.size(); ++i) fds->add(got.take(i));
   return Status::Ok();
 }
 

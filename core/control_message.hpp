@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/channel.hpp"
+#include "core/chunk_arena.hpp"
 #include "core/rate_limiter.hpp"
 #include "core/signature.hpp"
 #include "core/status.hpp"
@@ -22,7 +23,11 @@
 namespace engram {
 
 inline constexpr uint32_t kControlMagic = 0x4c525443;  // "CTRL"
-inline constexpr uint32_t kProtocolVersion = 3;  // 3: insert acks carry spare blocks
+// 3: insert acks carry spare blocks. 4: segments are sealed memfds passed
+// with the hello and open replies (SCM_RIGHTS), not names under /dev/shm.
+inline constexpr uint32_t kProtocolVersion = 4;
+// Descriptors one message may carry; a message that comes with more is refused.
+inline constexpr size_t kMaxControlFds = 4;
 inline constexpr uint32_t kMaxControlPayload = 1 << 16;
 inline constexpr size_t kMaxSegmentName = 128;
 
@@ -54,15 +59,17 @@ struct HelloRequest {
   uint64_t arena_hash, channel_hash, bells_hash;
 };
 
+// Comes with two descriptors: the arena's and the bells' segments (sealed
+// memfds of arena_size and bells_size bytes). The arena's geometry is
+// computed from `classes`, never read from the client-writable segment.
 struct HelloReply {
   uint32_t client_id;   // the client's arena id
   uint32_t ring_records;
   uint32_t max_batch;   // largest sample batch
-  uint32_t reserved_;
+  uint32_t num_classes;
   uint64_t arena_size, bells_size;
   uint64_t server_pid;
-  char arena_name[kMaxSegmentName];
-  char bells_name[kMaxSegmentName];
+  SizeClassConfig classes[kArenaMaxClasses];
 };
 
 // A table's full configuration, as created.
@@ -84,11 +91,12 @@ struct NameRequest {
   char name[kMaxTableName];
 };
 
+// Comes with one descriptor: the channel's segment (a sealed memfd of
+// channel_size bytes).
 struct OpenReply {
   uint32_t table_id;  // also the index of the table's doorbell
   uint32_t reserved_;
   uint64_t channel_size;
-  char channel_name[kMaxSegmentName];
   TableSpec spec;
 };
 
@@ -127,16 +135,37 @@ std::string fixed_string(const char* s, size_t cap);
 // Copies s into a fixed array; Errc::invalid_argument naming `what` if it does not fit.
 Status copy_fixed(char* dst, size_t cap, const std::string& s, const char* what);
 
-// Sends one message (header + payload) on a SOCK_SEQPACKET socket. On a
-// non-blocking socket whose peer stopped reading: Errc::full, never a wait.
-Status send_message(int fd, ControlType type, int32_t status, const void* payload, size_t size);
+// Descriptors received with a message, closed unless taken.
+class ReceivedFds {
+ public:
+  ReceivedFds() = default;
+  ~ReceivedFds() { close_all(); }
+  ReceivedFds(const ReceivedFds&) = delete;
+  ReceivedFds& operator=(const ReceivedFds&) = delete;
+  size_t size() const noexcept { return fds_.size(); }
+  // The i-th descriptor, now the caller's to close.
+  int take(size_t i) noexcept;
+  void add(int fd) { fds_.push_back(fd); }
+  void close_all() noexcept;
+
+ private:
+  std::vector<int> fds_;
+};
+
+// Sends one message (header + payload, and up to kMaxControlFds
+// descriptors) on a SOCK_SEQPACKET socket. On a non-blocking socket whose
+// peer stopped reading: Errc::full, never a wait.
+Status send_message(int fd, ControlType type, int32_t status, const void* payload, size_t size,
+                    const int* fds = nullptr, size_t nfds = 0);
 // Receives one message; Errc::system with "hung up" when the peer closed.
-// timeout_ms < 0 waits for ever.
-Status recv_message(int fd, ControlHeader* h, std::vector<char>* payload, int timeout_ms);
+// timeout_ms < 0 waits for ever. Descriptors that came with it go to *fds,
+// or are closed when fds is null; more than kMaxControlFds, or ancillary
+// data cut short, fail the message (Errc::corrupt) and close them all.
+Status recv_message(int fd, ControlHeader* h, std::vector<char>* payload, int timeout_ms, ReceivedFds* fds = nullptr);
 
 // One request and its reply. The reply's status becomes the Status (its
 // payload the message); a hang-up or a goodbye is Errc::disconnected.
 Status control_call(int fd, ControlType type, const void* payload, size_t size, std::vector<char>* reply,
-                    int timeout_ms);
+                    int timeout_ms, ReceivedFds* fds = nullptr);
 
 }  // namespace engram

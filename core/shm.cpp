@@ -9,20 +9,44 @@
 #include <boost/interprocess/mapped_region.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
 #include <cerrno>
+#include <climits>
+#include <cstdio>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <new>
+#include <utility>
 
 namespace bip = boost::interprocess;
 
 namespace engram {
 
 ShmSegment::ShmSegment() = default;
-ShmSegment::~ShmSegment() = default;
-ShmSegment::ShmSegment(ShmSegment&&) noexcept = default;
-ShmSegment& ShmSegment::operator=(ShmSegment&&) noexcept = default;
 
-void* ShmSegment::data() const noexcept { return region_ ? region_->get_address() : nullptr; }
-size_t ShmSegment::size() const noexcept { return region_ ? region_->get_size() : 0; }
+ShmSegment::~ShmSegment() {
+  if (addr_) ::munmap(addr_, size_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+ShmSegment::ShmSegment(ShmSegment&& o) noexcept
+    : region_(std::move(o.region_)), addr_(std::exchange(o.addr_, nullptr)), size_(std::exchange(o.size_, 0)),
+      fd_(std::exchange(o.fd_, -1)), name_(std::move(o.name_)) {}
+
+ShmSegment& ShmSegment::operator=(ShmSegment&& o) noexcept {
+  if (this != &o) {
+    this->~ShmSegment();
+    new (this) ShmSegment(std::move(o));
+  }
+  return *this;
+}
+
+void* ShmSegment::data() const noexcept { return region_ ? region_->get_address() : addr_; }
+size_t ShmSegment::size() const noexcept { return region_ ? region_->get_size() : size_; }
+
+void ShmSegment::close_fd() noexcept {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
 
 static std::string shm_path(const std::string& name) { return "/dev/shm/" + name; }
 
@@ -95,6 +119,137 @@ Result<ShmSegment> ShmSegment::open(const std::string& name, Access access) {
   } catch (const bip::interprocess_exception& e) {
     return Status{Errc::system, "cannot open shared memory '" + shm_path(name) + "': " + e.what()};
   }
+}
+
+namespace {
+
+std::string g_seal_note;
+
+std::string read_text(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  return out;
+}
+
+// A number from a cgroup file ("max" and unreadable: none).
+bool read_number(const std::string& path, uint64_t* out) {
+  std::string t = read_text(path);
+  if (t.empty() || t[0] < '0' || t[0] > '9') return false;
+  *out = std::strtoull(t.c_str(), nullptr, 10);
+  return true;
+}
+
+std::string gib(uint64_t bytes) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2f GiB", double(bytes) / double(1ull << 30));
+  return b;
+}
+
+}  // namespace
+
+size_t memory_available(std::string* why) {
+  size_t best = SIZE_MAX;
+  std::string meminfo = read_text("/proc/meminfo");
+  if (size_t p = meminfo.find("MemAvailable:"); p != std::string::npos) {
+    best = std::strtoull(meminfo.c_str() + p + 13, nullptr, 10) * 1024;
+    *why = gib(best) + " available on this machine (MemAvailable)";
+  }
+  // Every memory cgroup from this process's own up to the root: v2 (the
+  // "0::" line; memory.max, memory.current) and v1 (the "memory" line).
+  std::string groups = read_text("/proc/self/cgroup");
+  for (size_t at = 0; at < groups.size();) {
+    size_t end = groups.find('\n', at);
+    if (end == std::string::npos) end = groups.size();
+    std::string line = groups.substr(at, end - at);
+    at = end + 1;
+    size_t c1 = line.find(':'), c2 = line.find(':', c1 + 1);
+    if (c1 == std::string::npos || c2 == std::string::npos) continue;
+    std::string controllers = line.substr(c1 + 1, c2 - c1 - 1), path = line.substr(c2 + 1);
+    bool v2 = controllers.empty();
+    if (!v2 && controllers != "memory") continue;
+    std::string root = v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/memory";
+    if (v2 && ::access("/sys/fs/cgroup/unified", F_OK) == 0) root = "/sys/fs/cgroup/unified";
+    for (;;) {
+      std::string dir = root + (path == "/" ? "" : path);
+      uint64_t limit = 0, used = 0;
+      if (read_number(dir + (v2 ? "/memory.max" : "/memory.limit_in_bytes"), &limit) &&
+          read_number(dir + (v2 ? "/memory.current" : "/memory.usage_in_bytes"), &used) && limit < (1ull << 62)) {
+        size_t left = limit > used ? limit - used : 0;
+        if (left < best) {
+          best = left;
+          *why = gib(left) + " left under the memory limit of cgroup " + path + " (" + gib(limit) + ", " + gib(used) +
+                 " used)";
+        }
+      }
+      if (path == "/" || path.empty()) break;
+      path = path.substr(0, path.find_last_of('/'));
+      if (path.empty()) path = "/";
+    }
+  }
+  return best;
+}
+
+const std::string& ShmSegment::seal_note() { return g_seal_note; }
+
+Result<ShmSegment> ShmSegment::create_sealed(const std::string& label, size_t size, Sealing sealing) {
+  if (size == 0) return Status{Errc::invalid_argument, "shared memory segment '" + label + "' has size 0"};
+  std::string why;
+  if (size_t avail = memory_available(&why); size > avail)
+    return Status{Errc::out_of_memory, "shared memory '" + label + "' needs " + gib(size) + ", but there are " + why +
+                                           "; configure a smaller [arena] (or fewer, smaller tables), or give the "
+                                           "server more memory"};
+  ShmSegment seg;
+  seg.name_ = label;
+  seg.fd_ = ::memfd_create(label.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (seg.fd_ < 0) return Status{Errc::system, "memfd_create for '" + label + "': " + std::strerror(errno)};
+  if (::ftruncate(seg.fd_, static_cast<off_t>(size)) != 0)
+    return Status{Errc::system, "cannot size shared memory '" + label + "': " + std::strerror(errno)};
+  // Every page now: a shortage is reported here, never a SIGBUS later.
+  if (int rc = posix_fallocate(seg.fd_, 0, static_cast<off_t>(size)); rc != 0)
+    return Status{rc == ENOSPC || rc == ENOMEM ? Errc::out_of_memory : Errc::system,
+                  "cannot reserve " + gib(size) + " for shared memory '" + label + "': " + std::strerror(rc) +
+                      "; configure a smaller [arena], or give the server more memory"};
+  void* a = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, seg.fd_, 0);
+  if (a == MAP_FAILED) return Status{Errc::system, "cannot map shared memory '" + label + "': " + std::strerror(errno)};
+  seg.addr_ = a;
+  seg.size_ = size;
+  populate(a, size, true);
+  int seals = F_SEAL_SHRINK | F_SEAL_GROW;
+  if (::fcntl(seg.fd_, F_ADD_SEALS, seals) != 0)
+    return Status{Errc::system, "cannot seal shared memory '" + label + "': " + std::strerror(errno)};
+  if (sealing == Sealing::writable_here_only && ::fcntl(seg.fd_, F_ADD_SEALS, F_SEAL_FUTURE_WRITE) != 0) {
+    if (errno != EINVAL) return Status{Errc::system, "cannot seal shared memory '" + label + "': " + std::strerror(errno)};
+    if (g_seal_note.empty())
+      g_seal_note = "this kernel has no F_SEAL_FUTURE_WRITE (Linux 5.1+): table indexes are not sealed against "
+                    "writable mappings, only kept from clients";
+  }
+  if (::fcntl(seg.fd_, F_ADD_SEALS, F_SEAL_SEAL) != 0)
+    return Status{Errc::system, "cannot seal shared memory '" + label + "': " + std::strerror(errno)};
+  return seg;
+}
+
+Result<ShmSegment> ShmSegment::map_fd(int fd, size_t size, Access access, const std::string& label) {
+  ShmSegment seg;
+  seg.fd_ = fd;  // closed with seg on every path
+  seg.name_ = label;
+  int seals = ::fcntl(fd, F_GET_SEALS);
+  if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW))
+    return Status{Errc::corrupt, "shared memory '" + label + "' from the server is not sealed against resizing"};
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) != size)
+    return Status{Errc::corrupt, "shared memory '" + label + "' from the server has another size than it said"};
+  bool writable = access == Access::read_write;
+  void* a = ::mmap(nullptr, size, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
+  if (a == MAP_FAILED) return Status{Errc::system, "cannot map shared memory '" + label + "': " + std::strerror(errno)};
+  seg.addr_ = a;
+  seg.size_ = size;
+  populate(a, size, writable);
+  seg.close_fd();
+  return seg;
 }
 
 Result<ShmSegment> ShmSegment::anonymous(size_t size) {

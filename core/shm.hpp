@@ -1,8 +1,10 @@
-// A mapped shared-memory segment: POSIX shm through Boost.Interprocess
-// (shared_memory_object + mapped_region), or an anonymous shared mapping that
-// survives fork() (tests, embedded use). Only the mapping lives here; no Boost
-// managed segment or process-shared mutex is ever used, because a holder that
-// dies would wedge them.
+// A mapped shared-memory segment: a sealed memfd, the server's segments,
+// which clients reach only as file descriptors passed over the control
+// socket; POSIX shm through Boost.Interprocess (shared_memory_object +
+// mapped_region), for tests; or an anonymous shared mapping that survives
+// fork() (tests). Only the mapping lives here; no Boost managed segment or
+// process-shared mutex is ever used, because a holder that dies would
+// wedge them.
 #pragma once
 
 #include <cstddef>
@@ -36,6 +38,31 @@ class ShmSegment {
   static Result<ShmSegment> create(const std::string& name, size_t size, unsigned mode = 0660);
   // Maps an existing segment, whole, and in full like create().
   static Result<ShmSegment> open(const std::string& name, Access access);
+  // How a sealed segment may be used by the processes it is handed to.
+  enum class Sealing {
+    // Mapped writable by anyone who holds the descriptor; its size can
+    // never change (F_SEAL_SHRINK | F_SEAL_GROW), so no holder can make
+    // another's mapping SIGBUS.
+    fixed_size,
+    // Also no new writable mapping, by anyone (F_SEAL_FUTURE_WRITE, Linux
+    // 5.1+): only this process's mapping, made before the seal, writes.
+    // Where the kernel lacks the seal, the segment is fixed_size, and
+    // seal_note() says so.
+    writable_here_only,
+  };
+  // A memfd of `size` bytes, all reserved up front (fallocate), sealed,
+  // mapped read-write and populated here. `label` names it in
+  // /proc/<pid>/fd and in messages. Before reserving, the size is checked
+  // against the memory this process may still use (MemAvailable, and the
+  // memory cgroup's limit less its usage): a memfd's pages come from no
+  // mount with a size, so an arena too large would otherwise end in the
+  // OOM killer, not in an error. Errc::out_of_memory says which limit.
+  static Result<ShmSegment> create_sealed(const std::string& label, size_t size, Sealing sealing);
+  // Maps a segment received as a descriptor, whole (taking the
+  // descriptor: closed here, also on failure). Refused unless it is sealed
+  // against shrinking and growing and has exactly `size` bytes, so that no
+  // other holder can make this mapping SIGBUS.
+  static Result<ShmSegment> map_fd(int fd, size_t size, Access access, const std::string& label);
   // An anonymous MAP_SHARED mapping: shared with children forked after this call.
   static Result<ShmSegment> anonymous(size_t size);
   // Removes the name (mappings stay valid). Returns false if it did not exist.
@@ -44,11 +71,25 @@ class ShmSegment {
   void* data() const noexcept;
   size_t size() const noexcept;
   const std::string& name() const noexcept { return name_; }
+  // A sealed segment's descriptor (to pass on), or -1.
+  int fd() const noexcept { return fd_; }
+  // Closes the descriptor (the mapping stays): once it was passed on.
+  void close_fd() noexcept;
+  // Empty, or why a writable_here_only segment was only fixed_size.
+  static const std::string& seal_note();
 
  private:
   std::unique_ptr<boost::interprocess::mapped_region> region_;
+  void* addr_ = nullptr;  // a memfd's mapping (no region_)
+  size_t size_ = 0;
+  int fd_ = -1;
   std::string name_;
 };
+
+// Bytes this process may still allocate: MemAvailable, and for each memory
+// cgroup from its own up, the limit less the usage; `why` names the
+// smallest. SIZE_MAX where nothing could be read.
+size_t memory_available(std::string* why);
 
 // One load per page of [addr, addr + bytes). Populating a mapping fills
 // this process's page tables, but a hypervisor that shadows them (as this

@@ -1,6 +1,5 @@
 #include "daemon/server.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
@@ -67,15 +66,13 @@ class IdPool {
 struct TableEntry {
   uint32_t id = 0;
   std::string name;
-  std::string segment_name;
-  ShmSegment segment;
+  ShmSegment segment;  // the index: written by the owner only, never handed out
   std::unique_ptr<TableOwner> owner;
   uint32_t owner_arena_id = 0;
 };
 
 struct ClientChannel {
-  std::string segment_name;
-  ShmSegment segment;
+  ShmSegment segment;  // its descriptor went to the client with the open reply
 };
 
 struct Client {
@@ -147,7 +144,6 @@ struct Server::Impl {
       group = g->gr_gid;
     }
     if (Status s = claim_socket_path(); !s.ok()) return s;
-    remove_stale_segments();
     if (Status s = make_arena(); !s.ok()) return s;
     auto ck_id = arena_ids.take("checkpointer");
     if (!ck_id.ok()) return ck_id.status();
@@ -165,7 +161,8 @@ struct Server::Impl {
     wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (wake_fd < 0) return sys_error("eventfd");
     if (Status s = listen_socket(); !s.ok()) return s;
-    log_info("serving " + config.socket_path + " (segments /dev/shm/" + prefix + ".*, arena " +
+    if (!ShmSegment::seal_note().empty()) log_warn(ShmSegment::seal_note());
+    log_info("serving " + config.socket_path + " (arena " +
              std::to_string(arena_seg.size() >> 20) + " MiB, " + std::to_string(tables.size()) + " tables)");
     thread = std::thread([this] { control_loop(); });
     return Status::Ok();
@@ -194,32 +191,10 @@ struct Server::Impl {
     return Status::Ok();
   }
 
-  void remove_stale_segments() {
-    DIR* d = ::opendir("/dev/shm");
-    if (!d) return;
-    std::vector<std::string> stale;
-    while (dirent* e = ::readdir(d)) {
-      std::string n = e->d_name;
-      if (n.rfind(prefix + ".", 0) == 0) stale.push_back(n);
-    }
-    ::closedir(d);
-    for (const std::string& n : stale) ShmSegment::remove(n);
-    if (!stale.empty())
-      log_warn("removed " + std::to_string(stale.size()) + " stale segments /dev/shm/" + prefix +
-               ".* left by a server that crashed");
-  }
-
-  Result<ShmSegment> make_segment(const std::string& name, size_t size, unsigned mode) {
-    auto seg = ShmSegment::create(name, size, mode);
-    if (!seg.ok()) return seg;
-    if (group != static_cast<gid_t>(-1)) {
-      std::string path = "/dev/shm/" + name;
-      if (::chown(path.c_str(), static_cast<uid_t>(-1), group) != 0) {
-        ShmSegment::remove(name);
-        return sys_error("cannot give " + path + " to group " + config.group);
-      }
-    }
-    return seg;
+  // A sealed memfd: clients reach it only through the descriptor sent
+  // over the socket, and none can resize it (ShmSegment::Sealing).
+  Result<ShmSegment> make_segment(const std::string& what, size_t size, ShmSegment::Sealing sealing) {
+    return ShmSegment::create_sealed(prefix + "." + what, size, sealing);
   }
 
   Status make_arena() {
@@ -228,13 +203,13 @@ struct Server::Impl {
       Status s = ChunkArena::validate(config.arena);
       return {s.code(), "arena.classes: " + s.message()};
     }
-    auto seg = make_segment(prefix + ".arena", need, 0660);
+    auto seg = make_segment("arena", need, ShmSegment::Sealing::fixed_size);
     if (!seg.ok()) return seg.status();
     arena_seg = std::move(*seg);
     auto a = ChunkArena::format(arena_seg.data(), arena_seg.size(), config.arena);
     if (!a.ok()) return a.status();
     arena = *a;
-    auto b = make_segment(prefix + ".bells", sizeof(BellsHeader), 0660);
+    auto b = make_segment("bells", sizeof(BellsHeader), ShmSegment::Sealing::fixed_size);
     if (!b.ok()) return b.status();
     bells_seg = std::move(*b);
     bells = new (bells_seg.data()) BellsHeader{};
@@ -497,8 +472,7 @@ struct Server::Impl {
     e.id = *id;
     e.name = o.name;
     e.owner_arena_id = *aid;
-    e.segment_name = prefix + ".t" + std::to_string(*id);
-    auto seg = make_segment(e.segment_name, Table::bytes_needed(o), 0640);
+    auto seg = make_segment("t" + std::to_string(*id), Table::bytes_needed(o), ShmSegment::Sealing::writable_here_only);
     if (!seg.ok()) {
       table_ids.give(*id);
       arena_ids.give(*aid);
@@ -507,7 +481,6 @@ struct Server::Impl {
     e.segment = std::move(*seg);
     auto t = Table::format(e.segment.data(), e.segment.size(), o, 0x5eed0000ULL + *id);
     if (!t.ok()) {
-      ShmSegment::remove(e.segment_name);
       table_ids.give(*id);
       arena_ids.give(*aid);
       return t.status();
@@ -524,7 +497,6 @@ struct Server::Impl {
     e.owner->reset();  // releases every item's chunks
     e.owner->stop(ChannelClosed::table_dropped);
     for (auto& [fd, c] : clients) close_channel(c, e.id);
-    ShmSegment::remove(e.segment_name);
     table_ids.give(e.id);
     arena_ids.give(e.owner_arena_id);
     std::string name = e.name;  // e dies in erase
@@ -545,7 +517,6 @@ struct Server::Impl {
   void close_channel(Client& c, uint32_t table_id) {
     auto it = c.channels.find(table_id);
     if (it == c.channels.end()) return;
-    ShmSegment::remove(it->second.segment_name);
     c.channels.erase(it);
   }
 
@@ -792,9 +763,11 @@ struct Server::Impl {
     hr.arena_size = arena_seg.size();
     hr.bells_size = bells_seg.size();
     hr.server_pid = static_cast<uint64_t>(::getpid());
-    std::strncpy(hr.arena_name, arena_seg.name().c_str(), sizeof hr.arena_name - 1);
-    std::strncpy(hr.bells_name, bells_seg.name().c_str(), sizeof hr.bells_name - 1);
-    return reply(c, ControlType::hello, Status::Ok(), &hr, sizeof hr);
+    hr.num_classes = arena.num_classes();
+    for (uint32_t k = 0; k < arena.num_classes(); ++k)
+      hr.classes[k] = {arena.size_class(k).block_size, arena.size_class(k).count};
+    int fds[2] = {arena_seg.fd(), bells_seg.fd()};
+    return send_message(c.fd, ControlType::hello, 0, &hr, sizeof hr, fds, 2).ok();
   }
 
   bool open_table(Client& c, const std::vector<char>& p) {
@@ -807,23 +780,22 @@ struct Server::Impl {
       return reply(c, ControlType::open_table,
                    {Errc::already_exists, "table " + name + " is already open on this connection; use that handle"});
     ClientChannel ch;
-    ch.segment_name = prefix + ".c" + std::to_string(c.id) + ".t" + std::to_string(e->id);
-    auto seg = make_segment(ch.segment_name, Channel::bytes_needed(config.ring_records), 0660);
+    auto seg = make_segment("c" + std::to_string(c.id) + ".t" + std::to_string(e->id),
+                            Channel::bytes_needed(config.ring_records), ShmSegment::Sealing::fixed_size);
     if (!seg.ok()) return reply(c, ControlType::open_table, seg.status());
     ch.segment = std::move(*seg);
     auto chan = Channel::format(ch.segment.data(), ch.segment.size(), e->id, config.ring_records);
-    if (!chan.ok()) {
-      ShmSegment::remove(ch.segment_name);
-      return reply(c, ControlType::open_table, chan.status());
-    }
+    if (!chan.ok()) return reply(c, ControlType::open_table, chan.status());
     e->owner->attach(c.id, *chan);
     OpenReply r{};
     r.table_id = e->id;
     r.channel_size = ch.segment.size();
-    std::strncpy(r.channel_name, ch.segment_name.c_str(), sizeof r.channel_name - 1);
     r.spec = e->owner->info().spec;
+    int fd = ch.segment.fd();
+    bool sent = send_message(c.fd, ControlType::open_table, 0, &r, sizeof r, &fd, 1).ok();
+    ch.segment.close_fd();  // the client holds it now; the mapping here stays
     c.channels.emplace(e->id, std::move(ch));
-    return reply(c, ControlType::open_table, Status::Ok(), &r, sizeof r);
+    return sent;
   }
 
   // Everything the client held comes back: its channels' pins and holds, its
@@ -832,7 +804,6 @@ struct Server::Impl {
     int64_t t0 = monotonic_ns();
     for (auto& [tid, ch] : c.channels)
       if (TableEntry* e = find_table(tid)) e->owner->detach(c.id, ChannelClosed::protocol_error);
-    for (auto& [tid, ch] : c.channels) ShmSegment::remove(ch.segment_name);
     if (c.attached) {
       auto freed = arena.reclaim(c.id);
       if (!freed.ok()) log_error(who(c) + ": reclaim failed: " + freed.status().message());
@@ -880,15 +851,11 @@ struct Server::Impl {
     for (auto& [n, e] : tables) e.owner->stop(ChannelClosed::daemon_stopping);
     for (auto& [fd, c] : clients) {
       (void)send_message(fd, ControlType::goodbye, 0, nullptr, 0);
-      for (auto& [tid, ch] : c.channels) ShmSegment::remove(ch.segment_name);
       ::close(fd);
     }
     clients.clear();
-    for (auto& [n, e] : tables) ShmSegment::remove(e.segment_name);
     tables.clear();
-    ShmSegment::remove(arena_seg.name());
-    ShmSegment::remove(bells_seg.name());
-    log_info("stopped; socket and segments removed");
+    log_info("stopped; socket removed");
   }
 
   void wake() {
@@ -905,12 +872,7 @@ Result<std::unique_ptr<Server>> Server::start(const ServerConfig& config) {
   auto impl = std::make_unique<Impl>();
   if (Status s = impl->init(config); !s.ok()) {
     // Undo what init made; nothing else was served yet.
-    for (auto& [n, e] : impl->tables) {
-      e.owner->stop(ChannelClosed::daemon_stopping);
-      ShmSegment::remove(e.segment_name);
-    }
-    if (!impl->arena_seg.name().empty()) ShmSegment::remove(impl->arena_seg.name());
-    if (!impl->bells_seg.name().empty()) ShmSegment::remove(impl->bells_seg.name());
+    for (auto& [n, e] : impl->tables) e.owner->stop(ChannelClosed::daemon_stopping);
     if (impl->listen_fd >= 0) ::unlink(impl->config.socket_path.c_str());
     return s;
   }

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -22,6 +23,7 @@
 
 #include "core/control_message.hpp"
 #include "core/futex.hpp"
+#include "core/shm.hpp"
 #include "engram/engram.h"
 
 namespace engram::test {
@@ -96,16 +98,25 @@ class Control {
     ok_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
     HelloRequest h = hello_request();
     std::vector<char> r;
-    ok_ = ok_ && call(ControlType::hello, &h, sizeof h, &r).ok() && r.size() == sizeof hello_;
+    ok_ = ok_ && call(ControlType::hello, &h, sizeof h, &r, &hello_fds_).ok() && r.size() == sizeof hello_ &&
+          hello_fds_.size() == 2;
     if (ok_) std::memcpy(&hello_, r.data(), sizeof hello_);
   }
   ~Control() { ::close(fd_); }
   bool ok() const { return ok_; }
   const HelloReply& hello() const { return hello_; }
   int fd() const { return fd_; }
+  // The arena and the bells, mapped from the descriptors of the hello (once each).
+  ShmSegment map_arena() { return map(0, hello_.arena_size, "arena"); }
+  ShmSegment map_bells() { return map(1, hello_.bells_size, "bells"); }
+  ArenaConfig arena_config() const {
+    ArenaConfig c;
+    c.classes.assign(hello_.classes, hello_.classes + std::min<uint32_t>(hello_.num_classes, kArenaMaxClasses));
+    return c;
+  }
 
-  Status call(ControlType t, const void* p, size_t n, std::vector<char>* reply) {
-    return control_call(fd_, t, p, n, reply, 10000);
+  Status call(ControlType t, const void* p, size_t n, std::vector<char>* reply, ReceivedFds* fds = nullptr) {
+    return control_call(fd_, t, p, n, reply, 10000, fds);
   }
   StatusReply status() {
     std::vector<char> r;
@@ -115,9 +126,16 @@ class Control {
   }
 
  private:
+  ShmSegment map(size_t i, size_t size, const char* what) {
+    auto seg = ShmSegment::map_fd(hello_fds_.take(i), size, ShmSegment::Access::read_write, what);
+    EXPECT_TRUE(seg.ok()) << seg.status().message();
+    return seg.ok() ? std::move(*seg) : ShmSegment{};
+  }
+
   int fd_ = -1;
   bool ok_ = false;
   HelloReply hello_{};
+  ReceivedFds hello_fds_;
 };
 
 // engramd in a temporary directory, with `body` appended to its config.

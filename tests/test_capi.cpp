@@ -893,16 +893,17 @@ struct RawClient {
 
   RawClient(const std::string& socket, const char* table) : ctl(socket) {
     EXPECT_TRUE(ctl.ok());
-    arena_seg = std::move(*ShmSegment::open(ctl.hello().arena_name, ShmSegment::Access::read_write));
-    arena = *ChunkArena::attach(arena_seg.data(), arena_seg.size());
-    bells_seg = std::move(*ShmSegment::open(ctl.hello().bells_name, ShmSegment::Access::read_write));
+    arena_seg = ctl.map_arena();
+    arena = *ChunkArena::attach(arena_seg.data(), arena_seg.size(), ctl.arena_config());
+    bells_seg = ctl.map_bells();
     NameRequest n{};
     std::strncpy(n.name, table, sizeof n.name - 1);
     std::vector<char> r;
-    EXPECT_TRUE(ctl.call(ControlType::open_table, &n, sizeof n, &r).ok());
+    ReceivedFds fds;
+    EXPECT_TRUE(ctl.call(ControlType::open_table, &n, sizeof n, &r, &fds).ok());
     OpenReply o;
     std::memcpy(&o, r.data(), sizeof o);
-    chan_seg = std::move(*ShmSegment::open(o.channel_name, ShmSegment::Access::read_write));
+    chan_seg = std::move(*ShmSegment::map_fd(fds.take(0), o.channel_size, ShmSegment::Access::read_write, "channel"));
     chan = *Channel::attach(chan_seg.data(), chan_seg.size());
     bell = &static_cast<BellsHeader*>(bells_seg.data())->slots[o.table_id].bell;
   }

@@ -532,9 +532,8 @@ TEST_F(ServerCheckpoint, RestoredOneChunkItemsSampleByTheLayoutCheckedAtRestore)
   start();  // restores it
   Control ctl(socket_);
   ASSERT_TRUE(ctl.ok());
-  auto seg = ShmSegment::open(ctl.hello().arena_name, ShmSegment::Access::read_write);
-  ASSERT_TRUE(seg.ok()) << seg.status().message();
-  auto arena = ChunkArena::attach(seg->data(), seg->size());
+  ShmSegment seg = ctl.map_arena();
+  auto arena = ChunkArena::attach(seg.data(), seg.size(), ctl.arena_config());
   ASSERT_TRUE(arena.ok()) << arena.status().message();
   uint32_t rewritten = 0;
   for (uint32_t b = 0; b < arena->total_blocks(); ++b) {

@@ -182,10 +182,17 @@ TEST(ChunkArena, ConfigValidationAndAttach) {
   EXPECT_EQ(ChunkArena::validate({{{128, 1}, {64, 1}}}).code(), Errc::invalid_argument); // not ascending
   EXPECT_EQ(ChunkArena::validate({{{64, 0}}}).code(), Errc::invalid_argument);
   SharedArena s(small_config());
-  EXPECT_TRUE(ChunkArena::attach(s.seg.data(), s.bytes).ok());
-  EXPECT_EQ(ChunkArena::attach(s.seg.data(), s.bytes / 2).status().code(), Errc::corrupt);
-  static_cast<ArenaHeader*>(s.seg.data())->classes[1].data_offset += 64;
-  EXPECT_EQ(ChunkArena::attach(s.seg.data(), s.bytes).status().code(), Errc::corrupt);
+  auto a = ChunkArena::attach(s.seg.data(), s.bytes, small_config());
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  EXPECT_EQ(ChunkArena::attach(s.seg.data(), s.bytes / 2, small_config()).status().code(), Errc::corrupt);
+  EXPECT_EQ(ChunkArena::attach(s.seg.data(), s.bytes, {}).status().code(), Errc::corrupt);
+  // The geometry comes from the config, not the client-writable header: a
+  // scribbled header changes nothing of a new view.
+  std::memset(s.seg.data(), 0xff, sizeof(ArenaHeader) - sizeof(FreeListHead) * kArenaMaxClasses);
+  auto b = ChunkArena::attach(s.seg.data(), s.bytes, small_config());
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  EXPECT_EQ(b->total_blocks(), a->total_blocks());
+  EXPECT_EQ(b->data({3, 0}), a->data({3, 0}));
 }
 
 // What each hammering client does: take blocks of random classes, stamp them,

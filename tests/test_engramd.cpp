@@ -1,13 +1,18 @@
 // engramd as a program: flags, readiness, refusals at start-up, SIGHUP,
 // and engramctl against it.
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 
 #include <chrono>
+#include <cstring>
 #include <csignal>
 #include <filesystem>
 #include <memory>
+#include <regex>
 #include <thread>
 
 #include "daemon_fixture.hpp"
@@ -82,16 +87,45 @@ TEST(Engramd, RefusesASecondServerAndReplacesAStaleOne) {
   d.kill9();
   d.start();
   EXPECT_NE(read_file(d.log()).find("removed the stale socket"), std::string::npos) << read_file(d.log());
-  EXPECT_NE(read_file(d.log()).find("stale segments"), std::string::npos) << read_file(d.log());
 }
 
-TEST(Engramd, RefusesAnArenaThatShmCannotHold) {
+// Segments are memfds, whose pages come from no mount with a size: an
+// arena larger than the memory left is refused at start, naming the limit,
+// before a page is reserved (else the OOM killer would have the last word).
+TEST(Engramd, RefusesAnArenaThatMemoryCannotHold) {
   std::string dir = make_temp_dir(), out;
   std::ofstream(dir + "/big.toml") << "socket = \"" << dir << "/s.sock\"\n"
                                    << "[arena]\nclasses = [ { block_size = \"1GiB\", count = 100000 } ]\n";
   EXPECT_EQ(run({ENGRAMD_PATH, "--config", dir + "/big.toml"}, &out, dir), 1);
-  EXPECT_NE(out.find("/dev/shm"), std::string::npos) << out;
+  EXPECT_NE(out.find("needs 100000.00 GiB"), std::string::npos) << out;
+  EXPECT_NE(out.find("MemAvailable"), std::string::npos) << out;
+  EXPECT_NE(out.find("configure a smaller [arena]"), std::string::npos) << out;
   EXPECT_NE(::access((dir + "/s.sock").c_str(), F_OK), 0) << "nothing is left behind";
+}
+
+// The same within a memory cgroup's limit (cgroup v1 here; v2 reads
+// memory.max), where the machine itself has room: engramd runs in a
+// cgroup of 64 MiB and is asked for a 256 MiB arena.
+TEST(Engramd, RefusesAnArenaThatItsMemoryCgroupCannotHold) {
+  std::string own;
+  {
+    std::ifstream in("/proc/self/cgroup");
+    for (std::string line; std::getline(in, line);)
+      if (line.find(":memory:") != std::string::npos) own = line.substr(line.find(":memory:") + 8);
+  }
+  std::string cg = "/sys/fs/cgroup/memory" + (own == "/" ? "" : own) + "/engram-test-" + std::to_string(getpid());
+  if (own.empty() || ::mkdir(cg.c_str(), 0755) != 0)
+    GTEST_SKIP() << "no cgroup v1 memory controller to make a child group in (" << std::strerror(errno)
+                 << "); nothing was checked";
+  std::ofstream(cg + "/memory.limit_in_bytes") << (64 << 20);
+  std::string dir = make_temp_dir(), out;
+  std::ofstream(dir + "/c.toml") << "socket = \"" << dir << "/s.sock\"\n"
+                                 << "[arena]\nclasses = [ { block_size = \"1MiB\", count = 256 } ]\n";
+  std::string script = "echo $$ > " + cg + "/cgroup.procs && exec " + ENGRAMD_PATH + " --config " + dir + "/c.toml";
+  EXPECT_EQ(run({"/bin/sh", "-c", script}, &out, dir), 1);
+  EXPECT_NE(out.find("left under the memory limit of cgroup"), std::string::npos) << out;
+  EXPECT_NE(out.find("configure a smaller [arena]"), std::string::npos) << out;
+  ::rmdir(cg.c_str());
 }
 
 TEST(Engramd, SighupReloadsRateLimiters) {
@@ -192,6 +226,60 @@ TEST(Engramd, NamesThatWouldForgeLogLinesAreRefusedAndNothingIsLoggedRaw) {
   std::string log = read_file(d.log());
   EXPECT_EQ(log.find("\n<2>"), std::string::npos) << log;
   EXPECT_EQ(log.find("forged"), std::string::npos) << "a refused name was logged: " << log;
+}
+
+// Every segment is a sealed memfd: nothing under /dev/shm to open, no
+// descriptor a client holds (or anyone of the daemon's uid opens through
+// /proc/<pid>/fd) can resize one, and a table's index takes no writable
+// mapping or write but the daemon's own. On c15b268 a client truncated
+// /dev/shm/<prefix>.arena and engramd died of SIGBUS (status 135), and the
+// index /dev/shm/<prefix>.t0 took any write of the daemon's uid.
+TEST(Engramd, NoSegmentCanBeResizedOrItsIndexWritten) {
+  Daemon d(table_toml("t", "max_size = 10"));
+  // Servers named their segments engram-<12 hex digits of the socket's hash>.<what>.
+  const std::regex server_segment("engram-[0-9a-f]{12}\\..*");
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm"))
+    EXPECT_FALSE(std::regex_match(e.path().filename().string(), server_segment)) << e.path() << ": a named segment";
+  Control ctl(d.socket());
+  ASSERT_TRUE(ctl.ok());
+  NameRequest n{};
+  std::strncpy(n.name, "t", sizeof n.name - 1);
+  std::vector<char> r;
+  ReceivedFds chan;
+  ASSERT_TRUE(ctl.call(ControlType::open_table, &n, sizeof n, &r, &chan).ok());
+  ASSERT_EQ(chan.size(), 1u);
+  int fd = chan.take(0);
+  EXPECT_NE(::ftruncate(fd, 0), 0) << "a client truncated its channel";
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_NE(::ftruncate(fd, 1 << 30), 0) << "a client grew its channel";
+  EXPECT_NE(::fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE), 0) << "seals are sealed";
+  ::close(fd);
+  // Everything engramd holds, as anyone of its uid reaches it.
+  std::string fds = "/proc/" + std::to_string(d.pid()) + "/fd";
+  int memfds = 0, indexes = 0;
+  for (const auto& e : std::filesystem::directory_iterator(fds)) {
+    std::error_code ec;
+    std::string target = std::filesystem::read_symlink(e.path(), ec).string();
+    if (target.find("/memfd:engram-") != 0) continue;
+    ++memfds;
+    int m = ::open(e.path().c_str(), O_RDWR | O_CLOEXEC);
+    ASSERT_GE(m, 0) << target;
+    EXPECT_NE(::ftruncate(m, 0), 0) << target << " was truncated";
+    if (target.find(".t0") != std::string::npos) {
+      ++indexes;
+      char junk[64] = {1};
+      EXPECT_LT(::pwrite(m, junk, sizeof junk, 0), 0) << "the index took a write";
+      void* w = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, m, 0);
+      EXPECT_EQ(w, MAP_FAILED) << "the index took a writable mapping";
+      if (w != MAP_FAILED) ::munmap(w, 4096);
+    }
+    ::close(m);
+  }
+  EXPECT_GE(memfds, 3) << "arena, bells, index";
+  EXPECT_EQ(indexes, 1);
+  EXPECT_EQ(ctl.status().tables, 1u) << "engramd died";
+  EXPECT_EQ(d.terminate(), 0);
+  d.start();
 }
 
 // engramd stopped (SIGSTOP: any stall of the owner, a paused VM, CPU

@@ -164,7 +164,8 @@ ENGRAM_API void engram_server_options_init(engram_server_options* o);
 /* Runs the server in this process (its own threads); other processes attach
  * to it exactly as to engramd. Errors: ENGRAM_E_INVALID (config, with the
  * key), ENGRAM_E_EXISTS (a live server on the socket), ENGRAM_E_NOMEM
- * (/dev/shm too small), ENGRAM_E_SYSTEM. */
+ * (the memory left, or the memory cgroup's limit, cannot hold the arena),
+ * ENGRAM_E_SYSTEM. */
 ENGRAM_API int engram_server_start(const engram_server_options* o, engram_server** out);
 /* Stops cleanly (clients get ENGRAM_E_DISCONNECTED) and frees the handle. */
 ENGRAM_API int engram_server_stop(engram_server* s);
