@@ -70,4 +70,9 @@ void Doorbell::ring() noexcept {
   }
 }
 
+void Doorbell::wake_all() noexcept {
+  seq.fetch_add(1, std::memory_order_seq_cst);
+  futex_wake(&seq, INT_MAX);
+}
+
 }  // namespace engram

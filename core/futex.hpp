@@ -51,6 +51,10 @@ struct Doorbell {
   // data or the producer sees the sleeper and bumps seq, so the waiter's
   // futex_wait(seq, old) returns at once.
   void ring() noexcept;
+  // Wakes every sleeper whatever `sleepers` says: for a waker that must not
+  // trust the word, because others may write it (the daemon waking its own
+  // table owner on a bell that clients share). A system call each time.
+  void wake_all() noexcept;
   // Consumer side: waits until ready() returns true or the timeout passes.
   // Spins `spin` rounds first. Returns ready()'s last value.
   template <typename Ready>

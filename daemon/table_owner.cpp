@@ -11,6 +11,12 @@
 namespace engram {
 namespace {
 constexpr int kBatchPerChannel = 64;  // requests per channel per round: fairness between clients
+// The longest an owner sleeps without looking for work. Clients can write
+// the bell it sleeps on (they ring it), so a client that rewrites its words
+// can make a wake-up go astray; the daemon's own wake-ups (wake_all) and
+// this bound keep the owner, and the control thread that waits on it,
+// from waiting for ever. An idle table wakes this often: no measurable CPU.
+constexpr int64_t kMaxSleepNs = 100'000'000;
 }
 
 TableOwner::TableOwner(ChunkArena arena, uint32_t arena_id, Table table, const TableSpec& spec, Doorbell* bell,
@@ -40,7 +46,7 @@ void TableOwner::stop(ChannelClosed reason) {
     channels_.clear();
   });
   stop_.store(true);
-  if (bell_) bell_->ring();
+  if (bell_) bell_->wake_all();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -50,7 +56,7 @@ void TableOwner::post(std::function<void()> f) {
     commands_.push_back(std::move(f));
     has_commands_.store(true, std::memory_order_release);
   }
-  bell_->ring();
+  bell_->wake_all();
 }
 
 void TableOwner::call(std::function<void()> f) {
@@ -157,7 +163,7 @@ void TableOwner::run() {
   while (!stop_.load(std::memory_order_acquire)) {
     if (poll_once()) continue;
     int64_t deadline = next_deadline();
-    int64_t timeout = deadline < 0 ? -1 : std::max<int64_t>(0, deadline - monotonic_ns());
+    int64_t timeout = deadline < 0 ? kMaxSleepNs : std::clamp<int64_t>(deadline - monotonic_ns(), 0, kMaxSleepNs);
     // A client whose request waits here for the rate limiter is blocked
     // on this owner: notice the request that frees it as soon as it comes.
     int spin = any_pending() ? kAnswerSpin : kDefaultSpin;

@@ -282,6 +282,59 @@ TEST(Engramd, NoSegmentCanBeResizedOrItsIndexWritten) {
   d.start();
 }
 
+// A client may write the doorbells (it must, to ring them), so it can zero
+// them: the sleeper counts a waker reads, and the segment's header. On
+// c15b268, zeroing them while a table's owner slept and then closing the
+// table left the control thread waiting for ever on an owner that was
+// never woken: status unanswered, new clients timed out, SIGTERM ignored;
+// zeroing the header made every later connect fail. Now the daemon wakes
+// its own owners whatever the bells say, and no client reads the header.
+TEST(Engramd, ZeroedDoorbellsWedgeNothing) {
+  Daemon d(table_toml("t", "max_size = 10"));
+  {
+    Control hostile(d.socket());
+    ASSERT_TRUE(hostile.ok());
+    ShmSegment bells = hostile.map_bells();
+    NameRequest n{};
+    std::strncpy(n.name, "t", sizeof n.name - 1);
+    std::vector<char> r;
+    ASSERT_TRUE(hostile.call(ControlType::open_table, &n, sizeof n, &r).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the owner is asleep on its bell
+    std::memset(bells.data(), 0, bells.size());
+    auto t0 = std::chrono::steady_clock::now();
+    Status s = hostile.call(ControlType::close_table, &n, sizeof n, nullptr);
+    EXPECT_TRUE(s.ok()) << s.message();
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2)) << "close_table waited on the owner";
+  }
+  Control ctl(d.socket());
+  ASSERT_TRUE(ctl.ok()) << "a new client could not connect";
+  EXPECT_EQ(ctl.status().tables, 1u);
+  engram_client* c = connect_c(d.socket());
+  ASSERT_NE(c, nullptr) << "the C API could not connect after the bells' header was zeroed";
+  engram_table* t = nullptr;
+  ASSERT_EQ(engram_table_open(c, "t", &t), ENGRAM_OK) << engram_last_error();
+  engram_column col = {"obs", ENGRAM_UINT8, 2, {10, 30}};
+  engram_column meta = {"meta", ENGRAM_INT64, 1, {2}};
+  engram_column cols[2] = {col, meta};
+  engram_writer_options wo;
+  engram_writer_options_init(&wo);
+  wo.columns = cols;
+  wo.num_columns = 2;
+  engram_writer* w = nullptr;
+  ASSERT_EQ(engram_writer_open(c, &wo, &w), ENGRAM_OK) << engram_last_error();
+  std::vector<uint8_t> obs(300, 1);
+  int64_t m[2] = {1, 2};
+  const void* data[2] = {obs.data(), m};
+  ASSERT_EQ(engram_writer_append(w, data), ENGRAM_OK) << engram_last_error();
+  ASSERT_EQ(engram_writer_create_item(w, t, 1, 1.0), ENGRAM_OK) << engram_last_error();
+  EXPECT_EQ(engram_writer_flush(w, 2000), ENGRAM_OK) << engram_last_error();
+  engram_disconnect(c);
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(d.terminate(), 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3)) << "SIGTERM took too long";
+  d.start();
+}
+
 // engramd stopped (SIGSTOP: any stall of the owner, a paused VM, CPU
 // throttling) for longer than a caller's timeout.
 class StalledDaemon : public ::testing::Test {
