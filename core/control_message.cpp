@@ -121,8 +121,10 @@ Status recv_message(int fd, ControlHeader* h, std::vector<char>* payload, int ti
   ssize_t n;
   do n = ::recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
   while (n < 0 && errno == EINTR);
-  if (n == 0 || (n < 0 && errno == ECONNRESET)) return {Errc::system, "peer hung up"};
+  if (n < 0 && errno == ECONNRESET) return {Errc::system, "peer hung up"};
   if (n < 0) return {Errc::system, std::string("recv on control socket: ") + std::strerror(errno)};
+  // Descriptors first, so that every path below closes them (a message of
+  // no bytes can still carry some, and reads like a hang-up).
   ReceivedFds got;
   for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
     if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len < CMSG_LEN(0)) continue;
@@ -133,6 +135,7 @@ Status recv_message(int fd, ControlHeader* h, std::vector<char>* payload, int ti
       got.add(d);
     }
   }
+  if (n == 0) return {Errc::system, "peer hung up"};
   if (m.msg_flags & MSG_CTRUNC) return {Errc::corrupt, "control message with more ancillary data than allowed"};
   if (got.size() > kMaxControlFds) return {Errc::corrupt, "control message with too many descriptors"};
   if (static_cast<size_t>(n) < sizeof(ControlHeader)) return {Errc::corrupt, "control message shorter than its header"};

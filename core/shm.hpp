@@ -52,7 +52,7 @@ class ShmSegment {
   };
   // A memfd of `size` bytes, all reserved up front (fallocate), sealed,
   // mapped read-write and populated here. `label` names it in
-  // /proc/<pid>/fd and in messages. Before reserving, the size is checked
+  // /proc/<pid>/maps and in messages. Before reserving, the size is checked
   // against the memory this process may still use (MemAvailable, and the
   // memory cgroup's limit less its usage): a memfd's pages come from no
   // mount with a size, so an arena too large would otherwise end in the

@@ -472,13 +472,14 @@ struct Server::Impl {
     e.id = *id;
     e.name = o.name;
     e.owner_arena_id = *aid;
-    auto seg = make_segment("t" + std::to_string(*id), Table::bytes_needed(o), ShmSegment::Sealing::writable_here_only);
+    auto seg = make_segment("index" + std::to_string(*id), Table::bytes_needed(o), ShmSegment::Sealing::writable_here_only);
     if (!seg.ok()) {
       table_ids.give(*id);
       arena_ids.give(*aid);
       return seg.status();
     }
     e.segment = std::move(*seg);
+    e.segment.close_fd();  // handed to nobody: the mapping is all the daemon needs
     auto t = Table::format(e.segment.data(), e.segment.size(), o, 0x5eed0000ULL + *id);
     if (!t.ok()) {
       table_ids.give(*id);
@@ -780,7 +781,7 @@ struct Server::Impl {
       return reply(c, ControlType::open_table,
                    {Errc::already_exists, "table " + name + " is already open on this connection; use that handle"});
     ClientChannel ch;
-    auto seg = make_segment("c" + std::to_string(c.id) + ".t" + std::to_string(e->id),
+    auto seg = make_segment("channel" + std::to_string(c.id) + "." + std::to_string(e->id),
                             Channel::bytes_needed(config.ring_records), ShmSegment::Sealing::fixed_size);
     if (!seg.ok()) return reply(c, ControlType::open_table, seg.status());
     ch.segment = std::move(*seg);
