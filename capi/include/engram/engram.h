@@ -26,6 +26,14 @@
  *  - Disconnection: when the server goes away, calls return
  *    ENGRAM_E_DISCONNECTED (never hang, never crash); disconnect and connect
  *    again.
+ *  - Trust: the server checks everything a client sends, and survives any
+ *    client. Clients of one server share the arena's memory writable, so a
+ *    client can overwrite chunks that others wrote (and, in this version,
+ *    break block allocation for all): give the server's group only to
+ *    processes you trust with each other's data. See engram(7).
+ *  - Arguments: every pointer and array entry the library reads is checked
+ *    (ENGRAM_E_INVALID naming it), and strings are read no further than
+ *    their limit (ENGRAM_E_RANGE if no NUL comes by then).
  *
  * See engram(7) for the model (tables, chunks, items, rate limiters) and one
  * man page per function in section 3.
@@ -90,7 +98,7 @@ typedef enum engram_selector {
 
 /* One column of a step: a fixed-shape array. A plain struct of fixed size. */
 typedef struct engram_column {
-  const char* name;
+  const char* name;  /* 1..ENGRAM_MAX_COLUMN_NAME bytes of letters, digits, '_', '.', ':', '-' */
   int32_t dtype;  /* engram_dtype */
   uint32_t rank;  /* 0 for a scalar */
   uint32_t shape[ENGRAM_MAX_RANK];
@@ -197,7 +205,7 @@ typedef struct engram_table engram_table;
 
 typedef struct engram_table_options {
   size_t struct_size;
-  const char* name;              /* 1..ENGRAM_MAX_NAME bytes */
+  const char* name;              /* 1..ENGRAM_MAX_NAME bytes of letters, digits, '_', '.', ':', '-' */
   uint64_t max_size;             /* capacity in items, 1..2^30 */
   int32_t sampler;               /* engram_selector; default ENGRAM_UNIFORM */
   int32_t remover;               /* engram_selector; default ENGRAM_FIFO */
