@@ -140,7 +140,8 @@ class TableOwner {
   // The one rule for deadlines: a request whose deadline passed is
   // answered with a timeout, never applied, whether it waited here for the
   // rate limiter or reached the owner late (a stalled server). Checked
-  // before a request is applied, with the clock read then.
+  // before a request is applied, against the clock as of the start of the
+  // channel's round.
   bool expired(ChannelState& c, const RequestRecord& r, const char* what);
   // A sample with a deadline is applied only if the owner claims it first
   // (ChannelHeader::sample_gate); false (answered with a timeout) if its
@@ -169,6 +170,7 @@ class TableOwner {
   uint64_t sig_hash_;
   bool packed_;  // some column compressed: chunks are checked by their headers
   bool stopping_ = false;  // owner thread only: refuse instead of deferring
+  int64_t round_now_ns_ = 0;  // the clock as of this round of a channel (expired()), 0: not read yet
   std::vector<std::unique_ptr<ChannelState>> channels_;
   SampleBatch batch_;  // reused
   // While a sample is built, items that expire (max_times_sampled) must not
