@@ -216,8 +216,8 @@ class Hostile {
           TableSpec spec = to_spec(t);
           NameRequest n{};
           std::strncpy(n.name, "h", sizeof n.name - 1);
-          (void)ctl.call(pick(2) ? ControlType::create_table : ControlType::drop_table,
-                         pick(2) ? static_cast<const void*>(&spec) : &n, pick(2) ? sizeof spec : sizeof n, nullptr);
+          if (pick(2)) (void)ctl.call(ControlType::create_table, &spec, sizeof spec, nullptr);
+          else (void)ctl.call(ControlType::drop_table, &n, sizeof n, nullptr);
           break;
         }
         default:  // hang up without a word
