@@ -66,6 +66,32 @@ void ReceivedFds::close_all() noexcept {
   fds_.clear();
 }
 
+Status send_datagram(int fd, const void* bytes, size_t n, const int* fds, size_t nfds) {
+  iovec iov{const_cast<void*>(bytes), n};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  std::vector<char> control(CMSG_SPACE(sizeof(int) * nfds));
+  if (nfds > 0) {
+    m.msg_control = control.data();
+    m.msg_controllen = control.size();
+    cmsghdr* c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+    std::memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+  }
+  for (;;) {
+    ssize_t sent = ::sendmsg(fd, &m, MSG_NOSIGNAL);
+    if (sent == static_cast<ssize_t>(n)) return Status::Ok();
+    if (sent < 0 && errno == EINTR) continue;
+    if (sent < 0 && (errno == EPIPE || errno == ECONNRESET)) return {Errc::system, "peer hung up"};
+    if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+      return {Errc::full, "peer does not read its replies (its socket buffer is full)"};
+    return {Errc::system, std::string("send on control socket: ") + (sent < 0 ? std::strerror(errno) : "short write")};
+  }
+}
+
 Status send_message(int fd, ControlType type, int32_t status, const void* payload, size_t size, const int* fds,
                     size_t nfds) {
   if (size > kMaxControlPayload) return {Errc::invalid_argument, "control message too large"};
@@ -74,29 +100,7 @@ Status send_message(int fd, ControlType type, int32_t status, const void* payloa
   ControlHeader h{kControlMagic, static_cast<uint32_t>(type), status, static_cast<uint32_t>(size)};
   std::memcpy(buf.data(), &h, sizeof h);
   if (size) std::memcpy(buf.data() + sizeof h, payload, size);
-  iovec iov{buf.data(), buf.size()};
-  msghdr m{};
-  m.msg_iov = &iov;
-  m.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxControlFds)] = {};
-  if (nfds > 0) {
-    m.msg_control = control;
-    m.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
-    cmsghdr* c = CMSG_FIRSTHDR(&m);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
-    std::memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
-  }
-  for (;;) {
-    ssize_t n = ::sendmsg(fd, &m, MSG_NOSIGNAL);
-    if (n == static_cast<ssize_t>(buf.size())) return Status::Ok();
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) return {Errc::system, "peer hung up"};
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-      return {Errc::full, "peer does not read its replies (its socket buffer is full)"};
-    return {Errc::system, std::string("send on control socket: ") + (n < 0 ? std::strerror(errno) : "short write")};
-  }
+  return send_datagram(fd, buf.data(), buf.size(), fds, nfds);
 }
 
 Status recv_message(int fd, ControlHeader* h, std::vector<char>* payload, int timeout_ms, ReceivedFds* fds) {

@@ -152,6 +152,12 @@ class ReceivedFds {
   std::vector<int> fds_;
 };
 
+// Sends `n` bytes as one datagram with `nfds` descriptors attached, as
+// they are: no header, no limits checked. A non-blocking socket whose peer
+// stopped reading gives Errc::full, never a wait. send_message frames and
+// checks; tests and fuzzers that speak the protocol wrong on purpose call
+// this directly.
+Status send_datagram(int fd, const void* bytes, size_t n, const int* fds, size_t nfds);
 // Sends one message (header + payload, and up to kMaxControlFds
 // descriptors) on a SOCK_SEQPACKET socket. On a non-blocking socket whose
 // peer stopped reading: Errc::full, never a wait.

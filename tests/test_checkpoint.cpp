@@ -339,6 +339,10 @@ class ServerCheckpoint : public ::testing::Test {
     EXPECT_EQ(engram_checkpoint(c_, 60000, path, sizeof path), ENGRAM_OK) << last();
     return path;
   }
+  // Fills the tables, checkpoints, draws 7 items from "fifo", checkpoints
+  // again and stops: the newer checkpoint's path, and fifo's samples as of
+  // the older one (what a fallback to it restores).
+  std::pair<std::string, uint64_t> two_checkpoints();
   engram_table_info info(const char* name) {
     engram_table_info i;
     engram_table_info_init(&i);
@@ -562,14 +566,19 @@ TEST_F(ServerCheckpoint, RestoredOneChunkItemsSampleByTheLayoutCheckedAtRestore)
   engram_table_close(t);
 }
 
-TEST_F(ServerCheckpoint, ADamagedNewestCheckpointFallsBackToThePreviousOne) {
+std::pair<std::string, uint64_t> ServerCheckpoint::two_checkpoints() {
   start();
   fill(c_, false);
-  std::string older = checkpoint();
+  checkpoint();
   uint64_t older_samples = info("fifo").samples;
   draw(c_, "fifo", 7);
   std::string newer = checkpoint();
   stop();
+  return {newer, older_samples};
+}
+
+TEST_F(ServerCheckpoint, ADamagedNewestCheckpointFallsBackToThePreviousOne) {
+  auto [newer, older_samples] = two_checkpoints();
   struct Damage {
     const char* file;
     const char* how;
@@ -601,13 +610,7 @@ TEST_F(ServerCheckpoint, ADamagedNewestCheckpointFallsBackToThePreviousOne) {
 // it anew) so that it parses, but describes state the API would never have
 // made. Each is refused whole, and the previous checkpoint is used.
 TEST_F(ServerCheckpoint, AManifestThatLiesWithAGoodChecksumIsRefusedAndThePreviousOneUsed) {
-  start();
-  fill(c_, false);
-  std::string older = checkpoint();
-  uint64_t older_samples = info("fifo").samples;
-  draw(c_, "fifo", 7);
-  std::string newer = checkpoint();
-  stop();
+  auto [newer, older_samples] = two_checkpoints();
   const std::string path = newer + "/" + kManifestFile;
   const std::string orig = slurp(path);
   struct Lie {

@@ -177,22 +177,8 @@ class Hostile {
             if (pick(3) == 0) h.size += 1 + pick(100);  // lies about its length
             std::memcpy(junk.data(), &h, sizeof h);
           }
-          iovec iov{junk.data(), junk.size()};
-          msghdr m{};
-          m.msg_iov = &iov;
-          m.msg_iovlen = 1;
-          alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 2)] = {};
           int fds[2] = {open.empty() ? 0 : open[0].fd, 1};
-          if (pick(2)) {
-            m.msg_control = control;
-            m.msg_controllen = sizeof control;
-            cmsghdr* c = CMSG_FIRSTHDR(&m);
-            c->cmsg_level = SOL_SOCKET;
-            c->cmsg_type = SCM_RIGHTS;
-            c->cmsg_len = CMSG_LEN(sizeof fds);
-            std::memcpy(CMSG_DATA(c), fds, sizeof fds);
-          }
-          messages_ += ::sendmsg(ctl.fd(), &m, MSG_NOSIGNAL | MSG_DONTWAIT) > 0;
+          messages_ += send_datagram(ctl.fd(), junk.data(), junk.size(), fds, pick(3)).ok();
           ControlHeader h;
           std::vector<char> p;
           (void)recv_message(ctl.fd(), &h, &p, 5);

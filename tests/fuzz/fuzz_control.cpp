@@ -12,8 +12,9 @@
 // attach descriptors (a memfd, a pipe's end: bits 2-3 give how many, 0-3,
 // and bit 4 asks for 6, more than a message may carry); bit 5: say a valid
 // hello first on this connection; bit 6: hang up after this message;
-// bit 7: wait for a reply (up to 20 ms) before the next message. Replies,
+// bit 7: wait for a reply (up to 5 ms) before the next message. Replies,
 // and the descriptors some carry, are read and dropped.
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
@@ -88,24 +89,6 @@ void drain(int fd, int wait_ms) {
   }
 }
 
-void send_raw(int fd, const uint8_t* bytes, size_t n, const int* fds, size_t nfds) {
-  iovec iov{const_cast<uint8_t*>(bytes), n};
-  msghdr m{};
-  m.msg_iov = &iov;
-  m.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 8)] = {};
-  if (nfds > 0) {
-    m.msg_control = control;
-    m.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
-    cmsghdr* c = CMSG_FIRSTHDR(&m);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
-    std::memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
-  }
-  (void)::sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
-}
-
 // What /proc/self/fd says descriptor fd is ("pipe:[1234]", ...).
 std::string link_of(int fd) {
   char link[64], target[256];
@@ -137,19 +120,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (flags & 0x20) {
       HelloRequest h = hello_request();
       (void)send_message(fd, ControlType::hello, 0, &h, sizeof h);
-      drain(fd, 20);
+      drain(fd, 5);
     }
     size_t nfds = (flags & 0x02) ? ((flags & 0x10) ? 6 : (flags >> 2) & 3) : 0;
     if (flags & 0x01) {
-      send_raw(fd, body, len, pool, nfds);
+      (void)send_datagram(fd, body, len, pool, nfds);
     } else {
       std::vector<uint8_t> msg(sizeof(ControlHeader) + len);
       ControlHeader h{kControlMagic, type, 0, static_cast<uint32_t>(len)};
       std::memcpy(msg.data(), &h, sizeof h);
       if (len) std::memcpy(msg.data() + sizeof h, body, len);
-      send_raw(fd, msg.data(), msg.size(), pool, nfds);
+      (void)send_datagram(fd, msg.data(), msg.size(), pool, nfds);
     }
-    drain(fd, (flags & 0x80) ? 20 : 0);
+    drain(fd, (flags & 0x80) ? 5 : 0);
     if (flags & 0x40) {
       ::close(fd);
       fd = -1;
@@ -177,14 +160,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // memfd or the pipe is left here.
   for (int tries = 0;; ++tries) {
     int held = 0;
-    for (int i = 0; i < 4096; ++i) {
-      char link[64], target[256];
-      std::snprintf(link, sizeof link, "/proc/self/fd/%d", i);
-      ssize_t n = ::readlink(link, target, sizeof target - 1);
-      if (n <= 0) continue;
-      target[n] = '\0';
-      if (std::strncmp(target, "/memfd:fuzz-peer", 16) == 0 || target == pipe_name) ++held;
+    DIR* dir = ::opendir("/proc/self/fd");
+    while (dirent* e = dir ? ::readdir(dir) : nullptr) {
+      if (e->d_name[0] == '.') continue;
+      std::string target = link_of(std::atoi(e->d_name));
+      if (target.rfind("/memfd:fuzz-peer", 0) == 0 || target == pipe_name) ++held;
     }
+    if (dir) ::closedir(dir);
     if (held == 0) break;
     if (tries == 100) {
       std::fprintf(stderr, "fuzz_control: the server keeps %d descriptors that peers sent it\n", held);
