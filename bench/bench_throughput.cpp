@@ -893,25 +893,17 @@ std::string damon_state() {
   return "off";
 }
 
-// Whether the arenas can sit in huge pages: the huge= option of the mount
-// at /dev/shm (the last one listed is on top; "never" if it has none) and
-// the kernel's shmem_enabled setting, whose "force" and "deny" override
-// it. They shorten DAMON's walk over the arenas (bench/NOTES.md).
+// Whether the arenas can sit in huge pages. They are memfds (engramd(8),
+// SHARED MEMORY), which follow the kernel's shmem_enabled setting for the
+// internal shmem mount, not the options of the mount at /dev/shm (where
+// the arenas lived until layout 6). Huge pages shorten DAMON's walk over
+// the arenas (bench/NOTES.md).
 std::string shm_huge_pages() {
-  std::ifstream mounts("/proc/mounts");
-  std::string dev, dir, type, opts, rest, huge = "unknown";
-  while (mounts >> dev >> dir >> type >> opts && std::getline(mounts, rest)) {
-    if (dir != "/dev/shm") continue;
-    huge = "never";
-    std::istringstream o(opts);
-    for (std::string kv; std::getline(o, kv, ',');)
-      if (kv.rfind("huge=", 0) == 0) huge = kv.substr(5);
-  }
   std::ifstream sys("/sys/kernel/mm/transparent_hugepage/shmem_enabled");
   std::string word, enabled = "unknown";
   while (sys >> word)
     if (word.size() > 2 && word.front() == '[' && word.back() == ']') enabled = word.substr(1, word.size() - 2);
-  return "/dev/shm huge=" + huge + ", shmem_enabled " + enabled;
+  return "memfd, shmem_enabled " + enabled;
 }
 
 double find(const std::string& system, const std::string& op, const std::string& table, uint64_t payload, int procs) {

@@ -28,6 +28,8 @@ class ShmSegment {
   ShmSegment(ShmSegment&&) noexcept;
   ShmSegment& operator=(ShmSegment&&) noexcept;
 
+  // Named segments serve tests that share memory between processes they
+  // start; the server's are create_sealed.
   // Creates /dev/shm/<name> of `size` bytes with `mode`, reserving every page up
   // front (posix_fallocate) so that a full /dev/shm is reported here, never as a
   // SIGBUS later. Fails if the name exists; remove stale segments first.
