@@ -14,7 +14,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <new>
 #include <utility>
 
 namespace bip = boost::interprocess;
@@ -33,10 +32,12 @@ ShmSegment::ShmSegment(ShmSegment&& o) noexcept
       fd_(std::exchange(o.fd_, -1)), name_(std::move(o.name_)) {}
 
 ShmSegment& ShmSegment::operator=(ShmSegment&& o) noexcept {
-  if (this != &o) {
-    this->~ShmSegment();
-    new (this) ShmSegment(std::move(o));
-  }
+  ShmSegment old(std::move(*this));  // what this held goes when `old` does
+  region_ = std::move(o.region_);
+  addr_ = std::exchange(o.addr_, nullptr);
+  size_ = std::exchange(o.size_, 0);
+  fd_ = std::exchange(o.fd_, -1);
+  name_ = std::move(o.name_);
   return *this;
 }
 

@@ -376,8 +376,11 @@ bool TableOwner::expired(ChannelState& c, const RequestRecord& r, const char* wh
   // one's view.
   if (round_now_ns_ == 0) round_now_ns_ = monotonic_ns();
   if (round_now_ns_ < r.deadline_ns) return false;
+  // A deferred request comes here too (its rate limiter let it through
+  // too late), so the message names both ways of getting here.
   fail(c, r, {Errc::timeout, std::string(what) + " on table " + table_.name() +
-                                 " reached the owner after its deadline (the server was stalled); not applied"});
+                                 " came up for applying after its deadline (it waited for the rate limiter, or the "
+                                 "server was stalled); not applied"});
   return true;
 }
 

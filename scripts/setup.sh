@@ -3,7 +3,7 @@
 # Idempotent; uses sudo when not root.
 set -euo pipefail
 
-# Build: compilers, CMake; libraries from DESIGN.md section 7 as they are used.
+# Build: compilers, CMake; the libraries engram uses, as they are used.
 # Checks: clang + libclang-rt (libFuzzer), abigail-tools (ABI baseline);
 # the throughput harness: redis-server + libhiredis-dev (baseline), gnuplot-nox (plot).
 packages=(cmake g++ make pkg-config python3

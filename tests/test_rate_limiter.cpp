@@ -8,7 +8,7 @@ namespace engram {
 namespace {
 
 // One row: a limiter config, counters, and what CanInsert(n) / CanSample(n)
-// must answer, each derived by hand from the semantics in DESIGN.md §3.
+// must answer, each derived by hand from the semantics stated in core/rate_limiter.hpp.
 struct Case {
   const char* what;
   RateLimiterConfig config;
