@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <new>
 #include <cmath>
 #include <chrono>
 #include <cstdio>
@@ -146,12 +147,18 @@ constexpr size_t kMaxStamped = 1 << 20;
 int64_t* g_created = nullptr;   // [kMaxStamped]
 int64_t* g_returned = nullptr;  // [kMaxStamped]
 
+// Set by a queue's reader when its measurement is over: its writer keeps
+// writing until then, so that the reader's last batch is never left
+// waiting for items nobody writes any more (its 1 s timeout would count).
+std::atomic<int>* g_reader_done = nullptr;
+
 void init_stamps() {
-  size_t bytes = 2 * kMaxStamped * sizeof(int64_t);
+  size_t bytes = 2 * kMaxStamped * sizeof(int64_t) + 64;
   void* m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) std::abort();
   g_created = static_cast<int64_t*>(m);
   g_returned = g_created + kMaxStamped;
+  g_reader_done = new (g_returned + kMaxStamped) std::atomic<int>(0);
 }
 
 // Percentiles of returned - created (us) over the items that have both; -1
@@ -274,6 +281,8 @@ Result engram_writer_worker(const char* table, uint64_t payload, int64_t count, 
     for (int64_t i = 0; i < count; ++i) one();
   } else {
     r = timed(one, pace_ns > 0 ? 1 : 16);  // Redis pipelines 64 per call, memcpy copies 256
+    // Uncounted: a queue's writer outlives its reader (at most 5 s more).
+    for (int64_t cap = now_ns() + 5'000'000'000; queue && !g_reader_done->load() && now_ns() < cap;) one();
   }
   int64_t f0 = now_ns();
   if (int rc = engram_writer_flush(w, 60000); rc && !err && !(queue && rc == ENGRAM_E_TIMEOUT)) err = rc;
@@ -325,6 +334,7 @@ Result engram_sampler_worker(const char* table, uint64_t payload, uint32_t batch
   };
   ready();
   Result r = timed(one);
+  g_reader_done->store(1);
   if (err) return failed("sample", err);
   engram_disconnect(c);
   return r;
@@ -830,6 +840,7 @@ void run_payload_once(uint64_t payload) {
   uint32_t queue_batch = uint32_t(std::min<uint64_t>(256, queue_items));
   create_table(c, "queue", payload, queue_items, ENGRAM_FIFO, true);
   Conditions before = conditions("engram/queue");
+  g_reader_done->store(0);
   auto rs = run_workers(2, [&](int k, auto& ready) {
     return k == 0 ? engram_writer_worker("queue", payload, 0, 0, ready, true)
                   : engram_sampler_worker("queue", payload, queue_batch, false, false, ready);
@@ -837,6 +848,7 @@ void run_payload_once(uint64_t payload) {
   double thr = rate(rs, 1, 1);
   engram_table_reset(c, "queue");
   WakeUp wake = futex_wake_up_us(100, g_opt.quick ? 200 : 2000);
+  g_reader_done->store(0);
   auto lat = run_workers(2, [&](int k, auto& ready) {
     return k == 0 ? engram_writer_worker("queue", payload, 0, 20000, ready, true)
                   : engram_sampler_worker("queue", payload, 1, true, true, ready);

@@ -149,12 +149,36 @@ int engram_rate_limiter_queue(engram_rate_limiter* out, int64_t size) {
 Status engram_client::control(ControlType type, const void* payload, size_t size, std::vector<char>* reply,
                               int wait_ms, ReceivedFds* fds) {
   if (disconnected) return {Errc::disconnected, "the server went away; disconnect and connect again"};
-  Status s = control_call(fd, type, payload, size, reply, wait_ms == 0 ? timeout_ms : wait_ms, fds);
+  int wait = wait_ms == 0 ? timeout_ms : wait_ms;
+  if (Status s = take_late_replies(wait); !s.ok()) return s;
+  Status s = control_call(fd, type, payload, size, reply, wait, fds);
+  if (s.code() == Errc::timeout && type != ControlType::checkpoint) ++late_replies;  // sent, not answered yet
   if (s.code() == Errc::disconnected) {
     disconnected = true;
     return {Errc::disconnected, s.message() + "; disconnect and connect again"};
   }
   return s;
+}
+
+Status engram_client::take_late_replies(int wait_ms) {
+  // The server answers every request in order, so the next replies are
+  // those of the requests that timed out: read and put them to use (a
+  // grant's blocks are this client's now) before the next request's.
+  while (late_replies > 0) {
+    ControlHeader h{};
+    std::vector<char> p;
+    Status s = recv_message(fd, &h, &p, wait_ms);
+    if (s.code() == Errc::timeout)
+      return {Errc::timeout, "the server has not answered an earlier request within " + std::to_string(wait_ms) + " ms"};
+    if (!s.ok() || h.type == static_cast<uint32_t>(ControlType::goodbye)) {
+      disconnected = true;
+      return {Errc::disconnected, "the server went away; disconnect and connect again"};
+    }
+    if (h.type == static_cast<uint32_t>(ControlType::checkpoint)) continue;  // a late checkpoint answer: not owed here
+    --late_replies;
+    if (h.type == static_cast<uint32_t>(ControlType::grant_blocks) && h.status == 0) (void)keep_granted(p);
+  }
+  return Status::Ok();
 }
 
 bool engram_client::alive() {
@@ -169,14 +193,15 @@ bool engram_client::alive() {
 }
 
 namespace {
-// Spares kept per class. Acks come in bursts: an owner that fell behind (two
-// writers and the owner on two cores) answers up to a ring's worth of
-// inserts at once, and each insert that evicted brings a block. A spare
-// that does not fit goes back to the shared free list, and the writer takes
-// one from it again soon after, both through the list's shared cache lines.
-// At most a 64th of the class, so that one client cannot hold the blocks
-// others need, and 256; at least 16, a writer's steady state.
-size_t spare_limit(const SizeClass& k) { return std::clamp<size_t>(k.count / 64, 16, 256); }
+// Spares kept per class. They are how far a writer can run ahead of its
+// acks (each ack brings a block back): a rate limiter that holds inserts,
+// or an owner that fell behind, stops it after this many chunks, and a
+// spare that does not fit goes back to the server in a round trip. A 64th
+// of the class kept a writer of 40 KB items into a queue 25% below what it
+// did when clients took blocks themselves; a 16th brought it back
+// (bench/NOTES.md, "Blocks only from the daemon"). At most a 16th, so that
+// one client cannot hold the blocks others need, and 256; at least 16.
+size_t spare_limit(const SizeClass& k) { return std::clamp<size_t>(k.count / 16, 16, 256); }
 
 // A spare is fetched for writing when it comes within this many chunks of
 // its turn, not when it arrives: acks come ten to a record, and fetching
@@ -198,33 +223,107 @@ void engram_client::keep_spare(BlockRef b) {
   // would pull that line to this core only for the server to pull it back
   // when it seals the chunk.
   if (b.index >= arena.total_blocks()) return;
-  auto k = arena.class_for(arena.block_size(b.index));
-  if (!k.ok()) return;
+  uint32_t k = arena.class_of(b.index);
   if (spares.size() < arena.num_classes()) spares.resize(arena.num_classes());
-  std::deque<BlockRef>& s = spares[*k];
+  std::deque<BlockRef>& s = spares[k];
   // Past the limit, or late acks of a closed writer: nobody would use it.
-  if (s.size() >= spare_limit(arena.size_class(*k)) || writers.empty()) {
-    (void)arena.free_reserved(hello.client_id, b);
+  if (s.size() >= spare_limit(arena.size_class(k)) || writers.empty()) {
+    return_block(b);
     return;
   }
   s.push_back(b);
-  if (s.size() <= kSpareFetchAhead) fetch_spare(*k, b);
+  if (s.size() <= kSpareFetchAhead) fetch_spare(k, b);
 }
 
-bool engram_client::take_spare(uint32_t k, BlockRef* b) {
-  if (k >= spares.size() || spares[k].empty()) return false;
-  *b = spares[k].front();
-  spares[k].pop_front();
-  if (spares[k].size() >= kSpareFetchAhead) fetch_spare(k, spares[k][kSpareFetchAhead - 1]);
-  return true;
+bool engram_client::wants_spare(uint32_t k, uint32_t coming) const {
+  size_t have = (k < spares.size() ? spares[k].size() : 0) + coming;
+  return have < spare_limit(arena.size_class(k));
+}
+
+Status engram_client::grant(uint32_t k, int wait_ms, uint32_t coming) {
+  if (spares.size() < arena.num_classes()) spares.resize(arena.num_classes());
+  // Enough for the spares to last a while: a grant is a round trip through
+  // the control thread (a millisecond and more when every core is busy), a
+  // spare a pop from a deque. A writer out of spares with as many on their
+  // way is that far ahead of its acks (a rate limiter holds its inserts):
+  // a quarter of the limit more lets it run on, and its inserts ask for no
+  // spares until it is back under the limit (wants_spare), so that none
+  // come back as surplus to return.
+  size_t have = spares[k].size() + coming, limit = spare_limit(arena.size_class(k));
+  if (!spares[k].empty() && have >= limit) return Status::Ok();
+  size_t n = have < limit ? limit - have : std::max<size_t>(1, limit / 4);
+  GrantRequest rq{k, static_cast<uint32_t>(std::min<size_t>(n, kMaxBlockGrant))};
+  std::vector<char> reply;
+  if (Status s = control(ControlType::grant_blocks, &rq, sizeof rq, &reply, wait_ms); !s.ok()) {
+    if (s.code() == Errc::timeout)
+      return {Errc::timeout, "the server did not grant a block within " + std::to_string(wait_ms == 0 ? timeout_ms : wait_ms) +
+                                 " ms; is engramd stopped or overloaded?"};
+    return s;
+  }
+  return keep_granted(reply);
+}
+
+Status engram_client::keep_granted(const std::vector<char>& reply) {
+  size_t n = reply.size() / sizeof(BlockRef);
+  if (n == 0 || n > kMaxBlockGrant || reply.size() % sizeof(BlockRef) != 0)
+    return {Errc::corrupt, "the server answered a grant of blocks with " + std::to_string(reply.size()) + " bytes"};
+  if (spares.size() < arena.num_classes()) spares.resize(arena.num_classes());
+  for (size_t i = 0; i < n; ++i) {
+    BlockRef g;
+    std::memcpy(&g, reply.data() + i * sizeof g, sizeof g);
+    if (g.index >= arena.total_blocks())
+      return {Errc::corrupt, "the server granted block " + std::to_string(g.index) + ", outside the arena"};
+    uint32_t k = arena.class_of(g.index);
+    spares[k].push_back(g);
+    if (spares[k].size() <= kSpareFetchAhead) fetch_spare(k, g);
+  }
+  return Status::Ok();
+}
+
+Status engram_client::take_block(uint32_t k, BlockRef* b, int wait_ms, uint32_t coming) {
+  if (spares.size() < arena.num_classes()) spares.resize(arena.num_classes());
+  std::deque<BlockRef>& s = spares[k];
+  if (s.empty())
+    if (Status g = grant(k, wait_ms, coming); !g.ok()) return g;
+  if (s.empty()) return {Errc::out_of_memory, "the server granted no block of size class " + std::to_string(k)};
+  *b = s.front();
+  s.pop_front();
+  if (s.size() >= kSpareFetchAhead) fetch_spare(k, s[kSpareFetchAhead - 1]);
+  return Status::Ok();
+}
+
+// Blocks to return are sent once this many gather, and when a writer
+// flushes or closes: what a client holds beyond its spares stays small
+// next to a class of large blocks, and returns stay rare (they come from
+// inserts that failed, writers that closed, and evictions that freed more
+// blocks than the writer asked for).
+constexpr size_t kReturnBatch = 16;
+
+void engram_client::return_block(BlockRef b) {
+  returning.push_back(b);
+  if (returning.size() >= kReturnBatch) (void)flush_returns();
+}
+
+Status engram_client::flush_returns() {
+  Status first = Status::Ok();
+  for (size_t i = 0; i < returning.size(); i += kMaxBlockGrant) {
+    size_t n = std::min<size_t>(kMaxBlockGrant, returning.size() - i);
+    // Blocks that are no longer ours are refused and change nothing: that
+    // refusal is expected here (see return_block), not an error to report.
+    Status s = control(ControlType::return_blocks, returning.data() + i, n * sizeof(BlockRef), nullptr);
+    if (s.code() == Errc::disconnected) {
+      first = s;
+      break;
+    }
+  }
+  returning.clear();
+  return first;
 }
 
 void engram_client::free_spares() {
-  std::vector<BlockRef> all;
-  for (auto& s : spares) all.insert(all.end(), s.begin(), s.end());
+  for (auto& s : spares) returning.insert(returning.end(), s.begin(), s.end());
   spares.clear();
-  order_for_freeing(&all);
-  for (BlockRef b : all) (void)arena.free_reserved(hello.client_id, b);
+  (void)flush_returns();
 }
 
 engram_table* engram_client::table_by_id(uint32_t id) {
@@ -277,7 +376,7 @@ static Status connect_client(const engram_connect_options* o, engram_client* c) 
   c->bells_seg = std::move(*bells_seg);
   ArenaConfig config;
   config.classes.assign(c->hello.classes, c->hello.classes + c->hello.num_classes);
-  auto arena = ChunkArena::attach(c->arena_seg.data(), c->arena_seg.size(), config);
+  auto arena = ArenaBlocks::attach(c->arena_seg.data(), c->arena_seg.size(), config);
   if (!arena.ok()) return arena.status();
   c->arena = *arena;
   c->bells = static_cast<BellsHeader*>(c->bells_seg.data());

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "core/channel.hpp"
-#include "core/chunk_arena.hpp"
+#include "core/arena_blocks.hpp"
 #include "core/codec.hpp"
 #include "core/control_message.hpp"
 #include "core/shm.hpp"
@@ -42,6 +42,7 @@ struct Owed {  // one request whose responses are still to come
   uint64_t id;
   uint32_t credit;                 // response slots reserved
   engram_writer* writer = nullptr; // insert: who created it
+  bool want_spare = false;         // insert: asked for a spare block with its ack
   uint32_t num_chunks = 0;         // insert: the writer's chunks it references,
   uint64_t chunks[kRecordRefs] = {};  //  by the writer's chunk sequence number
 };
@@ -82,21 +83,27 @@ struct engram_client {
   engram::HelloReply hello{};
   int timeout_ms = 10000;
   engram::ShmSegment arena_seg, bells_seg;
-  engram::ChunkArena arena;
+  engram::ArenaBlocks arena;
   engram::BellsHeader* bells = nullptr;
   bool disconnected = false;
+  // Requests whose caller stopped waiting for the reply: the next
+  // replies on the socket are theirs (take_late_replies).
+  uint32_t late_replies = 0;
   uint64_t next_id = 1;
   std::vector<engram_table*> tables;
   std::vector<engram_writer*> writers;
   std::vector<engram_batch*> batches;
-  // Per size class: free blocks the server handed over in insert acks,
-  // reserved by this client, for writers' next chunks (see InsertAck).
+  // Per size class: blocks reserved by this client, granted by the server
+  // (grant_blocks) or handed over in insert acks (InsertAck), for writers'
+  // next chunks.
   // Taken oldest first: a FIFO table evicts in insertion order, so a writer
   // then writes its blocks in the order it wrote them last time, which
   // stays ascending in memory where it started so, and the CPU's
   // prefetchers and page walks follow ascending addresses best
   // (bench/NOTES.md, "Block order").
   std::vector<std::deque<engram::BlockRef>> spares;
+  // Blocks to give back to the server, sent in groups (return_blocks).
+  std::vector<engram::BlockRef> returning;
   // Per size class: a writer of it loaded the class's pages (engram_writer_open).
   std::vector<bool> class_pages_loaded;
   // Per size class: a writer of this client that streams steps into its
@@ -113,15 +120,36 @@ struct engram_client {
   // Is the server still there? Reads a goodbye if one came.
   bool alive();
   engram_table* table_by_id(uint32_t id);
-  // Keeps a spare from an insert ack (up to spare_limit of its class, see
-  // client.cpp, and only while a writer is open; the rest go back to the
-  // free list). Takes one of class k, if any.
+  // Keeps a spare that is surely reserved by this client, from a grant or
+  // an insert ack (up to spare_limit of its class, see client.cpp, and only
+  // while a writer is open; the rest go back to the server).
   void keep_spare(engram::BlockRef b);
-  bool take_spare(uint32_t k, engram::BlockRef* b);
+  // A block of class k for a writer's chunk: a spare, else one of a grant
+  // from the server (waiting up to wait_ms, 0 for timeout_ms), which comes
+  // with more for the spares; Errc::out_of_memory while the server has
+  // none free.
+  // `coming`: the spares the writer's unanswered inserts asked for.
+  engram::Status take_block(uint32_t k, engram::BlockRef* b, int wait_ms = 0, uint32_t coming = 0);
+  bool has_spare(uint32_t k) const { return k < spares.size() && !spares[k].empty(); }
+  // Should an insert whose newest chunk is of class k ask for a spare with
+  // its ack? While the spares and those `coming` are under the limit.
+  bool wants_spare(uint32_t k, uint32_t coming) const;
+  // Asks the server for blocks of class k, up to the spare limit (see client.cpp).
+  engram::Status grant(uint32_t k, int wait_ms = 0, uint32_t coming = 0);
+  // Keeps the blocks of a grant's reply as spares.
+  engram::Status keep_granted(const std::vector<char>& reply);
+  // Reads the replies owed to requests that timed out (late_replies).
+  engram::Status take_late_replies(int wait_ms);
+  // Gives a block back to the server, with others in one message. The
+  // server takes back only blocks that this client holds reserved, so a
+  // block whose fate is not known here (the chunk of an insert that failed,
+  // which the owner may have freed) is returned, never kept as a spare.
+  void return_block(engram::BlockRef b);
+  engram::Status flush_returns();
   // Starts fetching spare b of class k for a writer's stores: its header
   // line if the class is streamed, else the whole block (prefetch_block).
   void fetch_spare(uint32_t k, engram::BlockRef b);
-  // Gives every spare back to the free list (disconnect).
+  // Gives every spare back to the server (the last writer closed).
   void free_spares();
 };
 

@@ -151,7 +151,7 @@ void prefetch_item_data(const engram_table* t, const std::vector<SampledItemWire
 // checked (a writer may rewrite it after the insert).
 Status check_item(const engram_table* t, const SampledItemWire& it, uint32_t plain_steps, uint32_t num_steps,
                   ChunkHeader* headers) {
-  const ChunkArena& arena = t->client->arena;
+  const ArenaBlocks& arena = t->client->arena;
   bool sent = layout_sent(it, plain_steps);
   uint64_t steps = 0;
   for (uint32_t k = 0; k < it.num_refs; ++k) {
@@ -176,7 +176,7 @@ Status check_item(const engram_table* t, const SampledItemWire& it, uint32_t pla
 // index, so items that share a chunk decode it once.
 Status copy_steps(engram_table* t, const ChunkRef& ref, const ChunkHeader& h, uint32_t c, char* dst) {
   const TableSpec& spec = t->spec;
-  const ChunkArena& arena = t->client->arena;
+  const ArenaBlocks& arena = t->client->arena;
   const char* block = static_cast<const char*>(arena.data({ref.block, ref.generation}));
   size_t step = column_step_bytes(spec.columns[c]);
   ColumnSpan span;
@@ -343,7 +343,7 @@ int engram_batch_views(const engram_batch* b, uint32_t item, uint32_t column, en
                                             " is compressed; zero-copy views exist only for uncompressed columns: "
                                             "copy it out with engram_sample");
   const SampledItemWire& it = b->items[item];
-  const ChunkArena& arena = b->table->client->arena;
+  const ArenaBlocks& arena = b->table->client->arena;
   size_t step = column_step_bytes(spec.columns[column]);
   for (uint32_t k = 0; k < std::min(cap, it.num_refs); ++k) {
     const ChunkRef& ref = it.refs[k];

@@ -37,13 +37,14 @@ Status engram_writer::open_chunk() {
   bool waiting = false;
   int64_t pause_ns = 10'000;
   for (;;) {
-    BlockRef spare;
-    auto b = client->take_spare(size_class, &spare) ? Result<BlockRef>(spare)
-                                                    : client->arena.alloc(client->hello.client_id, size_class);
-    if (b.ok()) {
+    if (spares_coming > 0 && !client->has_spare(size_class))
+      if (Status s = await_spare(); !s.ok()) return s;
+    BlockRef b;
+    Status got = client->take_block(size_class, &b, insert_timeout_ms > 0 ? insert_timeout_ms : 0, spares_coming);
+    if (got.ok()) {
       Chunk c;
-      c.block = *b;
-      c.data = static_cast<char*>(client->arena.data(*b));
+      c.block = b;
+      c.data = static_cast<char*>(client->arena.data(b));
       ChunkHeader h{};
       h.magic = kChunkMagic;
       h.capacity_steps = chunk_length;
@@ -56,7 +57,7 @@ Status engram_writer::open_chunk() {
       ++next_seq;
       return Status::Ok();
     }
-    if (b.status().code() != Errc::out_of_memory) return b.status();
+    if (got.code() != Errc::out_of_memory) return got;
     for (engram_table* t : client->tables) {
       ResponseRecord unused;
       if (Status s = t->pump(0, &unused, nullptr, -1); !s.ok()) return s;
@@ -75,6 +76,29 @@ Status engram_writer::open_chunk() {
   }
 }
 
+// Out of spares with some on their way: the writer is that far ahead of
+// its acks, most likely because a rate limiter holds its inserts (a full
+// queue), and each ack that comes brings a spare. Waiting a moment for one
+// is much cheaper than a grant, a round trip through the server's control
+// thread that waits for a core when every core is busy (a writer of 40 KB
+// items into a full queue made 2000 grants a second that way, at a tenth of
+// the items; bench/NOTES.md, "Blocks only from the daemon"). A limiter that
+// holds the inserts for longer gets a grant after the wait.
+constexpr int64_t kSpareWaitNs = 2'000'000;
+
+Status engram_writer::await_spare() {
+  int64_t until = monotonic_ns() + kSpareWaitNs;
+  for (engram_table* t : client->tables) {
+    bool owes = std::any_of(t->owed.begin(), t->owed.end(), [&](const Owed& o) { return o.writer == this && o.want_spare; });
+    if (!owes) continue;
+    ResponseRecord unused;
+    Status s = t->pump(0, &unused, [&] { return client->has_spare(size_class) || spares_coming == 0; }, until);
+    if (!s.ok() && s.code() != Errc::timeout) return s;
+    if (client->has_spare(size_class) || monotonic_ns() >= until) break;
+  }
+  return Status::Ok();
+}
+
 void engram_writer::pack(Chunk& c) {
   size_t cap = client->arena.size_class(size_class).block_size;
   size_t off = packed_data_offset(static_cast<uint32_t>(columns.size()));
@@ -91,15 +115,16 @@ void engram_writer::pack(Chunk& c) {
   }
   // Compression should save arena memory too: move the packed bytes into
   // the smallest class that holds them, if it has a block free now. No item
-  // references the chunk yet, so nobody else knows the old block.
+  // references the chunk yet, so the old block is surely still ours: a
+  // spare for the next chunk.
   auto k = client->arena.class_for(off);
   if (!k.ok() || *k >= size_class) return;
-  auto small = client->arena.alloc(client->hello.client_id, *k);
-  if (!small.ok()) return;
-  char* dst = static_cast<char*>(client->arena.data(*small));
+  BlockRef small;
+  if (!client->take_block(*k, &small).ok()) return;
+  char* dst = static_cast<char*>(client->arena.data(small));
   std::memcpy(dst, c.data, off);
-  (void)client->arena.free_reserved(client->hello.client_id, c.block);
-  c.block = *small;
+  client->keep_spare(c.block);
+  c.block = small;
   c.data = dst;
 }
 
@@ -168,7 +193,7 @@ void engram_writer::retire(uint64_t seq) {
   if (c.held_by == 0) {
     // No table took it (no item, or every insert failed): still ours, or
     // already freed by an owner that undid a failed insert.
-    (void)client->arena.free_reserved(client->hello.client_id, c.block);
+    client->return_block(c.block);
   } else {
     for (uint64_t held = c.held_by; held != 0; held &= held - 1)
       if (engram_table* t = client->table_by_id(static_cast<uint32_t>(__builtin_ctzll(held)))) {
@@ -269,6 +294,11 @@ Status engram_writer::send_item(const PendingItem& p) {
   r.payload.insert.chunk_steps = chunk_length;
   r.count = p.num_refs;
   Owed o{RequestOp::insert, 0, 1, this};
+  if (client->wants_spare(client->arena.class_of(at(p.seq[p.num_refs - 1]).block.index), spares_coming)) {
+    r.payload.insert.want_spare = 1;
+    o.want_spare = true;
+    ++spares_coming;
+  }
   for (uint32_t i = 0; i < p.num_refs; ++i) {
     const Chunk& c = at(p.seq[i]);
     r.payload.insert.refs[i] = {c.block.index, c.block.generation, p.offset[i], p.length[i]};
@@ -308,6 +338,7 @@ Status engram_writer::send_item(const PendingItem& p) {
 
 void engram_writer::on_ack(engram_table* t, const Status& s, uint64_t key, const Owed& o) {
   --unacked;
+  if (o.want_spare) --spares_coming;
   if (s.ok()) {
     if (keep_keys) keys.push_back(key);
   } else if (first_error.ok()) {
@@ -350,6 +381,7 @@ Status engram_writer::flush(int64_t deadline_ns) {
   }
   for (engram_table* t : client->tables)
     if (Status s = t->flush_drops(); !s.ok()) return s;
+  if (Status s = client->flush_returns(); !s.ok()) return s;
   Status e = first_error;
   first_error = Status::Ok();
   return e;
@@ -363,9 +395,9 @@ void engram_writer::close() {
     for (Owed& o : t->owed)
       if (o.writer == this) o.writer = nullptr;
   for (Chunk& c : chunks)
-    if (!c.given_back && c.held_by == 0 && c.unacked == 0)
-      (void)client->arena.free_reserved(client->hello.client_id, c.block);
+    if (!c.given_back && c.held_by == 0 && c.unacked == 0) client->return_block(c.block);
   chunks.clear();
+  (void)client->flush_returns();
 }
 
 extern "C" {
@@ -428,6 +460,11 @@ int engram_writer_open(engram_client* c, const engram_writer_options* o, engram_
     load_pages(c->arena.data({sc.first_block, 0}), sc.block_size * sc.count);
     c->class_pages_loaded[*k] = true;
   }
+  // Blocks for the first chunks now, while the server is surely answering:
+  // the writer then runs on spares, and on the blocks its inserts' acks
+  // bring, and asks again only when they run out. A refusal here (no block
+  // free yet) is not an error: the first chunk waits for one.
+  if (Status g = c->grant(*k); !g.ok() && g.code() == Errc::disconnected) return set_error(g);
   c->writers.push_back(w.get());
   *out = w.release();
   return ENGRAM_OK;

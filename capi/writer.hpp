@@ -53,6 +53,9 @@ struct engram_writer {
   int32_t insert_timeout_ms = -1;
   bool keep_keys = false;
   uint32_t size_class = 0;
+  // Inserts sent that asked for a spare with their ack
+  // (RequestRecord::payload.insert.want_spare) and are not answered yet.
+  uint32_t spares_coming = 0;
   uint64_t episode = 1;
   bool packed = false;             // some column compressed
   bool streaming = false;          // some column streams (streams())
@@ -105,6 +108,8 @@ struct engram_writer {
  private:
   Chunk& at(uint64_t seq) { return chunks[seq - first_seq]; }
   engram::Status open_chunk();
+  // Waits a moment for the spares that unanswered inserts asked for.
+  engram::Status await_spare();
   void finalize(Chunk& c);
   // After a step was streamed by this thread: fences it now, or notes the
   // thread for send_item (fencing first any other thread's steps).

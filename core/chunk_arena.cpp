@@ -4,7 +4,6 @@
 #include <string>
 
 #include "core/futex.hpp"
-#include "core/prefetch.hpp"
 
 namespace engram {
 
@@ -32,73 +31,38 @@ constexpr uint32_t head_payload(uint64_t h) { return static_cast<uint32_t>(h); }
 constexpr bool is_marker(uint32_t payload) { return (payload & kMarker) != 0; }
 constexpr uint32_t marker_client(uint32_t payload) { return payload & static_cast<uint32_t>(kLowMask); }
 
-size_t plan(const ArenaConfig& c, ArenaHeader* h) {
-  h->num_classes = static_cast<uint32_t>(c.classes.size());
-  uint64_t total = 0;
-  for (const auto& sc : c.classes) total += sc.count;
-  h->total_blocks = static_cast<uint32_t>(total);
-  size_t off = sizeof(ArenaHeader);
-  h->blocks_offset = off;
-  off = align_up(off + sizeof(BlockHeader) * total, kCacheLine);
-  h->intents_offset = off;
-  off += sizeof(ArenaIntent) * kArenaMaxClients;
-  uint32_t first = 0;
-  for (uint32_t k = 0; k < h->num_classes; ++k) {
-    h->classes[k] = SizeClass{c.classes[k].block_size, off, first, c.classes[k].count};
-    off += c.classes[k].block_size * c.classes[k].count;
-    first += c.classes[k].count;
-  }
-  h->region_size = off;
-  return off;
-}
-
 }  // namespace
 
-Status ChunkArena::validate(const ArenaConfig& c) {
-  if (c.classes.empty()) return {Errc::invalid_argument, "arena has no size classes; configure at least one"};
-  if (c.classes.size() > kArenaMaxClasses)
-    return {Errc::invalid_argument, "arena has " + std::to_string(c.classes.size()) + " size classes; at most " +
-                                        std::to_string(kArenaMaxClasses) + " are allowed"};
-  uint64_t total = 0, prev = 0;
-  for (size_t k = 0; k < c.classes.size(); ++k) {
-    const auto& sc = c.classes[k];
-    std::string w = "size class " + std::to_string(k) + ": ";
-    if (sc.block_size == 0 || sc.block_size % kCacheLine != 0)
-      return {Errc::invalid_argument, w + "block size " + std::to_string(sc.block_size) + " must be a positive multiple of 64"};
-    if (sc.block_size <= prev)
-      return {Errc::invalid_argument, w + "block sizes must be listed in ascending order without repeats"};
-    if (sc.count == 0) return {Errc::invalid_argument, w + "block count must be at least 1"};
-    prev = sc.block_size;
-    total += sc.count;
-  }
-  if (total >= kArenaMaxBlocks)
-    return {Errc::invalid_argument, "arena has " + std::to_string(total) + " blocks; at most 2^30 - 1 are allowed"};
-  return Status::Ok();
+namespace {
+// The meta region's parts, as offsets from its start.
+struct MetaPlan {
+  size_t blocks, intents, total;
+};
+MetaPlan plan_meta(uint32_t total_blocks) {
+  MetaPlan p;
+  p.blocks = sizeof(ArenaMeta);
+  p.intents = align_up(p.blocks + sizeof(BlockHeader) * total_blocks, kCacheLine);
+  p.total = p.intents + sizeof(ArenaIntent) * kArenaMaxClients;
+  return p;
 }
+}  // namespace
 
-size_t ChunkArena::bytes_needed(const ArenaConfig& c) {
+size_t ChunkArena::meta_bytes_needed(const ArenaConfig& c) {
   if (!validate(c).ok()) return 0;
-  ArenaHeader h{};
-  return plan(c, &h);
+  uint64_t total = 0;
+  for (const auto& sc : c.classes) total += sc.count;
+  return plan_meta(static_cast<uint32_t>(total)).total;
 }
 
-Result<ChunkArena> ChunkArena::format(void* mem, size_t size, const ArenaConfig& c) {
-  if (Status s = validate(c); !s.ok()) return s;
-  if (reinterpret_cast<uintptr_t>(mem) % kCacheLine != 0)
-    return Status{Errc::invalid_argument, "arena memory must be 64-byte aligned"};
-  auto* h = static_cast<ArenaHeader*>(mem);
-  ArenaHeader planned{};
-  size_t need = plan(c, &planned);
-  if (size < need)
-    return Status{Errc::invalid_argument, "arena needs " + std::to_string(need) + " bytes, got " + std::to_string(size)};
-  segment_begin_format(&h->segment, SegmentKind::arena, kArenaLayoutHash, need);
-  h->num_classes = planned.num_classes;
-  h->total_blocks = planned.total_blocks;
-  h->blocks_offset = planned.blocks_offset;
-  h->intents_offset = planned.intents_offset;
-  h->region_size = planned.region_size;
-  for (uint32_t k = 0; k < kArenaMaxClasses; ++k) h->classes[k] = planned.classes[k];
-  ChunkArena a(h, planned);
+Result<ChunkArena> ChunkArena::format(void* meta, size_t meta_size, void* data, size_t data_size, const ArenaConfig& c) {
+  auto blocks = ArenaBlocks::attach(data, data_size, c);
+  if (!blocks.ok()) return Status{Errc::invalid_argument, blocks.status().message()};
+  if (reinterpret_cast<uintptr_t>(meta) % kCacheLine != 0)
+    return Status{Errc::invalid_argument, "arena meta memory must be 64-byte aligned"};
+  size_t need = plan_meta(blocks->total_blocks()).total;
+  if (meta_size < need)
+    return Status{Errc::invalid_argument, "arena meta needs " + std::to_string(need) + " bytes, got " + std::to_string(meta_size)};
+  ChunkArena a(*blocks, meta);
   for (uint32_t i = 0; i < kArenaMaxClients; ++i) {
     a.intents_[i].op.store(0, std::memory_order_relaxed);
     a.intents_[i].block.store(kNil, std::memory_order_relaxed);
@@ -106,72 +70,24 @@ Result<ChunkArena> ChunkArena::format(void* mem, size_t size, const ArenaConfig&
     a.intents_[i].to.store(0, std::memory_order_relaxed);
   }
   // Each class's list holds its blocks in index order: first block on top.
-  for (uint32_t k = 0; k < h->num_classes; ++k) {
-    const SizeClass& sc = h->classes[k];
+  for (uint32_t k = 0; k < a.num_classes(); ++k) {
+    const SizeClass& sc = a.size_class(k);
     for (uint32_t j = 0; j < sc.count; ++j) {
       uint32_t b = sc.first_block + j;
       a.blocks_[b].state.store(make_state(1, BlockKind::free, 0), std::memory_order_relaxed);
       a.blocks_[b].next.store(j + 1 < sc.count ? b + 1 : kNil, std::memory_order_relaxed);
     }
-    h->lists[k].word.store(make_head(0, sc.first_block), std::memory_order_relaxed);
+    a.meta_->lists[k].word.store(make_head(0, sc.first_block), std::memory_order_relaxed);
   }
-  segment_publish(&h->segment);
+  std::atomic_thread_fence(std::memory_order_release);
   return a;
 }
 
-Result<ChunkArena> ChunkArena::attach(void* mem, size_t size, const ArenaConfig& c) {
-  if (Status s = validate(c); !s.ok()) return Status{Errc::corrupt, "the arena's size classes are invalid: " + s.message()};
-  if (reinterpret_cast<uintptr_t>(mem) % kCacheLine != 0)
-    return Status{Errc::invalid_argument, "arena memory must be 64-byte aligned"};
-  ArenaHeader planned{};
-  size_t need = plan(c, &planned);
-  if (size < need)
-    return Status{Errc::corrupt, "the arena's size classes need " + std::to_string(need) + " bytes; the segment has " +
-                                     std::to_string(size)};
-  return ChunkArena(static_cast<ArenaHeader*>(mem), planned);
-}
-
-ArenaConfig ChunkArena::config() const {
-  ArenaConfig c;
-  for (uint32_t k = 0; k < num_classes_; ++k) c.classes.push_back({classes_[k].block_size, classes_[k].count});
-  return c;
-}
-
-ChunkArena::ChunkArena(ArenaHeader* h, const ArenaHeader& geometry)
-    : h_(h),
-      num_classes_(geometry.num_classes),
-      total_blocks_(geometry.total_blocks),
-      blocks_(reinterpret_cast<BlockHeader*>(reinterpret_cast<char*>(h) + geometry.blocks_offset)),
-      intents_(reinterpret_cast<ArenaIntent*>(reinterpret_cast<char*>(h) + geometry.intents_offset)),
-      base_(reinterpret_cast<char*>(h)) {
-  std::copy(geometry.classes, geometry.classes + kArenaMaxClasses, classes_);
-}
-
-uint32_t ChunkArena::class_of(uint32_t index) const noexcept {
-  uint32_t k = 0;
-  while (k + 1 < num_classes_ && index >= classes_[k + 1].first_block) ++k;
-  return k;
-}
-
-Result<uint32_t> ChunkArena::class_for(uint64_t bytes) const {
-  for (uint32_t k = 0; k < num_classes_; ++k)
-    if (classes_[k].block_size >= bytes) return k;
-  return Status{Errc::invalid_argument, "a chunk of " + std::to_string(bytes) + " bytes exceeds the largest block size " +
-                                            std::to_string(classes_[num_classes_ - 1].block_size) +
-                                            "; configure a larger size class or use a shorter chunk_length"};
-}
-
-void ChunkArena::prefetch_block(uint32_t index, bool for_write) const noexcept {
-  const SizeClass& sc = classes_[class_of(index)];
-  const char* d = block_bytes(sc, index);
-  uint64_t n = sc.block_size <= kPrefetchWholeBlock ? sc.block_size : kCacheLine;
-  for (uint64_t o = 0; o < n; o += kCacheLine) {
-    if (for_write) prefetch_for_write(d + o);
-    else __builtin_prefetch(d + o, 0);
-  }
-}
-
-void* ChunkArena::data(BlockRef b) const noexcept { return block_bytes(classes_[class_of(b.index)], b.index); }
+ChunkArena::ChunkArena(const ArenaBlocks& blocks, void* meta)
+    : ArenaBlocks(blocks),
+      meta_(new (meta) ArenaMeta),
+      blocks_(reinterpret_cast<BlockHeader*>(static_cast<char*>(meta) + plan_meta(blocks.total_blocks()).blocks)),
+      intents_(reinterpret_cast<ArenaIntent*>(static_cast<char*>(meta) + plan_meta(blocks.total_blocks()).intents)) {}
 
 BlockKind ChunkArena::kind(uint32_t i) const noexcept { return state_kind(blocks_[i].state.load(std::memory_order_acquire)); }
 uint32_t ChunkArena::generation(uint32_t i) const noexcept { return state_gen(blocks_[i].state.load(std::memory_order_acquire)); }
@@ -180,14 +96,14 @@ uint32_t ChunkArena::refcount_or_owner(uint32_t i) const noexcept {
 }
 
 Status ChunkArena::check_ref(BlockRef b, const char* op) const noexcept {
-  if (b.index >= total_blocks_)
+  if (b.index >= total_blocks())
     return {Errc::invalid_argument, std::string(op) + ": block " + std::to_string(b.index) + " is outside the arena (" +
-                                        std::to_string(total_blocks_) + " blocks)"};
+                                        std::to_string(total_blocks()) + " blocks)"};
   return Status::Ok();
 }
 
 Status ChunkArena::complete(uint32_t k, uint64_t h) noexcept {
-  std::atomic<uint64_t>& head = h_->lists[k].word;
+  std::atomic<uint64_t>& head = meta_->lists[k].word;
   uint32_t client = marker_client(head_payload(h));
   if (client >= kArenaMaxClients)
     return {Errc::corrupt, "free list " + std::to_string(k) + " carries a marker of client " + std::to_string(client) +
@@ -202,13 +118,13 @@ Status ChunkArena::complete(uint32_t k, uint64_t h) noexcept {
   std::atomic_thread_fence(std::memory_order_acquire);
   if (head.load(std::memory_order_acquire) != h) return Status::Ok();
   uint32_t expect_op = (head_payload(h) & kMarkerPush) ? kOpPush : kOpPop;
-  if (op != expect_op || b >= total_blocks_ || class_of(b) != k)
+  if (op != expect_op || b >= total_blocks() || class_of(b) != k)
     return {Errc::corrupt, "client " + std::to_string(client) + "'s intent does not match its marker on free list " +
                                std::to_string(k)};
   uint32_t next_top;
   if (op == kOpPop) {
     next_top = blocks_[b].next.load(std::memory_order_acquire);
-    if (next_top != kNil && (next_top >= total_blocks_ || class_of(next_top) != k))
+    if (next_top != kNil && (next_top >= total_blocks() || class_of(next_top) != k))
       return {Errc::corrupt, "free list " + std::to_string(k) + " links block " + std::to_string(b) + " to invalid block " +
                                  std::to_string(next_top)};
   } else {
@@ -222,8 +138,8 @@ Status ChunkArena::complete(uint32_t k, uint64_t h) noexcept {
 
 Result<BlockRef> ChunkArena::alloc(uint32_t client, uint32_t k) noexcept {
   if (client >= kArenaMaxClients) return Status{Errc::invalid_argument, "client id " + std::to_string(client) + " is out of range"};
-  if (k >= num_classes_) return Status{Errc::invalid_argument, "size class " + std::to_string(k) + " does not exist"};
-  std::atomic<uint64_t>& head = h_->lists[k].word;
+  if (k >= num_classes()) return Status{Errc::invalid_argument, "size class " + std::to_string(k) + " does not exist"};
+  std::atomic<uint64_t>& head = meta_->lists[k].word;
   ArenaIntent& in = intents_[client];
   for (uint64_t spins = 0;; ++spins) {
     uint64_t h = head.load(std::memory_order_acquire);
@@ -233,9 +149,9 @@ Result<BlockRef> ChunkArena::alloc(uint32_t client, uint32_t k) noexcept {
       continue;
     }
     if (p == kNil)
-      return Status{Errc::out_of_memory, "no free block of " + std::to_string(classes_[k].block_size) +
+      return Status{Errc::out_of_memory, "no free block of " + std::to_string(size_class(k).block_size) +
                                              " bytes is left in the arena; enlarge the arena or release chunks"};
-    if (p >= total_blocks_ || class_of(p) != k)
+    if (p >= total_blocks() || class_of(p) != k)
       return Status{Errc::corrupt, "free list " + std::to_string(k) + " points at invalid block " + std::to_string(p)};
     uint64_t s = blocks_[p].state.load(std::memory_order_acquire);
     if (state_kind(s) != BlockKind::free) {  // popped under us: head has moved
@@ -251,20 +167,18 @@ Result<BlockRef> ChunkArena::alloc(uint32_t client, uint32_t k) noexcept {
     uint64_t marker = make_head(head_tag(h) + 1, kMarker | client);
     if (head.compare_exchange_weak(h, marker, std::memory_order_acq_rel)) {
       if (Status st = complete(k, marker); !st.ok()) return st;
-      // The next alloc of this class likely takes the new top: start
-      // fetching its state and first line (its chunk header) now.
+      // The next alloc of this class likely takes the new top (grants
+      // come in batches): start fetching its state now. Its bytes are left
+      // alone: the client that writes them is on another core.
       uint32_t next = blocks_[p].next.load(std::memory_order_relaxed);
-      if (next < total_blocks_) {
-        prefetch_state(next);
-        prefetch_block(next, /*for_write=*/true);
-      }
+      if (next < total_blocks()) prefetch_state(next);
       return BlockRef{p, state_gen(s)};
     }
   }
 }
 
 Status ChunkArena::push(uint32_t client, uint32_t k, uint32_t index, uint64_t from) noexcept {
-  std::atomic<uint64_t>& head = h_->lists[k].word;
+  std::atomic<uint64_t>& head = meta_->lists[k].word;
   ArenaIntent& in = intents_[client];
   for (;;) {
     uint64_t h = head.load(std::memory_order_acquire);
@@ -384,14 +298,14 @@ void order_for_freeing(std::vector<BlockRef>* blocks) {
 Result<uint64_t> ChunkArena::reclaim(uint32_t dead) noexcept {
   if (dead >= kArenaMaxClients || dead == kArenaDaemonClient)
     return Status{Errc::invalid_argument, "cannot reclaim client id " + std::to_string(dead)};
-  for (uint32_t k = 0; k < num_classes_; ++k) {
-    uint64_t h = h_->lists[k].word.load(std::memory_order_acquire);
+  for (uint32_t k = 0; k < num_classes(); ++k) {
+    uint64_t h = meta_->lists[k].word.load(std::memory_order_acquire);
     uint32_t p = head_payload(h);
     if (is_marker(p) && marker_client(p) == dead)
       if (Status s = complete(k, h); !s.ok()) return s;
   }
   uint64_t freed = 0;
-  for (uint32_t i = total_blocks_; i-- > 0;) {  // highest first: see order_for_freeing
+  for (uint32_t i = total_blocks(); i-- > 0;) {  // highest first: see order_for_freeing
     uint64_t s = blocks_[i].state.load(std::memory_order_acquire);
     if (state_kind(s) == BlockKind::reserved && state_low(s) == dead) {
       if (Status st = push(kArenaDaemonClient, class_of(i), i, s); !st.ok()) return st;
@@ -403,7 +317,7 @@ Result<uint64_t> ChunkArena::reclaim(uint32_t dead) noexcept {
 
 Result<ArenaAudit> ChunkArena::audit() const {
   ArenaAudit a;
-  for (uint32_t i = 0; i < total_blocks_; ++i) {
+  for (uint32_t i = 0; i < total_blocks(); ++i) {
     switch (state_kind(blocks_[i].state.load(std::memory_order_acquire))) {
       case BlockKind::free: ++a.free; break;
       case BlockKind::reserved: ++a.reserved; break;
@@ -411,12 +325,12 @@ Result<ArenaAudit> ChunkArena::audit() const {
       default: return Status{Errc::corrupt, "block " + std::to_string(i) + " has an invalid state"};
     }
   }
-  std::vector<uint8_t> seen(total_blocks_, 0);
-  for (uint32_t k = 0; k < num_classes_; ++k) {
-    uint32_t p = head_payload(h_->lists[k].word.load(std::memory_order_acquire));
+  std::vector<uint8_t> seen(total_blocks(), 0);
+  for (uint32_t k = 0; k < num_classes(); ++k) {
+    uint32_t p = head_payload(meta_->lists[k].word.load(std::memory_order_acquire));
     if (is_marker(p)) return Status{Errc::corrupt, "free list " + std::to_string(k) + " has an operation in flight"};
     while (p != kNil) {
-      if (p >= total_blocks_ || class_of(p) != k)
+      if (p >= total_blocks() || class_of(p) != k)
         return Status{Errc::corrupt, "free list " + std::to_string(k) + " reaches invalid block " + std::to_string(p)};
       if (seen[p]) return Status{Errc::corrupt, "block " + std::to_string(p) + " is listed twice (cycle or double free)"};
       if (state_kind(blocks_[p].state.load(std::memory_order_acquire)) != BlockKind::free)

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "core/channel.hpp"
-#include "core/chunk_arena.hpp"
+#include "core/arena_blocks.hpp"
 #include "core/rate_limiter.hpp"
 #include "core/signature.hpp"
 #include "core/status.hpp"
@@ -25,7 +25,9 @@ namespace engram {
 inline constexpr uint32_t kControlMagic = 0x4c525443;  // "CTRL"
 // 3: insert acks carry spare blocks. 4: segments are sealed memfds passed
 // with the hello and open replies (SCM_RIGHTS), not names under /dev/shm.
-inline constexpr uint32_t kProtocolVersion = 4;
+// 5: the arena's allocation state is the daemon's alone; clients ask for
+// blocks (grant_blocks) and give them back (return_blocks).
+inline constexpr uint32_t kProtocolVersion = 5;
 // Descriptors one message may carry; a message that comes with more is refused.
 inline constexpr size_t kMaxControlFds = 4;
 inline constexpr uint32_t kMaxControlPayload = 1 << 16;
@@ -44,6 +46,20 @@ enum class ControlType : uint32_t {
   status = 10,      // nothing -> StatusReply
   goodbye = 11,     // server -> client, unsolicited: the server is stopping
   checkpoint = 12,  // nothing -> the checkpoint's path (answered once it is written)
+  grant_blocks = 13,   // GrantRequest -> BlockRef[1..count], each now reserved by the client
+  return_blocks = 14,  // BlockRef[1..kMaxBlockGrant], reserved by the client -> nothing
+};
+
+// Blocks one grant_blocks or return_blocks message may carry.
+inline constexpr uint32_t kMaxBlockGrant = 256;
+
+// Asks for up to `count` (1..kMaxBlockGrant) free blocks of size class
+// `size_class`. The reply carries as many as were free (at least one), or
+// Errc::out_of_memory when the class has none: the client waits for
+// evictions and releases, and asks again.
+struct GrantRequest {
+  uint32_t size_class;
+  uint32_t count;
 };
 
 struct ControlHeader {

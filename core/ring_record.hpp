@@ -29,7 +29,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/chunk_arena.hpp"
+#include "core/arena_blocks.hpp"
 #include "core/spsc_ring.hpp"
 #include "core/status.hpp"
 #include "core/table.hpp"
@@ -78,7 +78,9 @@ struct RequestRecord {
       // contents guard nothing then (samplers of one-chunk items use this
       // layout, others check the headers they read).
       uint32_t chunk_steps;
-      uint32_t reserved_;
+      // Nonzero: the writer took a block for a chunk since its last insert
+      // and wants one back with the ack (see InsertAck).
+      uint32_t want_spare;
       ChunkRef refs[kRecordRefs];
     } insert;
     KeyPriority updates[kRecordUpdates];
@@ -127,8 +129,13 @@ static_assert(offsetof(PackedItemsWire, items) == 16);
 // The answer to one insert. An insert that evicted an item often frees that
 // item's chunk; if the block is of the class of the new item's newest chunk,
 // the owner hands it to the inserting client (reserved by it) as a spare
-// for its writer's next chunk, so that steady-state inserts skip the shared
-// free list on both sides. spare_block is kNoSpare when there is none.
+// for its writer's next chunk, so that steady-state inserts skip the free
+// list on both sides. If none was freed and the insert wants a spare (a
+// queue's inserts evict nothing; a table fills before it evicts), the owner
+// takes one of that class from the free list. Either way a writer gets a
+// block back for each it used, without a round trip of its own: clients
+// cannot take blocks themselves (ChunkArena). spare_block is kNoSpare when
+// there is none.
 inline constexpr uint32_t kNoSpare = UINT32_MAX;
 struct InsertAck {
   uint64_t key;

@@ -17,7 +17,7 @@
 namespace engram {
 
 // Bumped on every incompatible change of any shared-memory layout.
-inline constexpr uint32_t kLayoutVersion = 6;
+inline constexpr uint32_t kLayoutVersion = 7;
 inline constexpr uint64_t kSegmentMagic = 0x4d41524745'4e45ULL;  // "ENGRAM" little-endian
 inline constexpr size_t kCacheLine = 64;
 // How many elements ahead a loop over scattered memory prefetches: enough

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/channel.hpp"
-#include "core/chunk_arena.hpp"
+#include "core/arena_blocks.hpp"
 #include "core/status.hpp"
 #include "core/table.hpp"
 #include "daemon/checkpointer.hpp"

@@ -15,8 +15,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <latch>
+#include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <thread>
@@ -107,6 +109,9 @@ struct Server::Impl {
   int64_t started_ns = monotonic_ns();
 
   ShmSegment arena_seg, bells_seg;
+  // The arena's allocation state: in this process's memory, out of every
+  // client's reach (ChunkArena).
+  std::unique_ptr<void, decltype(&std::free)> arena_meta{nullptr, &std::free};
   ChunkArena arena;
   BellsHeader* bells = nullptr;
   IdPool arena_ids{1, kArenaMaxClients};
@@ -198,15 +203,18 @@ struct Server::Impl {
   }
 
   Status make_arena() {
-    size_t need = ChunkArena::bytes_needed(config.arena);
+    size_t need = ArenaBlocks::bytes_needed(config.arena);
     if (need == 0) {
-      Status s = ChunkArena::validate(config.arena);
+      Status s = ArenaBlocks::validate(config.arena);
       return {s.code(), "arena.classes: " + s.message()};
     }
     auto seg = make_segment("arena", need, ShmSegment::Sealing::fixed_size);
     if (!seg.ok()) return seg.status();
     arena_seg = std::move(*seg);
-    auto a = ChunkArena::format(arena_seg.data(), arena_seg.size(), config.arena);
+    size_t meta = align_up(ChunkArena::meta_bytes_needed(config.arena), kCacheLine);
+    arena_meta.reset(std::aligned_alloc(kCacheLine, meta));
+    if (!arena_meta) return {Errc::out_of_memory, "no memory for the arena's " + std::to_string(meta) + " bytes of block states"};
+    auto a = ChunkArena::format(arena_meta.get(), meta, arena_seg.data(), arena_seg.size(), config.arena);
     if (!a.ok()) return a.status();
     arena = *a;
     auto b = make_segment("bells", sizeof(BellsHeader), ShmSegment::Sealing::fixed_size);
@@ -707,9 +715,71 @@ struct Server::Impl {
       case ControlType::checkpoint:
         request_checkpoint(c.fd);  // answered when written
         return true;
+      case ControlType::grant_blocks: return grant_blocks(c, p);
+      case ControlType::return_blocks: return return_blocks(c, p);
       case ControlType::goodbye: return false;
     }
     return reply(c, type, {Errc::invalid_argument, "unknown control message type " + std::to_string(h.type)});
+  }
+
+  // Blocks for a client's writers, reserved by it: taken here, with the
+  // control thread's id, and handed over.
+  bool grant_blocks(Client& c, const std::vector<char>& p) {
+    GrantRequest rq;
+    if (!read_payload(p, &rq)) return reply(c, ControlType::grant_blocks, {Errc::invalid_argument, "malformed request"});
+    if (rq.size_class >= arena.num_classes() || rq.count == 0 || rq.count > kMaxBlockGrant)
+      return reply(c, ControlType::grant_blocks,
+                   {Errc::invalid_argument, "a grant is of 1 to " + std::to_string(kMaxBlockGrant) + " blocks of one of the " +
+                                                std::to_string(arena.num_classes()) + " size classes"});
+    std::vector<BlockRef> granted;
+    granted.reserve(rq.count);
+    Status why = Status::Ok();
+    while (granted.size() < rq.count) {
+      auto b = arena.alloc(kArenaDaemonClient, rq.size_class);
+      if (!b.ok()) {
+        why = b.status();
+        break;
+      }
+      if (Status s = arena.hand_over(kArenaDaemonClient, c.id, *b); !s.ok()) {
+        why = s;
+        break;
+      }
+      granted.push_back(*b);
+    }
+    if (granted.empty()) return reply(c, ControlType::grant_blocks, why);
+    if (!why.ok() && why.code() != Errc::out_of_memory) log_error("granting blocks to " + who(c) + ": " + why.message());
+    return reply(c, ControlType::grant_blocks, Status::Ok(), granted.data(), granted.size() * sizeof(BlockRef));
+  }
+
+  // Blocks a client no longer needs. Only those it holds reserved come
+  // back; any other (another's, sealed, free, a stale generation) is
+  // refused and changes nothing.
+  bool return_blocks(Client& c, const std::vector<char>& p) {
+    size_t n = p.size() / sizeof(BlockRef);
+    if (p.size() % sizeof(BlockRef) != 0 || n == 0 || n > kMaxBlockGrant)
+      return reply(c, ControlType::return_blocks,
+                   {Errc::invalid_argument, "a return is of 1 to " + std::to_string(kMaxBlockGrant) + " blocks"});
+    std::vector<BlockRef> back(n);
+    std::memcpy(back.data(), p.data(), p.size());
+    size_t refused = 0;
+    BlockRef first_refused{};
+    std::vector<BlockRef> ours;
+    for (BlockRef b : back) {
+      if (b.index < arena.total_blocks() && arena.hand_over(c.id, kArenaDaemonClient, b).ok()) {
+        ours.push_back(b);
+      } else if (refused++ == 0) {
+        first_refused = b;
+      }
+    }
+    order_for_freeing(&ours);
+    for (BlockRef b : ours)
+      if (Status s = arena.free_reserved(kArenaDaemonClient, b); !s.ok()) log_error("returning a block: " + s.message());
+    if (refused == 0) return reply(c, ControlType::return_blocks, Status::Ok());
+    return reply(c, ControlType::return_blocks,
+                 {Errc::invalid_argument, std::to_string(refused) + " of " + std::to_string(n) + " blocks (the first: block " +
+                                              std::to_string(first_refused.index) + " generation " +
+                                              std::to_string(first_refused.generation) +
+                                              ") are not reserved by this client; the others came back"});
   }
 
   // A name from a request is quoted escaped: it may hold any byte.

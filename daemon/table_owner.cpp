@@ -463,15 +463,25 @@ TableOwner::Outcome TableOwner::insert(ChannelState& c, const RequestRecord& r) 
       table_.count_chunk(raw, stored);
   }
   InsertAck a{*key, kNoSpare, 0};
-  // The victim's block, if this insert freed it, suits the writer's next
-  // chunk when it is of the class of the newest one (see InsertAck).
-  uint64_t want = arena_.block_size(in.refs[r.count - 1].block);
-  for (size_t i = freed_before; i < freed_.size(); ++i) {
-    if (c.broken || arena_.block_size(freed_[i].index) != want || !arena_.hand_over(arena_id_, c.client, freed_[i]).ok()) continue;
+  // A spare for the writer, if it wants one (see InsertAck): the victim's
+  // block, if this insert freed one of the class of the item's newest
+  // chunk, else one from the free list.
+  uint32_t want = arena_.class_of(in.refs[r.count - 1].block);
+  for (size_t i = freed_before; in.want_spare && i < freed_.size(); ++i) {
+    if (c.broken || arena_.class_of(freed_[i].index) != want || !arena_.hand_over(arena_id_, c.client, freed_[i]).ok()) continue;
     a.spare_block = freed_[i].index;
     a.spare_generation = freed_[i].generation;
     freed_.erase(freed_.begin() + static_cast<long>(i));
     break;
+  }
+  if (a.spare_block == kNoSpare && in.want_spare && !c.broken) {
+    auto b = arena_.alloc(arena_id_, want);  // none free: the writer waits for evictions, or asks the server
+    if (b.ok() && arena_.hand_over(arena_id_, c.client, *b).ok()) {
+      a.spare_block = b->index;
+      a.spare_generation = b->generation;
+    } else if (b.ok()) {
+      (void)arena_.free_reserved(arena_id_, *b);
+    }
   }
   // Joins the ack record of the inserts just before it in this batch, if
   // there is one with room: one record (and one cache line for the client

@@ -118,6 +118,26 @@ class Control {
   Status call(ControlType t, const void* p, size_t n, std::vector<char>* reply, ReceivedFds* fds = nullptr) {
     return control_call(fd_, t, p, n, reply, 10000, fds);
   }
+  // Up to n blocks of class k, reserved by this client (grant_blocks);
+  // the server's refusal, if it refused.
+  Result<std::vector<BlockRef>> grant(uint32_t k, uint32_t n) {
+    GrantRequest rq{k, n};
+    std::vector<char> r;
+    if (Status s = call(ControlType::grant_blocks, &rq, sizeof rq, &r); !s.ok()) return s;
+    std::vector<BlockRef> blocks(r.size() / sizeof(BlockRef));
+    std::memcpy(blocks.data(), r.data(), blocks.size() * sizeof(BlockRef));
+    return blocks;
+  }
+  Result<BlockRef> grant_one(uint32_t k) {
+    auto g = grant(k, 1);
+    if (!g.ok()) return g.status();
+    if (g->size() != 1) return Status{Errc::corrupt, "a grant of one block brought " + std::to_string(g->size())};
+    return g->front();
+  }
+  // Gives blocks back (return_blocks).
+  Status give_back(const std::vector<BlockRef>& blocks) {
+    return call(ControlType::return_blocks, blocks.data(), blocks.size() * sizeof(BlockRef), nullptr);
+  }
   StatusReply status() {
     std::vector<char> r;
     StatusReply s{};

@@ -886,7 +886,7 @@ TEST(CApiArena, AFullArenaIsNoMemAtOnceOrATimeoutAfterTheWait) {
 struct RawClient {
   Control ctl;
   ShmSegment arena_seg, chan_seg;
-  ChunkArena arena;
+  ArenaBlocks arena;
   Channel chan;
   Doorbell* bell = nullptr;
   ShmSegment bells_seg;
@@ -894,7 +894,7 @@ struct RawClient {
   RawClient(const std::string& socket, const char* table) : ctl(socket) {
     EXPECT_TRUE(ctl.ok());
     arena_seg = ctl.map_arena();
-    arena = *ChunkArena::attach(arena_seg.data(), arena_seg.size(), ctl.arena_config());
+    arena = *ArenaBlocks::attach(arena_seg.data(), arena_seg.size(), ctl.arena_config());
     bells_seg = ctl.map_bells();
     NameRequest n{};
     std::strncpy(n.name, table, sizeof n.name - 1);
@@ -936,8 +936,8 @@ RequestRecord one_step_insert(BlockRef b, uint32_t chunk_steps) {
 TEST_F(CApi, ACommandComesAfterTheRequestsItsSenderPushedBeforeIt) {
   ASSERT_EQ(create("replay"), ENGRAM_OK);
   RawClient raw(socket_, "replay");
-  auto b = raw.arena.alloc(raw.ctl.hello().client_id, 0);
-  ASSERT_TRUE(b.ok());
+  auto b = raw.ctl.grant_one(0);
+  ASSERT_TRUE(b.ok()) << b.status().message();
   RequestRecord ins = one_step_insert(*b, 1);
   // Long enough for the owner to stop spinning and sleep on the table's
   // bell, which the push below does not ring.
@@ -969,16 +969,12 @@ TEST_F(CApi, AResetTablesBlocksComeBackLowestFirst) {
   ASSERT_EQ(engram_table_reset(c_, "replay"), ENGRAM_OK) << last();
 
   RawClient raw(socket_, "replay");
-  uint32_t id = raw.ctl.hello().client_id;
-  std::vector<BlockRef> taken;
-  for (int i = 0; i < 90; ++i) {  // the reset's blocks are on top of the list
-    auto b = raw.arena.alloc(id, 0);
-    ASSERT_TRUE(b.ok()) << b.status().message();
-    taken.push_back(*b);
-  }
-  for (size_t i = 1; i < taken.size(); ++i)
-    EXPECT_LT(taken[i - 1].index, taken[i].index) << "allocation " << i;
-  for (BlockRef b : taken) EXPECT_TRUE(raw.arena.free_reserved(id, b).ok());
+  auto taken = raw.ctl.grant(0, 90);  // the reset's blocks are on top of the list
+  ASSERT_TRUE(taken.ok()) << taken.status().message();
+  ASSERT_EQ(taken->size(), 90u);
+  for (size_t i = 1; i < taken->size(); ++i)
+    EXPECT_LT((*taken)[i - 1].index, (*taken)[i].index) << "allocation " << i;
+  EXPECT_TRUE(raw.ctl.give_back(*taken).ok());
   engram_writer_close(w);
   engram_table_close(t);
 }
@@ -1063,8 +1059,8 @@ TEST_F(CApi, GarbageInRingsAndChunksIsRejectedAndTheServerSurvives) {
   // (chunk_steps), checked against the block, and never reads the header,
   // garbage here: a slice outside the stated steps is refused as corrupt,
   // and so is a layout larger than the block.
-  auto b = raw.arena.alloc(raw.ctl.hello().client_id, 0);
-  ASSERT_TRUE(b.ok());
+  auto b = raw.ctl.grant_one(0);
+  ASSERT_TRUE(b.ok()) << b.status().message();
   auto* bytes = static_cast<uint64_t*>(raw.arena.data(*b));
   for (int k = 0; k < 8; ++k) bytes[k] = rng();
   RequestRecord ins = one_step_insert(*b, 0);
@@ -1079,7 +1075,7 @@ TEST_F(CApi, GarbageInRingsAndChunksIsRejectedAndTheServerSurvives) {
   // A chunk in a block that is no longer ours (freed: its generation moved
   // on) cannot be referenced.
   ins.payload.insert.chunk_steps = 1;
-  EXPECT_TRUE(raw.arena.free_reserved(raw.ctl.hello().client_id, *b).ok()) << "refusals left the block ours";
+  EXPECT_TRUE(raw.ctl.give_back({*b}).ok()) << "refusals left the block ours";
   rsp = raw.roundtrip(ins);
   EXPECT_EQ(static_cast<Errc>(rsp.status), Errc::stale_reference) << rsp.payload.message;
 
@@ -1119,8 +1115,8 @@ TEST_F(CApi, GarbageInRingsAndChunksIsRejectedAndTheServerSurvives) {
   // owner does not read it): the item is taken, and samples by that layout.
   engram_writer_close(w);
   ASSERT_EQ(engram_table_reset(c_, "replay"), ENGRAM_OK) << last();
-  auto g = raw.arena.alloc(raw.ctl.hello().client_id, 0);
-  ASSERT_TRUE(g.ok());
+  auto g = raw.ctl.grant_one(0);
+  ASSERT_TRUE(g.ok()) << g.status().message();
   auto* block = static_cast<uint8_t*>(raw.arena.data(*g));
   for (int k = 0; k < 64; ++k) block[k] = static_cast<uint8_t>(rng());
   uint8_t step_obs[20];

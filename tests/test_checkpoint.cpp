@@ -23,6 +23,7 @@
 #include "daemon_fixture.hpp"
 #include "engram/engram.h"
 #include "seccomp_deny.hpp"
+#include "test_util.hpp"
 
 namespace engram::test {
 namespace {
@@ -117,16 +118,14 @@ TEST(Manifest, ANewerFormatIsRefusedNamingBothVersions) {
 
 // An arena and a table in private memory, with items over random chunks.
 struct Fixture {
-  std::vector<char> arena_mem, table_mem;
-  ChunkArena arena;
+  std::vector<char> table_mem;
+  test::LocalArena local{ArenaConfig{{{4096, 512}}}};
+  ChunkArena& arena = local.arena;
   Table table;
   TableOptions opts;
   std::mt19937_64 rng{5};
 
   Fixture() {
-    ArenaConfig ac{{{4096, 512}}};
-    arena_mem.resize(ChunkArena::bytes_needed(ac) + 64);
-    arena = *ChunkArena::format(aligned(arena_mem), ChunkArena::bytes_needed(ac), ac);
     opts.name = "t";
     opts.capacity = 300;
     opts.sampler = {SelectorKind::prioritized, 0.6};
@@ -537,7 +536,7 @@ TEST_F(ServerCheckpoint, RestoredOneChunkItemsSampleByTheLayoutCheckedAtRestore)
   Control ctl(socket_);
   ASSERT_TRUE(ctl.ok());
   ShmSegment seg = ctl.map_arena();
-  auto arena = ChunkArena::attach(seg.data(), seg.size(), ctl.arena_config());
+  auto arena = ArenaBlocks::attach(seg.data(), seg.size(), ctl.arena_config());
   ASSERT_TRUE(arena.ok()) << arena.status().message();
   uint32_t rewritten = 0;
   for (uint32_t b = 0; b < arena->total_blocks(); ++b) {

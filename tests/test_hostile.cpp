@@ -13,19 +13,22 @@
 // SIGTERM with exit 0, and the bystander's items are all there.
 //
 // What the hostile client leaves alone, because this version cannot defend
-// it (engramd(8), SHARED MEMORY): the arena's free lists and block states,
-// and blocks that other clients reserved or that back items.
+// it (engramd(8), SHARED MEMORY): the bytes of blocks that other clients
+// reserved or that back items. The allocation state it cannot reach at
+// all (it is in engramd's memory); it asks for blocks and returns garbage
+// lists of blocks instead.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <random>
 
-#include "core/chunk_arena.hpp"
+#include "core/arena_blocks.hpp"
 #include "core/chunk_format.hpp"
 #include "daemon_fixture.hpp"
 #include "engram/engram.h"
@@ -77,7 +80,7 @@ class Hostile {
     if (!ctl.ok()) return;
     ++sessions_;
     ShmSegment arena_seg = ctl.map_arena(), bells_seg = ctl.map_bells();
-    auto arena = ChunkArena::attach(arena_seg.data(), arena_seg.size(), ctl.arena_config());
+    auto arena = ArenaBlocks::attach(arena_seg.data(), arena_seg.size(), ctl.arena_config());
     std::vector<Open> open;
     std::vector<BlockRef> mine;
     for (int step = 0; step < 60; ++step) {
@@ -148,9 +151,16 @@ class Hostile {
           if (bells && t.table_id < kMaxTables) bells->slots[t.table_id].bell.ring();
           break;
         }
-        case 4: {  // blocks of its own, written with garbage
+        case 4: {  // blocks of its own, written with garbage; returns of blocks it may not hold
           if (!arena.ok()) break;
-          auto b = arena->alloc(ctl.hello().client_id, pick(arena->num_classes()));
+          if (pick(3) == 0) {
+            std::vector<BlockRef> junk(1 + pick(kMaxBlockGrant));
+            for (BlockRef& j : junk) j = {pick(arena->total_blocks() + 8), pick(4)};
+            if (!mine.empty() && pick(2)) junk.push_back(mine[pick(static_cast<uint32_t>(mine.size()))]);
+            messages_ += ctl.give_back(junk).code() != Errc::disconnected;
+            break;
+          }
+          auto b = ctl.grant_one(pick(arena->num_classes()));
           if (!b.ok()) break;
           mine.push_back(*b);
           scribble(arena->data(*b), arena->block_size(b->index));
@@ -233,10 +243,29 @@ bool step_is_whole(const float* x) {
   return true;
 }
 
+// The bystander's writer: one float32 column of kFloats values per step.
+engram_writer* bystander_writer(engram_client* c, int32_t insert_timeout_ms, bool keep_keys) {
+  engram_column col = {"x", ENGRAM_FLOAT32, 1, {kFloats}};
+  engram_writer_options wo;
+  engram_writer_options_init(&wo);
+  wo.columns = &col;
+  wo.num_columns = 1;
+  wo.insert_timeout_ms = insert_timeout_ms;
+  wo.keep_keys = keep_keys;
+  engram_writer* w = nullptr;
+  EXPECT_EQ(engram_writer_open(c, &wo, &w), ENGRAM_OK) << engram_last_error();
+  return w;
+}
+
+// A config of table "b" (max_size 100 unless given) for the bystander's
+// items over an arena of one class of 256 blocks of 512 bytes.
+std::string bystander_config(const std::string& arena = "{ block_size = \"512\", count = 256 }", uint32_t max_size = 100) {
+  return "[arena]\nclasses = [ " + arena + " ]\n[[table]]\nname = \"b\"\nmax_size = " + std::to_string(max_size) +
+         "\n[[table.column]]\nname = \"x\"\ndtype = \"float32\"\nshape = [" + std::to_string(kFloats) + "]\n";
+}
+
 TEST(HostileClient, TheDaemonAndAnHonestBystanderSurviveIt) {
-  Daemon d(std::string("[arena]\nclasses = [ { block_size = \"512\", count = 4096 }, { block_size = \"4KiB\", count = 256 } ]\n") +
-           "[[table]]\nname = \"b\"\nmax_size = 1000\n[[table.column]]\nname = \"x\"\ndtype = \"float32\"\nshape = [" +
-           std::to_string(kFloats) + "]\n");
+  Daemon d(bystander_config("{ block_size = \"512\", count = 4096 }, { block_size = \"4KiB\", count = 256 }", 1000));
   pid_t hostile = ::fork();
   if (hostile == 0) {
     Hostile h(d.socket(), 12345);
@@ -250,14 +279,8 @@ TEST(HostileClient, TheDaemonAndAnHonestBystanderSurviveIt) {
   ASSERT_NE(c, nullptr);
   engram_table* t = nullptr;
   ASSERT_EQ(engram_table_open(c, "b", &t), ENGRAM_OK) << engram_last_error();
-  engram_column col = {"x", ENGRAM_FLOAT32, 1, {kFloats}};
-  engram_writer_options wo;
-  engram_writer_options_init(&wo);
-  wo.columns = &col;
-  wo.num_columns = 1;
-  wo.keep_keys = 1;
-  engram_writer* w = nullptr;
-  ASSERT_EQ(engram_writer_open(c, &wo, &w), ENGRAM_OK) << engram_last_error();
+  engram_writer* w = bystander_writer(c, -1, true);
+  ASSERT_NE(w, nullptr);
   engram_sample_options so;
   engram_sample_options_init(&so);
   so.batch_size = 16;
@@ -322,6 +345,147 @@ TEST(HostileClient, TheDaemonAndAnHonestBystanderSurviveIt) {
   EXPECT_EQ(d.terminate(), 0) << "engramd did not stop cleanly:\n" << read_file(d.log());
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
   d.start();
+}
+
+// Point 5 of the hostile-client review: one client scribbling over the
+// whole arena segment, every byte, costs chunk bytes (its own, and any that
+// it could write anyway), never the allocation that other clients need:
+// the free lists and block states are in engramd's memory. On 19b5492,
+// where they were in the segment, the next client's writer failed with
+// "free list 0 holds a block that is not free" (or found no free block).
+TEST(HostileClient, ScribblingOverTheWholeArenaCostsBytesNotAllocation) {
+  Daemon d(bystander_config());
+  // The hostile client holds some blocks of its own, then writes every
+  // byte of the segment, twice: all ones, then random.
+  {
+    Control ctl(d.socket());
+    ASSERT_TRUE(ctl.ok());
+    ShmSegment arena = ctl.map_arena();
+    ASSERT_NE(arena.data(), nullptr);
+    std::memset(arena.data(), 0xff, arena.size());
+    std::mt19937_64 rng(7);
+    auto* words = static_cast<uint64_t*>(arena.data());
+    for (size_t i = 0; i < arena.size() / 8; ++i) words[i] = rng();
+    StatusReply st = ctl.status();
+    EXPECT_EQ(st.blocks_free, st.blocks_total) << "a scribble changed the allocation state";
+  }
+  // An honest client after it: more items than the arena has blocks, so
+  // that every block is taken, written, evicted and taken again.
+  engram_client* c = connect_c(d.socket());
+  ASSERT_NE(c, nullptr);
+  engram_table* t = nullptr;
+  ASSERT_EQ(engram_table_open(c, "b", &t), ENGRAM_OK) << engram_last_error();
+  engram_writer* w = bystander_writer(c, 2000, false);
+  ASSERT_NE(w, nullptr);
+  std::vector<float> step(kFloats), out(16 * kFloats);
+  for (uint32_t i = 0; i < 600; ++i) {
+    fill_step(i, step.data());
+    const void* cols[1] = {step.data()};
+    ASSERT_EQ(engram_writer_append(w, cols), ENGRAM_OK) << "item " << i << ": " << engram_last_error();
+    ASSERT_EQ(engram_writer_create_item(w, t, 1, 1.0), ENGRAM_OK) << "item " << i << ": " << engram_last_error();
+  }
+  ASSERT_EQ(engram_writer_flush(w, 5000), ENGRAM_OK) << engram_last_error();
+  engram_sample_options so;
+  engram_sample_options_init(&so);
+  so.batch_size = 16;
+  void* bufs[1] = {out.data()};
+  uint32_t n = 0;
+  ASSERT_EQ(engram_sample(t, &so, bufs, nullptr, &n), ENGRAM_OK) << engram_last_error();
+  ASSERT_EQ(n, 16u);
+  for (uint32_t i = 0; i < n; ++i) EXPECT_TRUE(step_is_whole(&out[i * kFloats])) << "sampled bytes nobody wrote";
+  engram_writer_close(w);
+  engram_table_close(t);
+  engram_disconnect(c);
+  Control ctl(d.socket());
+  ASSERT_TRUE(ctl.ok());
+  StatusReply st = ctl.status();
+  EXPECT_EQ(st.blocks_reserved, 0u);
+  EXPECT_EQ(st.blocks_sealed, 100u) << "one chunk per item of the full table";
+  EXPECT_EQ(st.blocks_free + st.blocks_sealed, st.blocks_total);
+  EXPECT_EQ(d.terminate(), 0) << read_file(d.log());
+  d.start();
+}
+
+// Blocks come only from the server, and go back to it only from the
+// client that holds them reserved: a return of another client's block, a
+// sealed one, a free one, a stale generation or an index out of range is
+// refused and changes nothing, and the blocks beside it in the same
+// message still come back. Grants are checked like any request.
+TEST(HostileClient, AClientCanReturnOnlyTheBlocksItHolds) {
+  Daemon d(bystander_config());
+  engram_client* c = connect_c(d.socket());
+  ASSERT_NE(c, nullptr);
+  engram_table* t = nullptr;
+  ASSERT_EQ(engram_table_open(c, "b", &t), ENGRAM_OK) << engram_last_error();
+  engram_writer* w = bystander_writer(c, -1, false);
+  ASSERT_NE(w, nullptr);
+  std::vector<float> step(kFloats);
+  for (uint32_t i = 0; i < 5; ++i) {
+    fill_step(i, step.data());
+    const void* cols[1] = {step.data()};
+    ASSERT_EQ(engram_writer_append(w, cols), ENGRAM_OK) << engram_last_error();
+    ASSERT_EQ(engram_writer_create_item(w, t, 1, 1.0), ENGRAM_OK) << engram_last_error();
+  }
+  ASSERT_EQ(engram_writer_flush(w, 5000), ENGRAM_OK) << engram_last_error();
+
+  Control h(d.socket());
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h.grant(1, 1).status().code(), Errc::invalid_argument) << "there is no size class 1";
+  EXPECT_EQ(h.grant(0, 0).status().code(), Errc::invalid_argument);
+  EXPECT_EQ(h.grant(0, kMaxBlockGrant + 1).status().code(), Errc::invalid_argument);
+  auto mine = h.grant(0, 4);
+  ASSERT_TRUE(mine.ok()) << mine.status().message();
+  ASSERT_EQ(mine->size(), 4u);
+  // Another client's blocks: its sealed chunks (found by their headers)
+  // and the spares its writer holds (every block neither free nor its own
+  // chunk nor ours is one).
+  ShmSegment seg = h.map_arena();
+  auto arena = ArenaBlocks::attach(seg.data(), seg.size(), h.arena_config());
+  ASSERT_TRUE(arena.ok());
+  std::vector<BlockRef> others;
+  for (uint32_t b = 0; b < arena->total_blocks(); ++b)
+    for (uint32_t gen = 1; gen <= 3; ++gen) others.push_back({b, gen});  // every block, any likely generation
+  for (BlockRef m : *mine)
+    others.erase(std::remove_if(others.begin(), others.end(), [&](BlockRef o) { return o.index == m.index; }), others.end());
+  StatusReply before = h.status();
+  for (size_t i = 0; i < others.size(); i += kMaxBlockGrant) {
+    std::vector<BlockRef> part(others.begin() + static_cast<long>(i),
+                               others.begin() + static_cast<long>(std::min(others.size(), i + kMaxBlockGrant)));
+    Status s = h.give_back(part);
+    EXPECT_EQ(s.code(), Errc::invalid_argument) << "blocks " << i << "..: " << s.message();
+  }
+  EXPECT_EQ(h.give_back({{arena->total_blocks() + 5, 1}, {UINT32_MAX, 1}}).code(), Errc::invalid_argument);
+  EXPECT_EQ(h.give_back({}).code(), Errc::invalid_argument) << "an empty return";
+  StatusReply after = h.status();
+  EXPECT_EQ(after.blocks_free, before.blocks_free) << "someone else's block was freed";
+  EXPECT_EQ(after.blocks_reserved, before.blocks_reserved);
+  EXPECT_EQ(after.blocks_sealed, before.blocks_sealed);
+  // Its own blocks come back, even beside refused ones, and only once.
+  BlockRef stale = (*mine)[0];
+  ++stale.generation;
+  Status s = h.give_back({(*mine)[0], stale, (*mine)[1], (*mine)[1]});
+  EXPECT_EQ(s.code(), Errc::invalid_argument) << s.message();
+  EXPECT_NE(s.message().find("2 of 4 blocks"), std::string::npos) << s.message();
+  EXPECT_EQ(h.status().blocks_free, before.blocks_free + 2);
+  EXPECT_TRUE(h.give_back({(*mine)[2], (*mine)[3]}).ok());
+  EXPECT_EQ(h.status().blocks_free, before.blocks_free + 4);
+
+  // The honest client's items are all there and whole.
+  engram_sample_options so;
+  engram_sample_options_init(&so);
+  so.batch_size = 5;
+  std::vector<float> out(5 * kFloats);
+  void* bufs[1] = {out.data()};
+  uint32_t n = 0;
+  ASSERT_EQ(engram_sample(t, &so, bufs, nullptr, &n), ENGRAM_OK) << engram_last_error();
+  ASSERT_EQ(n, 5u);
+  for (uint32_t i = 0; i < n; ++i) EXPECT_TRUE(step_is_whole(&out[i * kFloats]));
+  engram_writer_close(w);
+  engram_table_close(t);
+  engram_disconnect(c);
+  StatusReply end = h.status();
+  EXPECT_EQ(end.blocks_reserved, 0u);
+  EXPECT_EQ(end.blocks_sealed, 5u);
 }
 
 }  // namespace

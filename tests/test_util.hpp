@@ -8,6 +8,8 @@
 #include <memory>
 #include <new>
 
+#include "core/chunk_arena.hpp"
+
 namespace engram::test {
 
 // Sanitized builds run the same tests with fewer iterations.
@@ -29,6 +31,17 @@ struct AlignedBuffer {
   void* data() const { return ptr; }
   size_t size;
   char* ptr;
+};
+
+// An arena in this process's memory, its meta region and its blocks, as
+// the daemon keeps one.
+struct LocalArena {
+  explicit LocalArena(const ArenaConfig& c)
+      : meta(ChunkArena::meta_bytes_needed(c)),
+        blocks(ArenaBlocks::bytes_needed(c)),
+        arena(*ChunkArena::format(meta.data(), meta.size, blocks.data(), blocks.size, c)) {}
+  AlignedBuffer meta, blocks;
+  ChunkArena arena;
 };
 
 // Regularized upper incomplete gamma Q(a, x) (Numerical Recipes' gammq):

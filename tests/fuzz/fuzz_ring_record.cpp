@@ -28,8 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static bool quiet = (set_log_level(LogLevel::off), true);
   (void)quiet;
   ArenaConfig ac{{{4096, 8}}};
-  test::AlignedBuffer arena_mem(ChunkArena::bytes_needed(ac));
-  ChunkArena arena = *ChunkArena::format(arena_mem.data(), arena_mem.size, ac);
+  test::LocalArena local(ac);
+  ChunkArena& arena = local.arena;
   TableOptions to;
   to.name = "fuzz";
   to.capacity = 16;

@@ -28,8 +28,8 @@
  *    again.
  *  - Trust: the server checks everything a client sends, and survives any
  *    client. Clients of one server share the arena's memory writable, so a
- *    client can overwrite chunks that others wrote (and, in this version,
- *    break block allocation for all): give the server's group only to
+ *    client can overwrite chunks that others wrote (never the allocation
+ *    state, which is the server's): give the server's group only to
  *    processes you trust with each other's data. See engram(7).
  *  - Arguments: every pointer and array entry the library reads is checked
  *    (ENGRAM_E_INVALID naming it), and strings are read no further than
@@ -309,13 +309,17 @@ ENGRAM_API void engram_writer_options_init(engram_writer_options* o);
  * since writers cycle through all of them: a one-time cost that grows with
  * those blocks (about 0.5 s per GB under a hypervisor that shadows page
  * tables, a TLB miss a page without one), so that the first copies run at
- * full speed. Errors:
+ * full speed. The writer also asks the server for blocks for its first
+ * chunks, so that it can go on appending while the server is busy.
+ * Errors: ENGRAM_E_DISCONNECTED,
  * ENGRAM_E_INVALID (a bad column: name, dtype, rank), ENGRAM_E_RANGE (no
  * column, too many, a name too long, chunk_length 0, or a chunk larger than
  * the arena's largest block). */
 ENGRAM_API int engram_writer_open(engram_client* c, const engram_writer_options* o, engram_writer** out);
 /* Appends one step: columns[i] points at one value of column i. Errors:
- * ENGRAM_E_NOMEM / ENGRAM_E_TIMEOUT (no arena block within insert_timeout_ms).
+ * ENGRAM_E_NOMEM / ENGRAM_E_TIMEOUT (no arena block within insert_timeout_ms,
+ * or, when the writer needs more blocks, no answer from the server within
+ * insert_timeout_ms, or the client's timeout if that is -1 or 0).
  * Each value is copied into its chunk column, which starts on a 64-byte
  * boundary. A value of 1 KB or more, when no column of the writer is
  * compressed, bypasses the caches (non-temporal stores: a chunk is read long
