@@ -1,0 +1,100 @@
+#include "agents/apex/options.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace engram::agents::apex {
+
+void defaults_for(const std::string& name, Options* o) {
+  o->env = name;
+  if (name == "breakout") {
+    o->lr = 2.5e-4;
+    o->batch = 64;
+    o->capacity = 200000;
+    o->min_replay = 5000;
+    o->samples_per_insert = 4;
+    o->target_every = 1000;
+    o->steps = 1000000;
+    o->solved = 1e9;  // no stopping rule: runs its frames
+  }
+}
+
+namespace {
+const char* kHelp =
+    "usage: engram-apex [--env cartpole|breakout] [--actors K] [--envs-per-actor M] [--steps N]\n"
+    "                   [--seed S] [--socket PATH] [--out DIR]\n"
+    "       engram-apex --eval MODEL [--env ...] [--episodes N] [--seed S]\n"
+    "Trains Ape-X DQN: K actor processes of M envs each write n-step transitions into\n"
+    "engram, a learner samples them by priority. Stops at N env steps, or once the\n"
+    "trailing-100 mean return of the envs with epsilon <= 0.01 reaches the env's goal\n"
+    "(CartPole: 475). Without --socket it runs its own engram server; with it, it uses\n"
+    "that one (engramd). Writes DIR/curve.csv, DIR/curve.png and DIR/model.pt.\n";
+
+bool number(const char* flag, const char* v, double* out) {
+  char* end = nullptr;
+  *out = std::strtod(v, &end);
+  if (end == v || *end) {
+    std::fprintf(stderr, "engram-apex: %s wants a number, not \"%s\"\n", flag, v);
+    return false;
+  }
+  return true;
+}
+}  // namespace
+
+bool parse(int argc, char** argv, Options* o) {
+  for (int i = 1; i < argc; ++i)  // the env first: its defaults, then the flags over them
+    if (!std::strcmp(argv[i], "--env") && i + 1 < argc) defaults_for(argv[i + 1], o);
+  for (int i = 1; i < argc; ++i) {
+    std::string f = argv[i];
+    if (f == "--help" || f == "-h") {
+      std::fputs(kHelp, stdout);
+      return false;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "engram-apex: %s needs a value (--help)\n", f.c_str());
+      return false;
+    }
+    const char* v = argv[++i];
+    double d = 0;
+    if (f == "--env") {
+      if (std::strcmp(v, "cartpole") && std::strcmp(v, "breakout")) {
+        std::fprintf(stderr, "engram-apex: --env is cartpole or breakout, not \"%s\"\n", v);
+        return false;
+      }
+    } else if (f == "--socket") {
+      o->socket = v;
+    } else if (f == "--out") {
+      o->out = v;
+    } else if (f == "--eval") {
+      o->eval = v;
+    } else if (f == "--role") {
+      o->role = v;
+    } else if (number(f.c_str(), v, &d)) {
+      if (f == "--actors") o->actors = static_cast<int>(d);
+      else if (f == "--envs-per-actor") o->envs_per_actor = static_cast<int>(d);
+      else if (f == "--steps") o->steps = static_cast<int64_t>(d);
+      else if (f == "--seed") o->seed = static_cast<uint64_t>(d);
+      else if (f == "--episodes") o->eval_episodes = static_cast<int>(d);
+      else if (f == "--actor-id") o->actor_id = static_cast<int>(d);
+      else if (f == "--lr") o->lr = d;
+      else if (f == "--batch") o->batch = static_cast<int>(d);
+      else if (f == "--samples-per-insert") o->samples_per_insert = d;
+      else if (f == "--target-every") o->target_every = static_cast<int>(d);
+      else {
+        std::fprintf(stderr, "engram-apex: unknown flag %s (--help)\n", f.c_str());
+        return false;
+      }
+    } else {
+      return false;
+    }
+  }
+  if (o->actors < 1 || o->envs_per_actor < 1 || o->steps < 1 || o->batch < 1) {
+    std::fprintf(stderr, "engram-apex: --actors, --envs-per-actor, --steps and --batch must be at least 1\n");
+    return false;
+  }
+  return true;
+}
+
+}  // namespace engram::agents::apex

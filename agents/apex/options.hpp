@@ -1,0 +1,45 @@
+// engram-apex's command line, and the settings each environment trains
+// with (AGENTS.md section 2; the numbers live in README, "Reference agents").
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace engram::agents::apex {
+
+struct Options {
+  // What the user chooses (engram-apex --help).
+  std::string env = "cartpole";
+  int actors = 1;
+  int envs_per_actor = 16;
+  int64_t steps = 300000;  // env steps in all; training stops there or when solved
+  uint64_t seed = 1;
+  std::string socket;      // empty: an embedded server on a socket in `out`
+  std::string out = "apex-out";
+  std::string eval;        // a saved model to play greedily instead of training
+  int eval_episodes = 10;
+  // Set by the learner for the actor processes it starts.
+  std::string role = "learner";
+  int actor_id = 0;
+
+  // Per environment (see defaults_for).
+  double lr = 1e-3;
+  int batch = 128;
+  float gamma = 0.99f;
+  int n_step = 3;
+  uint64_t capacity = 100000;
+  int64_t min_replay = 1000;
+  double samples_per_insert = 8;
+  int target_every = 250;   // updates between copies to the target network
+  int publish_every = 20;   // updates between parameter publishes
+  int pull_every = 400;     // an actor's frames between parameter pulls
+  double alpha = 0.6, beta = 0.4;
+  double solved = 475;      // trailing-100 mean of the low-epsilon envs that stops training
+};
+
+// The settings of env `name` (cartpole, breakout) over *o's defaults.
+void defaults_for(const std::string& name, Options* o);
+// Parses argv into *o; returns false after printing why (or the help).
+bool parse(int argc, char** argv, Options* o);
+
+}  // namespace engram::agents::apex

@@ -1,0 +1,42 @@
+// The tables engram-apex trains through, besides the parameter table
+// (params.hpp):
+//   replay    one n-step transition per item: obs, action (int32), reward
+//             (float32: the discounted n-step return), discount (float32:
+//             gamma^m, 0 after a terminal state), next_obs. Observations are
+//             float32 for CartPole and uint8 planes for Breakout (4x10x10,
+//             0 or 1: a quarter of the memory). Prioritized (alpha), FIFO
+//             eviction, a SampleToInsertRatio rate limiter.
+//   episodes  one item per finished episode, read once by the learner: the
+//             env's global index (int32), its epsilon (float32), the return
+//             and the length (float32, int32).
+#pragma once
+
+#include <engram/engram.hpp>
+
+#include "agents/apex/options.hpp"
+#include "agents/apex/roles.hpp"
+
+namespace engram::agents::apex {
+
+inline bool byte_observations(const Options& o) { return o.env == "breakout"; }
+
+inline api::Columns replay_columns(const Options& o, const std::vector<int64_t>& obs_shape) {
+  engram_dtype t = byte_observations(o) ? ENGRAM_UINT8 : ENGRAM_FLOAT32;
+  api::Columns c;
+  auto add_obs = [&](const char* name) {
+    if (obs_shape.size() == 1) c.add(name, t, {static_cast<uint32_t>(obs_shape[0])});
+    else c.add(name, t, {static_cast<uint32_t>(obs_shape[0]), static_cast<uint32_t>(obs_shape[1]), static_cast<uint32_t>(obs_shape[2])});
+  };
+  add_obs("obs");
+  c.add("action", ENGRAM_INT32).add("reward", ENGRAM_FLOAT32).add("discount", ENGRAM_FLOAT32);
+  add_obs("next_obs");
+  return c;
+}
+
+inline api::Columns episode_columns() {
+  api::Columns c;
+  c.add("env", ENGRAM_INT32).add("epsilon", ENGRAM_FLOAT32).add("return", ENGRAM_FLOAT32).add("length", ENGRAM_INT32);
+  return c;
+}
+
+}  // namespace engram::agents::apex

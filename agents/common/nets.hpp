@@ -1,0 +1,42 @@
+// The Q-networks of the reference agents (LibTorch), and their parameters
+// as one flat float32 vector: the layout the parameter table carries
+// (engram_params(7)... see params.hpp): every parameter tensor in
+// named_parameters() order, each flattened row-major, concatenated.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+namespace engram::agents {
+
+// A dueling Q-network (Wang et al. 2016): a torso, then a value head and an
+// advantage head, Q = V + A - mean(A). CartPole: an MLP of two 128-unit
+// layers. Breakout: MinAtar's small network, one 3x3 convolution of 16
+// channels and a 128-unit layer.
+class DuelingQImpl : public torch::nn::Module {
+ public:
+  DuelingQImpl(const std::string& env, const std::vector<int64_t>& obs_shape, int64_t actions);
+  torch::Tensor forward(torch::Tensor obs);
+
+ private:
+  bool conv_ = false;
+  torch::nn::Conv2d conv{nullptr};
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr}, value{nullptr}, advantage{nullptr};
+};
+TORCH_MODULE(DuelingQ);
+
+// The parameters as one flat vector, and back (sizes must match).
+std::vector<float> flatten_parameters(torch::nn::Module& m);
+void load_parameters(torch::nn::Module& m, const float* data, size_t n);
+size_t parameter_count(torch::nn::Module& m);
+// Copies every parameter of `from` into `to` (the target network).
+void copy_parameters(torch::nn::Module& from, torch::nn::Module& to);
+
+// One thread per process, for LibTorch and OpenBLAS alike (AGENTS.md
+// section 4: two threads per process made updates 1.6-4.8x slower on two
+// cores). Call first thing in main.
+void single_threaded();
+
+}  // namespace engram::agents
