@@ -5,11 +5,14 @@ set -euo pipefail
 
 # Build: compilers, CMake; the libraries engram uses, as they are used.
 # Checks: clang + libclang-rt (libFuzzer), abigail-tools (ABI baseline);
-# the throughput harness: redis-server + libhiredis-dev (baseline), gnuplot-nox (plot).
+# the throughput harness: redis-server + libhiredis-dev (baseline), gnuplot-nox (plot);
+# the reference agents: LibTorch 1.13 (CPU) with OpenBLAS (9-13x faster than
+# the reference BLAS it links otherwise).
 packages=(cmake g++ make pkg-config python3
           libboost-dev libgtest-dev libbenchmark-dev libtomlplusplus-dev libsystemd-dev
           clang libclang-rt-14-dev abigail-tools
-          redis-server libhiredis-dev gnuplot-nox liburing-dev libzstd-dev libxxhash-dev)
+          redis-server libhiredis-dev gnuplot-nox liburing-dev libzstd-dev libxxhash-dev
+          libtorch-dev libopenblas0-pthread)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -374,6 +374,13 @@ int run_learner(const Options& o) {
   torch::save(online, o.out + "/model.pt");
   csv.close();
   plot(o.out);
+  std::ofstream(o.out + "/summary.json") << "{\"env\": \"" << o.env << "\", \"seed\": " << o.seed << ", \"actors\": "
+                                        << o.actors << ", \"envs_per_actor\": " << o.envs_per_actor
+                                        << ", \"solved\": " << (solved ? "true" : "false") << ", \"env_steps\": " << steps
+                                        << ", \"updates\": " << updates << ", \"wall_s\": " << wall
+                                        << ", \"episodes\": " << curve.episodes
+                                        << ", \"mean100_low_epsilon\": " << Curve::mean(curve.low)
+                                        << ", \"mean100_all\": " << Curve::mean(curve.all) << "}\n";
   std::printf("engram-apex: %s after %lld env steps, %llu updates, %.1f s; trailing-100 mean %.1f (eps<=0.01)\n",
               solved ? "solved" : "stopped", static_cast<long long>(steps), static_cast<unsigned long long>(updates), wall,
               Curve::mean(curve.low));

@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""Runs of engram-apex that must show learning, real processes and real
+engram (issue 26's smoke tests). Usage: apex_runs.py ENGRAM_APEX CASE, CASE
+one of:
+  cartpole-learns   50k env steps: trailing-100 mean >= 100 (random: ~22)
+  cartpole-solves   at most 300k env steps: solved (>= 475)
+  breakout-learns   100k frames: trailing-100 mean >= 1.5 (random: ~0.5)
+  killed-actor      one of two actors SIGKILLed mid-run; the learner goes on
+The trailing-100 mean is of the envs with epsilon <= 0.01."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def run(binary, args, out, kill_actor_after=None):
+    cmd = [binary, *args, "--out", out]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    killed = None
+    if kill_actor_after is not None:
+        time.sleep(kill_actor_after)
+        killed = kill_one_actor(p.pid)
+    log, _ = p.communicate(timeout=600)
+    print(log)
+    if p.returncode != 0:
+        sys.exit(f"engram-apex exited with {p.returncode}")
+    with open(os.path.join(out, "summary.json")) as f:
+        summary = json.load(f)
+    print("summary:", summary)
+    return summary, log, killed
+
+
+def kill_one_actor(learner):
+    """SIGKILLs one actor process of the learner (by its command line)."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{pid}/cmdline") as f:
+                cmdline = f.read().split("\0")
+        except OSError:
+            continue
+        if ppid == learner and "actor" in cmdline:
+            os.kill(int(pid), signal.SIGKILL)
+            return int(pid)
+    sys.exit("found no actor process to kill")
+
+
+def main():
+    binary, case = sys.argv[1], sys.argv[2]
+    out = tempfile.mkdtemp(prefix="engram-apex-test-")
+    try:
+        if case == "cartpole-learns":
+            s, _, _ = run(binary, ["--env", "cartpole", "--steps", "50000", "--seed", "1"], out)
+            if s["mean100_low_epsilon"] < 100:
+                sys.exit(f"trailing-100 mean {s['mean100_low_epsilon']:.1f} after 50k steps; want >= 100")
+        elif case == "cartpole-solves":
+            s, _, _ = run(binary, ["--env", "cartpole", "--steps", "300000", "--seed", "1"], out)
+            if not s["solved"]:
+                sys.exit(f"not solved within 300k steps (trailing-100 mean {s['mean100_low_epsilon']:.1f})")
+            for f in ("curve.csv", "curve.png", "model.pt"):
+                if not os.path.getsize(os.path.join(out, f)):
+                    sys.exit(f"{f} is missing or empty")
+        elif case == "breakout-learns":
+            s, _, _ = run(binary, ["--env", "breakout", "--steps", "100000", "--seed", "1"], out)
+            if s["mean100_low_epsilon"] < 1.5:
+                sys.exit(f"trailing-100 mean {s['mean100_low_epsilon']:.2f} after 100k frames; want >= 1.5")
+        elif case == "killed-actor":
+            s, log, killed = run(binary, ["--env", "cartpole", "--actors", "2", "--envs-per-actor", "8",
+                                          "--steps", "60000", "--seed", "2"], out, kill_actor_after=4)
+            if f"actor pid {killed} ended" not in log:
+                sys.exit(f"the learner did not notice actor {killed}'s death")
+            if s["env_steps"] < 60000:
+                sys.exit(f"training stopped at {s['env_steps']} steps after the kill")
+        else:
+            sys.exit(f"unknown case {case}")
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
