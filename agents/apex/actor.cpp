@@ -2,10 +2,14 @@
 // step, each env exploring with its own epsilon; n-step transitions with
 // initial priorities from the actor's own network, written into engram;
 // parameters pulled from the parameter table every pull_every frames.
-// It runs until it is stopped (SIGTERM) or the server goes away.
+// It runs until it is stopped (SIGTERM: it then writes its counts to
+// OUT/actor-K.json and exits 0) or the server goes away.
+#include <signal.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -13,6 +17,7 @@
 #include "agents/apex/bookkeeping.hpp"
 #include "agents/apex/roles.hpp"
 #include "agents/apex/tables.hpp"
+#include "agents/common/call_clock.hpp"
 #include "agents/common/env.hpp"
 #include "agents/common/nets.hpp"
 #include "agents/common/params.hpp"
@@ -22,19 +27,24 @@ namespace engram::agents::apex {
 
 namespace {
 
+volatile sig_atomic_t g_stop = 0;
+void on_term(int) { g_stop = 1; }
+
 // Waits for the learner's first parameters: an actor acts only with them.
 int64_t first_parameters(ParamReader& reader, std::vector<float>* params) {
-  for (;;) {
+  while (!g_stop) {
     int64_t v = reader.read(0, params);
     if (v > 0) return v;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  return 0;
 }
 
 }  // namespace
 
 int run_actor(const Options& o) {
   single_threaded();
+  ::signal(SIGTERM, on_term);
   torch::NoGradGuard no_grad;
   api::Client client = api::Client::connect(o.socket);
   api::Table replay = client.open_table(kReplayTable);
@@ -60,10 +70,17 @@ int run_actor(const Options& o) {
   ParamReader reader(client);
   std::vector<float> params(parameter_count(*net));
   int64_t version = first_parameters(reader, &params);
+  if (g_stop) return 0;
   load_parameters(*net, params.data(), params.size());
 
   api::WriterOptions wo;
   wo.columns = replay_columns(o, shape);
+  // Transitions go kChunkTransitions to a chunk, each its own item of one
+  // step: one block and one chunk header per 16 transitions instead of per
+  // transition, and the items of a chunk travel together once it is full
+  // (Ape-X's local batching of transitions).
+  wo.chunk_length = kChunkTransitions;
+  wo.max_item_steps = 1;
   api::Writer writer = client.writer(wo);  // waits for the rate limiter as long as it takes
   api::WriterOptions eo;
   eo.columns = episode_columns();
@@ -78,10 +95,13 @@ int run_actor(const Options& o) {
   std::vector<float> next(obs_size), ret(m, 0.0f);
   std::vector<int32_t> len(m, 0);
   std::vector<Transition> done;
+  std::vector<double> priority;
   std::vector<uint8_t> bytes_obs(obs_size), bytes_next(obs_size);
   int64_t frames = 0, last_pull = 0;
+  CallClock in_engram;  // inserts and parameter reads
+  double wall0 = wall_s(), cpu0 = thread_cpu_s();
 
-  for (;;) {
+  while (!g_stop) {
     torch::Tensor q = net->forward(obs);
     auto qa = q.accessor<float, 2>();
     done.clear();
@@ -101,8 +121,10 @@ int run_actor(const Options& o) {
       if (r.terminated || r.truncated) {
         int32_t global = static_cast<int32_t>(static_cast<size_t>(o.actor_id) * m + j);
         float e = static_cast<float>(eps[j]);
-        episode_writer.append({&global, &e, &ret[j], &len[j]});
-        episode_writer.create_item(episodes, 1, 1.0);
+        in_engram([&] {
+          episode_writer.append({&global, &e, &ret[j], &len[j]});
+          episode_writer.create_item(episodes, 1, 1.0);
+        });
         ret[j] = 0;
         len[j] = 0;
         envs[j]->reset(o_j);
@@ -120,31 +142,45 @@ int run_actor(const Options& o) {
       for (size_t i = 0; i < done.size(); ++i) std::copy(done[i].next_obs.begin(), done[i].next_obs.end(), nx_p + i * obs_size);
       torch::Tensor best = std::get<0>(net->forward(nx).max(1));
       auto best_a = best.accessor<float, 1>();
+      priority.resize(done.size());
       for (size_t i = 0; i < done.size(); ++i) {
-        Transition& t = done[i];
+        const Transition& t = done[i];
         double td = t.reward + t.discount * best_a[static_cast<int64_t>(i)] - t.q;
-        double priority = std::isfinite(td) ? std::abs(td) + 1e-6 : 1.0;
-        if (byte_observations(o)) {
-          for (size_t k = 0; k < obs_size; ++k) {
-            bytes_obs[k] = static_cast<uint8_t>(t.obs[k]);
-            bytes_next[k] = static_cast<uint8_t>(t.next_obs[k]);
-          }
-          writer.append({bytes_obs.data(), &t.action, &t.reward, &t.discount, bytes_next.data()});
-        } else {
-          writer.append({t.obs.data(), &t.action, &t.reward, &t.discount, t.next_obs.data()});
-        }
-        writer.create_item(replay, 1, priority);
+        priority[i] = std::isfinite(td) ? std::abs(td) + 1e-6 : 1.0;
       }
+      // One clock reading per step's batch of transitions, not per call:
+      // reading a thread's CPU clock is a system call.
+      in_engram([&] {
+        for (size_t i = 0; i < done.size(); ++i) {
+          const Transition& t = done[i];
+          const void* ob = t.obs.data();
+          const void* next_ob = t.next_obs.data();
+          if (byte_observations(o)) {
+            for (size_t k = 0; k < obs_size; ++k) {
+              bytes_obs[k] = static_cast<uint8_t>(t.obs[k]);
+              bytes_next[k] = static_cast<uint8_t>(t.next_obs[k]);
+            }
+            ob = bytes_obs.data();
+            next_ob = bytes_next.data();
+          }
+          writer.append({ob, &t.action, &t.reward, &t.discount, next_ob});
+          writer.create_item(replay, 1, priority[i]);
+        }
+      });
     }
     if (frames - last_pull >= o.pull_every) {
       last_pull = frames;
-      int64_t v = reader.read(version, &params);
+      int64_t v = in_engram([&] { return reader.read(version, &params); });
       if (v != version) {
         load_parameters(*net, params.data(), params.size());
         version = v;
       }
     }
   }
+  std::ofstream(o.out + "/actor-" + std::to_string(o.actor_id) + ".json")
+      << "{\"frames\": " << frames << ", \"wall_s\": " << wall_s() - wall0 << ", \"cpu_s\": " << thread_cpu_s() - cpu0
+      << ", \"engram_wall_s\": " << in_engram.wall() << ", \"engram_cpu_s\": " << in_engram.cpu() << "}\n";
+  return 0;
 }
 
 }  // namespace engram::agents::apex

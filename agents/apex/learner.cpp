@@ -14,7 +14,9 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
+#include <iterator>
 #include <fstream>
 #include <mutex>
 #include <numeric>
@@ -25,6 +27,7 @@
 #include "agents/apex/bookkeeping.hpp"
 #include "agents/apex/roles.hpp"
 #include "agents/apex/tables.hpp"
+#include "agents/common/call_clock.hpp"
 #include "agents/common/env.hpp"
 #include "agents/common/nets.hpp"
 #include "agents/common/params.hpp"
@@ -54,11 +57,15 @@ class Prefetcher {
  public:
   Prefetcher(const Options& o, const std::string& socket, size_t obs_size)
       : o_(o), socket_(socket), obs_size_(obs_size), thread_([this] { run(); }) {}
-  ~Prefetcher() {
+  ~Prefetcher() { stop(); }
+  void stop() {
     stop_ = true;
     cv_.notify_all();
-    thread_.join();
+    if (thread_.joinable()) thread_.join();
   }
+  // The thread's CPU time, all of it engram's (sampling copies); valid
+  // once stopped.
+  double cpu_s() const { return cpu_s_; }
   // The next batch; nullopt if the thread stopped (its error is printed).
   std::optional<Sampled> next() {
     std::unique_lock<std::mutex> lk(mu_);
@@ -110,6 +117,7 @@ class Prefetcher {
       failed_ = true;
       cv_.notify_all();
     }
+    cpu_s_ = thread_cpu_s();
   }
 
   const Options& o_;
@@ -120,16 +128,20 @@ class Prefetcher {
   std::optional<Sampled> ready_;
   std::atomic<bool> stop_{false};
   bool failed_ = false;
+  double cpu_s_ = 0;
   std::thread thread_;
 };
 
 // The embedded server's config: an arena with room for the replay, the
 // episodes, the parameters and what is in flight.
 std::string server_toml(const Options& o, size_t params) {
-  uint64_t transitions = o.capacity + o.capacity / 4 + 65536;
+  // Chunks of kChunkTransitions transitions: CartPole's fit 1 KB, Breakout's
+  // (two 4x10x10 byte planes a step) 16 KB; episodes' chunks of one step 512 B.
+  uint64_t chunks = o.capacity / kChunkTransitions + o.capacity / (4 * kChunkTransitions) + 4096 +
+                    64 * static_cast<uint64_t>(o.actors);
   uint64_t param_block = (params * 4 + 4096 + 63) / 64 * 64;
-  std::string t = "[arena]\nclasses = [ { block_size = 512, count = " + std::to_string(transitions + 100000) + " }";
-  if (byte_observations(o)) t += ", { block_size = 2048, count = " + std::to_string(transitions) + " }";
+  std::string t = "[arena]\nclasses = [ { block_size = 512, count = 120000 }, { block_size = " +
+                  std::string(byte_observations(o) ? "16384" : "1024") + ", count = " + std::to_string(chunks) + " }";
   t += ", { block_size = " + std::to_string(param_block) + ", count = 64 } ]\n";
   return t;
 }
@@ -149,7 +161,12 @@ void create_tables(api::Client& c, const Options& o, const std::vector<int64_t>&
   r.priority_exponent = o.alpha;
   r.remover = ENGRAM_FIFO;
   double spi = o.samples_per_insert;
-  r.rate_limiter = api::RateLimiter::sample_to_insert_ratio(spi, o.min_replay, std::max(4.0 * o.batch, 200.0 * spi));
+  // Free running (and actors alone): nobody waits for anybody, so that
+  // throughput and the time in engram calls are measured without the
+  // rate limiter's waits.
+  r.rate_limiter = o.free_running || !o.train
+                       ? api::RateLimiter::min_size(o.min_replay)
+                       : api::RateLimiter::sample_to_insert_ratio(spi, o.min_replay, std::max(4.0 * o.batch, 200.0 * spi));
   r.columns = replay_columns(o, shape);
   c.create_table(r);
   api::TableOptions e;
@@ -168,7 +185,7 @@ std::vector<pid_t> start_actors(const Options& o, const std::string& socket) {
     std::vector<std::string> args = {"/proc/self/exe", "--role", "actor", "--actor-id", std::to_string(k),
                                      "--env", o.env, "--actors", std::to_string(o.actors),
                                      "--envs-per-actor", std::to_string(o.envs_per_actor),
-                                     "--seed", std::to_string(o.seed), "--socket", socket};
+                                     "--seed", std::to_string(o.seed), "--socket", socket, "--out", o.out};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -221,6 +238,40 @@ void drain_episodes(api::Table& t, Curve* curve) {
   }
 }
 
+// Stops the actors: their inserts first stop waiting for the learner
+// (a rate limiter without an upper bound), so that each sees SIGTERM at
+// its next step and writes its counts; one that does not end in 5 s is
+// killed. Returns the actors' counts, summed: frames, wall, CPU, and the
+// wall and CPU spent in engram calls.
+std::vector<double> stop_actors(api::Client& c, std::vector<pid_t>& actors, const Options& o) {
+  c.set_rate_limiter(kReplayTable, api::RateLimiter::min_size(1));
+  for (pid_t pid : actors)
+    if (pid > 0) ::kill(pid, SIGTERM);
+  double deadline = now_s() + 5;
+  for (pid_t& pid : actors) {
+    while (pid > 0 && ::waitpid(pid, nullptr, WNOHANG) != pid) {
+      if (now_s() > deadline) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    pid = -1;
+  }
+  std::vector<double> sum(5, 0.0);
+  for (int k = 0; k < o.actors; ++k) {
+    std::ifstream in(o.out + "/actor-" + std::to_string(k) + ".json");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const char* keys[5] = {"\"frames\": ", "\"wall_s\": ", "\"cpu_s\": ", "\"engram_wall_s\": ", "\"engram_cpu_s\": "};
+    for (int i = 0; i < 5; ++i) {
+      size_t at = text.find(keys[i]);
+      if (at != std::string::npos) sum[static_cast<size_t>(i)] += std::atof(text.c_str() + at + std::strlen(keys[i]));
+    }
+  }
+  return sum;
+}
+
 void plot(const std::string& out) {
   std::ofstream gp(out + "/curve.gp");
   gp << "set terminal png size 900,500\nset output '" << out << "/curve.png'\n"
@@ -271,76 +322,90 @@ int run_learner(const Options& o) {
               o.envs_per_actor, o.batch, o.out.c_str());
 
   Curve curve;
+  CallClock in_engram;  // the main thread's engram calls
+  double cpu0 = thread_cpu_s(), prefetch_cpu = 0;
   uint64_t updates = 0, last_updates = 0, last_steps = 0;
   double last_report = t0;
   bool solved = false;
   int64_t steps = 0;
   {
-    Prefetcher prefetch(o, socket, obs_size);
+    std::optional<Prefetcher> prefetch;
+    if (o.train) prefetch.emplace(o, socket, obs_size);
     std::vector<int64_t> batch_shape = {o.batch};
     batch_shape.insert(batch_shape.end(), shape.begin(), shape.end());
     std::vector<uint64_t> keys(static_cast<size_t>(o.batch));
     std::vector<double> prio(static_cast<size_t>(o.batch));
     while (!solved && steps < o.steps) {
-      std::optional<Sampled> s = prefetch.next();
-      if (!s) throw std::runtime_error("the prefetch thread stopped");
-      int64_t n = s->n;
-      auto shape_n = batch_shape;
-      shape_n[0] = n;
-      torch::Tensor obs, next;
-      if (byte_observations(o)) {
-        obs = torch::from_blob(s->obs_b.data(), shape_n, torch::kUInt8).to(torch::kFloat32);
-        next = torch::from_blob(s->next_b.data(), shape_n, torch::kUInt8).to(torch::kFloat32);
+      if (!o.train) {  // actors alone: only watch
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
       } else {
-        obs = torch::from_blob(s->obs.data(), shape_n, torch::kFloat32);
-        next = torch::from_blob(s->next.data(), shape_n, torch::kFloat32);
-      }
-      torch::Tensor action = torch::from_blob(s->action.data(), {n}, torch::kInt32).to(torch::kInt64);
-      torch::Tensor reward = torch::from_blob(s->reward.data(), {n}, torch::kFloat32);
-      torch::Tensor discount = torch::from_blob(s->discount.data(), {n}, torch::kFloat32);
-      std::vector<double> p(static_cast<size_t>(n));
-      std::vector<uint32_t> size(static_cast<size_t>(n));
-      for (int64_t i = 0; i < n; ++i) {
-        p[static_cast<size_t>(i)] = s->info[static_cast<size_t>(i)].probability;
-        size[static_cast<size_t>(i)] = s->info[static_cast<size_t>(i)].table_size;
-      }
-      std::vector<float> w = importance_weights(p, size, o.beta);
-      torch::Tensor weight = torch::from_blob(w.data(), {n}, torch::kFloat32);
+        std::optional<Sampled> s = in_engram([&] { return prefetch->next(); });
+        if (!s) throw std::runtime_error("the prefetch thread stopped");
+        int64_t n = s->n;
+        auto shape_n = batch_shape;
+        shape_n[0] = n;
+        torch::Tensor obs, next;
+        if (byte_observations(o)) {
+          obs = torch::from_blob(s->obs_b.data(), shape_n, torch::kUInt8).to(torch::kFloat32);
+          next = torch::from_blob(s->next_b.data(), shape_n, torch::kUInt8).to(torch::kFloat32);
+        } else {
+          obs = torch::from_blob(s->obs.data(), shape_n, torch::kFloat32);
+          next = torch::from_blob(s->next.data(), shape_n, torch::kFloat32);
+        }
+        torch::Tensor action = torch::from_blob(s->action.data(), {n}, torch::kInt32).to(torch::kInt64);
+        torch::Tensor reward = torch::from_blob(s->reward.data(), {n}, torch::kFloat32);
+        torch::Tensor discount = torch::from_blob(s->discount.data(), {n}, torch::kFloat32);
+        std::vector<double> p(static_cast<size_t>(n));
+        std::vector<uint32_t> size(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) {
+          p[static_cast<size_t>(i)] = s->info[static_cast<size_t>(i)].probability;
+          size[static_cast<size_t>(i)] = s->info[static_cast<size_t>(i)].table_size;
+        }
+        std::vector<float> w = importance_weights(p, size, o.beta);
+        torch::Tensor weight = torch::from_blob(w.data(), {n}, torch::kFloat32);
 
-      torch::Tensor y;
-      {
-        torch::NoGradGuard no_grad;  // double Q: the online net picks, the target net values
-        torch::Tensor pick = online->forward(next).argmax(1, /*keepdim=*/true);
-        torch::Tensor value = target->forward(next).gather(1, pick).squeeze(1);
-        y = reward + discount * value;
-      }
-      torch::Tensor q = online->forward(obs).gather(1, action.unsqueeze(1)).squeeze(1);
-      torch::Tensor td = y - q;
-      torch::Tensor loss = (weight * torch::nn::functional::huber_loss(
-                                         q, y, torch::nn::functional::HuberLossFuncOptions().reduction(torch::kNone)))
-                               .mean();
-      adam.zero_grad();
-      loss.backward();
-      torch::nn::utils::clip_grad_norm_(online->parameters(), 10.0);
-      adam.step();
-      ++updates;
+        torch::Tensor y;
+        {
+          torch::NoGradGuard no_grad;  // double Q: the online net picks, the target net values
+          torch::Tensor pick = online->forward(next).argmax(1, /*keepdim=*/true);
+          torch::Tensor value = target->forward(next).gather(1, pick).squeeze(1);
+          y = reward + discount * value;
+        }
+        torch::Tensor q = online->forward(obs).gather(1, action.unsqueeze(1)).squeeze(1);
+        torch::Tensor td = y - q;
+        torch::Tensor loss = (weight * torch::nn::functional::huber_loss(
+                                           q, y, torch::nn::functional::HuberLossFuncOptions().reduction(torch::kNone)))
+                                 .mean();
+        adam.zero_grad();
+        loss.backward();
+        torch::nn::utils::clip_grad_norm_(online->parameters(), 10.0);
+        adam.step();
+        ++updates;
 
-      torch::Tensor abs_td = td.detach().abs();
-      auto a = abs_td.accessor<float, 1>();
-      for (int64_t i = 0; i < n; ++i) {
-        keys[static_cast<size_t>(i)] = s->info[static_cast<size_t>(i)].key;
-        prio[static_cast<size_t>(i)] = std::isfinite(a[i]) ? a[i] + 1e-6 : 1.0;
-      }
-      std::vector<int32_t> results(static_cast<size_t>(n));
-      replay.update_priorities(api::Span<const uint64_t>(keys.data(), static_cast<size_t>(n)),
-                               api::Span<const double>(prio.data(), static_cast<size_t>(n)), results);  // stale keys: evicted meanwhile
-      if (updates % static_cast<uint64_t>(o.target_every) == 0) copy_parameters(*online, *target);
-      if (updates % static_cast<uint64_t>(o.publish_every) == 0) publisher.publish(++version, flatten_parameters(*online));
+        torch::Tensor abs_td = td.detach().abs();
+        auto a = abs_td.accessor<float, 1>();
+        for (int64_t i = 0; i < n; ++i) {
+          keys[static_cast<size_t>(i)] = s->info[static_cast<size_t>(i)].key;
+          prio[static_cast<size_t>(i)] = std::isfinite(a[i]) ? a[i] + 1e-6 : 1.0;
+        }
+        std::vector<int32_t> results(static_cast<size_t>(n));
+        in_engram([&] {  // stale keys (evicted meanwhile) are reported in results, not thrown
+          replay.update_priorities(api::Span<const uint64_t>(keys.data(), static_cast<size_t>(n)),
+                                   api::Span<const double>(prio.data(), static_cast<size_t>(n)), results);
+        });
+        if (updates % static_cast<uint64_t>(o.target_every) == 0) copy_parameters(*online, *target);
+        if (updates % static_cast<uint64_t>(o.publish_every) == 0) {
+          std::vector<float> flat = flatten_parameters(*online);
+          in_engram([&] { publisher.publish(++version, flat); });
+        }
 
+      }
       double now = now_s();
       if (now - last_report >= 1.0) {
-        drain_episodes(episodes, &curve);
-        engram_table_info info = c.info(kReplayTable);
+        engram_table_info info = in_engram([&] {
+          drain_episodes(episodes, &curve);
+          return c.info(kReplayTable);
+        });
         steps = static_cast<int64_t>(info.inserts);
         double dt = now - last_report;
         double low = Curve::mean(curve.low), all = Curve::mean(curve.all);
@@ -365,12 +430,21 @@ int run_learner(const Options& o) {
         }
       }
     }
-    for (pid_t pid : actors)
-      if (pid > 0) ::kill(pid, SIGTERM);
-    for (pid_t pid : actors)
-      if (pid > 0) ::waitpid(pid, nullptr, 0);
+    if (prefetch) {
+      prefetch->stop();
+      prefetch_cpu = prefetch->cpu_s();
+    }
   }
   double wall = now_s() - t0;
+  double main_cpu = thread_cpu_s() - cpu0;
+  std::vector<double> act = stop_actors(c, actors, o);
+  // Shares of time in engram calls: the learner's main thread (waiting
+  // for a batch included in wall, not in CPU) plus its prefetch thread
+  // (all engram), and the actors' whole.
+  double learner_cpu_share = (in_engram.cpu() + prefetch_cpu) / std::max(1e-9, main_cpu + prefetch_cpu);
+  double learner_wall_share = in_engram.wall() / std::max(1e-9, wall);
+  double actor_cpu_share = act[4] / std::max(1e-9, act[2]);
+  double actor_wall_share = act[3] / std::max(1e-9, act[1]);
   torch::save(online, o.out + "/model.pt");
   csv.close();
   plot(o.out);
@@ -380,7 +454,15 @@ int run_learner(const Options& o) {
                                         << ", \"updates\": " << updates << ", \"wall_s\": " << wall
                                         << ", \"episodes\": " << curve.episodes
                                         << ", \"mean100_low_epsilon\": " << Curve::mean(curve.low)
-                                        << ", \"mean100_all\": " << Curve::mean(curve.all) << "}\n";
+                                        << ", \"mean100_all\": " << Curve::mean(curve.all)
+                                        << ", \"actor_frames\": " << act[0]
+                                        << ", \"learner_engram_cpu_share\": " << learner_cpu_share
+                                        << ", \"learner_engram_wall_share\": " << learner_wall_share
+                                        << ", \"actor_engram_cpu_share\": " << actor_cpu_share
+                                        << ", \"actor_engram_wall_share\": " << actor_wall_share << "}\n";
+  std::printf("engram-apex: time in engram calls: learner %.1f%% of CPU (%.1f%% of wall, waiting for batches included), "
+              "actors %.1f%% of CPU (%.1f%% of wall)\n",
+              100 * learner_cpu_share, 100 * learner_wall_share, 100 * actor_cpu_share, 100 * actor_wall_share);
   std::printf("engram-apex: %s after %lld env steps, %llu updates, %.1f s; trailing-100 mean %.1f (eps<=0.01)\n",
               solved ? "solved" : "stopped", static_cast<long long>(steps), static_cast<unsigned long long>(updates), wall,
               Curve::mean(curve.low));

@@ -30,7 +30,9 @@ const char* kHelp =
     "engram, a learner samples them by priority. Stops at N env steps, or once the\n"
     "trailing-100 mean return of the envs with epsilon <= 0.01 reaches the env's goal\n"
     "(CartPole: 475). Without --socket it runs its own engram server; with it, it uses\n"
-    "that one (engramd). Writes DIR/curve.csv, DIR/curve.png and DIR/model.pt.\n";
+    "that one (engramd). Writes DIR/curve.csv, DIR/curve.png, DIR/model.pt and\n"
+    "DIR/summary.json. For measurements: --free-running 1 (no sample-to-insert ratio:\n"
+    "nobody waits) and --learner 0 (actors alone, no training).\n";
 
 bool number(const char* flag, const char* v, double* out) {
   char* end = nullptr;
@@ -82,6 +84,8 @@ bool parse(int argc, char** argv, Options* o) {
       else if (f == "--batch") o->batch = static_cast<int>(d);
       else if (f == "--samples-per-insert") o->samples_per_insert = d;
       else if (f == "--target-every") o->target_every = static_cast<int>(d);
+      else if (f == "--learner") o->train = d != 0;
+      else if (f == "--free-running") o->free_running = d != 0;
       else {
         std::fprintf(stderr, "engram-apex: unknown flag %s (--help)\n", f.c_str());
         return false;

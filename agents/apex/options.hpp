@@ -18,6 +18,8 @@ struct Options {
   std::string out = "apex-out";
   std::string eval;        // a saved model to play greedily instead of training
   int eval_episodes = 10;
+  bool train = true;          // false: actors alone, the learner only watches (--learner 0)
+  bool free_running = false;  // no sample-to-insert ratio: a MinSize limiter (--free-running 1)
   // Set by the learner for the actor processes it starts.
   std::string role = "learner";
   int actor_id = 0;

@@ -20,6 +20,9 @@ namespace engram::agents::apex {
 
 inline bool byte_observations(const Options& o) { return o.env == "breakout"; }
 
+// Transitions per chunk an actor writes (each its own item).
+inline constexpr uint32_t kChunkTransitions = 16;
+
 inline api::Columns replay_columns(const Options& o, const std::vector<int64_t>& obs_shape) {
   engram_dtype t = byte_observations(o) ? ENGRAM_UINT8 : ENGRAM_FLOAT32;
   api::Columns c;
