@@ -1,4 +1,5 @@
-// The main job: Ape-X-style replay through engram's C API. Actor processes
+// The replay demo: Ape-X-shaped replay through engram (engram.hpp, the C++
+// wrapper over the C API). Actor processes
 // write Atari-sized steps (an 84x84 uint8 frame, action, reward, discount)
 // and create 2-step items with initial priorities; a learner process samples
 // batches of 256, checks every sampled frame byte for byte, and updates the
@@ -16,12 +17,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "engram/engram.h"
+#include "engram/engram.hpp"
 
 namespace {
 
@@ -49,56 +51,52 @@ void make_frame(uint32_t actor, uint32_t step, uint8_t* f) {
   std::memcpy(f, &tag, sizeof tag);
 }
 
-void columns(engram_column* c) {
-  c[0] = {"frame", ENGRAM_UINT8, 2, {kSide, kSide}};
-  c[1] = {"action", ENGRAM_INT32, 0, {}};
-  c[2] = {"reward", ENGRAM_FLOAT32, 0, {}};
-  c[3] = {"discount", ENGRAM_FLOAT32, 0, {}};
+namespace api = engram::api;
+
+api::Columns columns() {
+  api::Columns c;
+  c.add("frame", ENGRAM_UINT8, {kSide, kSide}).add("action", ENGRAM_INT32).add("reward", ENGRAM_FLOAT32).add("discount",
+                                                                                                            ENGRAM_FLOAT32);
+  return c;
 }
 
-int fail(const char* who, const char* what, int rc) {
-  std::fprintf(stderr, "%s: %s: %s (%s)\n", who, what, engram_strerror(rc), engram_last_error());
+int fail(const char* who, const char* what, const api::Error& e) {
+  std::fprintf(stderr, "%s: %s: %s\n", who, what, e.what());
   return 1;
 }
 
 // Clients start before the embedded server is up: retry for a while.
-engram_client* connect_retry(const std::string& socket) {
-  engram_connect_options o;
-  engram_connect_options_init(&o);
-  o.socket_path = socket.c_str();
-  for (int i = 0; i < 200 && !g_stop; ++i) {
-    engram_client* c = nullptr;
-    if (engram_connect(&o, &c) == ENGRAM_OK) return c;
+api::Client connect_retry(const std::string& socket) {
+  for (int i = 0;; ++i) {
+    try {
+      return api::Client::connect(socket);
+    } catch (const api::Error& e) {
+      if (i >= 200 || g_stop) throw;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  return nullptr;
 }
 
-engram_table* open_retry(engram_client* c) {
-  for (int i = 0; i < 200 && !g_stop; ++i) {
-    engram_table* t = nullptr;
-    if (engram_table_open(c, kTable, &t) == ENGRAM_OK) return t;
+api::Table open_retry(api::Client& c) {
+  for (int i = 0;; ++i) {
+    try {
+      return c.open_table(kTable);
+    } catch (const api::Error& e) {
+      if (i >= 200 || g_stop) throw;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  return nullptr;
 }
 
 int g_env_us = 50;  // simulated environment time per step
 
-int actor(const std::string& socket, uint32_t id) {
-  engram_client* c = connect_retry(socket);
-  if (!c) return fail("actor", "connect", ENGRAM_E_DISCONNECTED);
-  engram_table* t = open_retry(c);
-  if (!t) return fail("actor", "open table", ENGRAM_E_NOT_FOUND);
-  engram_column cols[4];
-  columns(cols);
-  engram_writer_options wo;
-  engram_writer_options_init(&wo);
-  wo.columns = cols;
-  wo.num_columns = 4;
+int actor(const std::string& socket, uint32_t id) try {
+  api::Client c = connect_retry(socket);
+  api::Table t = open_retry(c);
+  api::WriterOptions wo;
+  wo.columns = columns();
   wo.max_item_steps = kItemSteps;
-  engram_writer* w = nullptr;
-  if (int rc = engram_writer_open(c, &wo, &w)) return fail("actor", "writer", rc);
+  api::Writer w = c.writer(wo);
   std::mt19937 rng(id);
   std::exponential_distribution<double> td(1.0);
   static uint8_t frame[kFrame];
@@ -107,23 +105,18 @@ int actor(const std::string& socket, uint32_t id) {
     make_frame(id, step, frame);
     int32_t action = static_cast<int32_t>(step % 18);
     float reward = (step % 37 == 0) ? 1.0f : 0.0f, discount = (step % kEpisode == kEpisode - 1) ? 0.0f : 0.99f;
-    const void* v[4] = {frame, &action, &reward, &discount};
-    int rc = engram_writer_append(w, v);
-    if (rc == ENGRAM_OK && step % kEpisode != 0) rc = engram_writer_create_item(w, t, kItemSteps, td(rng));
-    if (rc == ENGRAM_OK && step % kEpisode == kEpisode - 1) rc = engram_writer_end_episode(w);
-    if (rc == ENGRAM_E_DISCONNECTED) break;
-    if (rc) return fail("actor", "write", rc);
+    w.append({frame, &action, &reward, &discount});
+    if (step % kEpisode != 0) w.create_item(t, kItemSteps, td(rng));
+    if (step % kEpisode == kEpisode - 1) w.end_episode();
   }
-  engram_writer_close(w);
-  engram_disconnect(c);
   return 0;
+} catch (const api::Error& e) {
+  return e.code() == ENGRAM_E_DISCONNECTED ? 0 : fail("actor", "write", e);
 }
 
-int learner(const std::string& socket) {
-  engram_client* c = connect_retry(socket);
-  if (!c) return fail("learner", "connect", ENGRAM_E_DISCONNECTED);
-  engram_table* t = open_retry(c);
-  if (!t) return fail("learner", "open table", ENGRAM_E_NOT_FOUND);
+int learner(const std::string& socket) try {
+  api::Client c = connect_retry(socket);
+  api::Table t = open_retry(c);
   std::vector<uint8_t> frames(size_t{kBatch} * kItemSteps * kFrame);
   std::vector<int32_t> actions(kBatch * kItemSteps);
   std::vector<float> rewards(kBatch * kItemSteps), discounts(kBatch * kItemSteps);
@@ -133,19 +126,17 @@ int learner(const std::string& socket) {
   std::vector<uint8_t> want(kFrame);
   std::mt19937 rng(99);
   std::exponential_distribution<double> td(1.0);
-  engram_sample_options so;
-  engram_sample_options_init(&so);
-  so.batch_size = kBatch;
-  so.num_steps = kItemSteps;
-  so.timeout_ms = 200;
+  engram_sample_options so = api::sample_options(kBatch, kItemSteps, 200);
+  std::vector<void*> bufs = {frames.data(), actions.data(), rewards.data(), discounts.data()};
   uint64_t bad = 0;
   while (!g_stop) {
-    void* bufs[4] = {frames.data(), actions.data(), rewards.data(), discounts.data()};
     uint32_t n = 0;
-    int rc = engram_sample(t, &so, bufs, info.data(), &n);
-    if (rc == ENGRAM_E_TIMEOUT) continue;
-    if (rc == ENGRAM_E_DISCONNECTED) break;
-    if (rc) return fail("learner", "sample", rc);
+    try {
+      n = t.sample(so, bufs, info);
+    } catch (const api::Error& e) {
+      if (e.code() == ENGRAM_E_TIMEOUT) continue;
+      throw;
+    }
     for (uint32_t i = 0; i < n; ++i) {
       for (uint32_t k = 0; k < kItemSteps; ++k) {
         const uint8_t* f = &frames[(size_t{i} * kItemSteps + k) * kFrame];
@@ -157,13 +148,12 @@ int learner(const std::string& socket) {
       keys[i] = info[i].key;
       prios[i] = td(rng);
     }
-    rc = engram_update_priorities(t, keys.data(), prios.data(), n, nullptr);
-    if (rc == ENGRAM_E_DISCONNECTED) break;
-    if (rc) return fail("learner", "update priorities", rc);
+    t.update_priorities(api::Span<const uint64_t>(keys.data(), n), api::Span<const double>(prios.data(), n));
   }
-  engram_disconnect(c);
   if (bad) std::fprintf(stderr, "learner: %" PRIu64 " sampled steps differ from what the actors wrote\n", bad);
   return bad ? 3 : 0;
+} catch (const api::Error& e) {
+  return e.code() == ENGRAM_E_DISCONNECTED ? 0 : fail("learner", "sample", e);
 }
 
 pid_t start_child(int (*body)(const std::string&, uint32_t), const std::string& socket, uint32_t id) {
@@ -237,27 +227,25 @@ int main(int argc, char** argv) {
   for (uint32_t i = 0; i < actors; ++i) kids.push_back(start_child(actor, socket, i));
   pid_t learner_pid = start_child(learner_entry, socket, 0);
 
-  engram_server* server = nullptr;
-  if (embedded) {
-    engram_server_options so;
-    engram_server_options_init(&so);
-    so.socket_path = socket.c_str();
-    so.config_toml = kConfig;
-    so.quiet = 1;
-    if (int rc = engram_server_start(&so, &server)) {
-      for (pid_t k : kids) ::kill(k, SIGKILL);
-      ::kill(learner_pid, SIGKILL);
-      return fail("engram_demo", "embedded server", rc);
+  int status = 0;
+  std::unique_ptr<api::Server> server;
+  std::unique_ptr<api::Client> c;
+  try {
+    if (embedded) server = std::make_unique<api::Server>(kConfig, socket);
+    c = std::make_unique<api::Client>(connect_retry(socket));
+    if (!embedded) {
+      try {
+        c->open_table(kTable);
+      } catch (const api::Error&) {
+        std::fprintf(stderr, "engram_demo: the server on %s needs a table \"%s\" (see dist/engramd.toml)\n",
+                     socket.c_str(), kTable);
+        throw;
+      }
     }
-  }
-  engram_client* c = connect_retry(socket);
-  if (!c) return fail("engram_demo", "connect", ENGRAM_E_DISCONNECTED);
-  if (!embedded) {
-    engram_table* t = nullptr;
-    if (engram_table_open(c, kTable, &t) != ENGRAM_OK)
-      std::fprintf(stderr, "engram_demo: the server on %s needs a table \"%s\" (see dist/engramd.toml)\n", socket.c_str(),
-                   kTable);
-    engram_table_close(t);
+  } catch (const api::Error& e) {
+    for (pid_t k : kids) ::kill(k, SIGKILL);
+    ::kill(learner_pid, SIGKILL);
+    return fail("engram_demo", embedded ? "embedded server" : "connect", e);
   }
   std::printf("engram demo: %u actors and 1 learner, %s server on %s, %.0f s\n", actors,
               embedded ? "embedded" : "external", socket.c_str(), seconds);
@@ -267,14 +255,14 @@ int main(int argc, char** argv) {
   int64_t t0 = now_ns(), last_t = t0;
   engram_table_info last;
   engram_table_info_init(&last);
-  engram_table_info i;
-  engram_table_info_init(&i);
+  engram_table_info i = last;
   bool killed = false;
-  int status = 0;
   while (now_ns() - t0 < int64_t(seconds * 1e9)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    if (int rc = engram_table_info_get(c, kTable, &i)) {
-      status = fail("engram_demo", "table info", rc);
+    try {
+      i = c->info(kTable);
+    } catch (const api::Error& e) {
+      status = fail("engram_demo", "table info", e);
       break;
     }
     int64_t t = now_ns();
@@ -308,7 +296,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "engram_demo: the learner failed or found corrupt data\n");
     status = 1;
   }
-  engram_table_info_get(c, kTable, &i);
+  try {
+    i = c->info(kTable);
+  } catch (const api::Error& e) {
+    status = fail("engram_demo", "table info", e);
+  }
   double total = (now_ns() - t0) / 1e9;
   std::printf("%ssummary: %" PRIu64 " inserts (%.0f/s), %" PRIu64 " samples (%.0f/s), %" PRIu64 " priority updates, %" PRIu64
               " evicted; every sampled frame matched what its actor wrote: %s\n",
@@ -318,8 +310,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "engram_demo: nothing was %s\n", i.inserts == 0 ? "inserted" : "sampled");
     status = 1;
   }
-  engram_disconnect(c);
-  if (server) engram_server_stop(server);
+  c.reset();
+  server.reset();
   if (embedded) ::rmdir(dir);
   return status;
 }

@@ -3,7 +3,8 @@
 engram (issue 26's smoke tests). Usage: apex_runs.py ENGRAM_APEX CASE, CASE
 one of:
   cartpole-learns   50k env steps: trailing-100 mean >= 100 (random: ~22)
-  cartpole-solves   at most 300k env steps: solved (>= 475)
+  cartpole-solves   at most 300k env steps: solved (>= 475), and the saved
+                    model plays greedily for a mean return >= 300
   breakout-learns   100k frames: trailing-100 mean >= 1.5 (random: ~0.5)
   killed-actor      one of two actors SIGKILLed mid-run; the learner goes on
 The trailing-100 mean is of the envs with epsilon <= 0.01."""
@@ -67,6 +68,13 @@ def main():
             for f in ("curve.csv", "curve.png", "model.pt"):
                 if not os.path.getsize(os.path.join(out, f)):
                     sys.exit(f"{f} is missing or empty")
+            # The saved model plays as well greedily (random play: about 22).
+            ev = subprocess.run([binary, "--env", "cartpole", "--eval", os.path.join(out, "model.pt"), "--episodes", "5"],
+                                capture_output=True, text=True, timeout=120)
+            print(ev.stdout, ev.stderr)
+            mean = float(ev.stdout.rsplit(":", 1)[1])
+            if ev.returncode != 0 or mean < 300:
+                sys.exit(f"the saved model's greedy mean return is {mean}; want >= 300")
         elif case == "breakout-learns":
             s, _, _ = run(binary, ["--env", "breakout", "--steps", "100000", "--seed", "1"], out)
             if s["mean100_low_epsilon"] < 1.5:
