@@ -27,55 +27,29 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "daemon/file_writer.hpp"
-#include "engram/engram.h"
+#include "engram/engram.hpp"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 double secs_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-[[noreturn]] void die(const char* what, int rc) {
-  std::fprintf(stderr, "bench_checkpoint: %s: %s (%s)\n", what, engram_strerror(rc), engram_last_error());
-  std::exit(1);
-}
+namespace api = engram::api;
 
 constexpr uint32_t kFloats = 256 * 1024;  // 1 MiB items
 
-engram_server* start(const std::string& toml) {
-  engram_server_options so;
-  engram_server_options_init(&so);
-  so.config_toml = toml.c_str();
-  so.quiet = 1;
-  engram_server* s = nullptr;
-  if (int rc = engram_server_start(&so, &s)) die("server_start", rc);
-  return s;
-}
-
-engram_client* connect(const std::string& socket) {
-  engram_connect_options co;
-  engram_connect_options_init(&co);
-  co.socket_path = socket.c_str();
-  engram_client* c = nullptr;
-  if (int rc = engram_connect(&co, &c)) die("connect", rc);
-  return c;
-}
-
 // A writer of steps of one float32 column of `floats` values, chunk_length 1.
-engram_writer* float_writer(engram_client* c, uint32_t floats) {
-  engram_column col = {"x", ENGRAM_FLOAT32, 1, {floats}};
-  engram_writer_options wo;
-  engram_writer_options_init(&wo);
-  wo.columns = &col;
-  wo.num_columns = 1;
-  engram_writer* w = nullptr;
-  if (int rc = engram_writer_open(c, &wo, &w)) die("writer_open", rc);
-  return w;
+api::Writer float_writer(api::Client& c, uint32_t floats) {
+  api::WriterOptions wo;
+  wo.columns.add("x", ENGRAM_FLOAT32, {floats});
+  return c.writer(wo);
 }
 
 struct Insert {
@@ -84,24 +58,22 @@ struct Insert {
 };
 
 // Small inserts (each flushed: one round trip) until stop.
-void insert_loop(const std::string& socket, std::atomic<bool>* stop, std::vector<Insert>* out) {
-  engram_client* c = connect(socket);
-  engram_table* t = nullptr;
-  if (int rc = engram_table_open(c, "small", &t)) die("open small", rc);
-  engram_writer* w = float_writer(c, 100);
+void insert_loop(const std::string& socket, std::atomic<bool>* stop, std::vector<Insert>* out) try {
+  api::Client c = api::Client::connect(socket);
+  api::Table t = c.open_table("small");
+  api::Writer w = float_writer(c, 100);
   float x[100] = {};
-  const void* d[1] = {x};
   while (!stop->load()) {
     auto t0 = Clock::now();
-    if (int rc = engram_writer_append(w, d)) die("append", rc);
-    if (int rc = engram_writer_create_item(w, t, 1, 1.0)) die("create_item", rc);
-    if (int rc = engram_writer_flush(w, -1)) die("flush", rc);
+    w.append({x});
+    w.create_item(t, 1, 1.0);
+    w.flush(-1);
     out->push_back({t0, secs_since(t0) * 1e6});
     std::this_thread::sleep_for(std::chrono::microseconds(200));  // an actor's pace, not a flood
   }
-  engram_writer_close(w);
-  engram_table_close(t);
-  engram_disconnect(c);
+} catch (const api::Error& e) {
+  std::fprintf(stderr, "bench_checkpoint: inserts: %s\n", e.what());
+  std::exit(1);
 }
 
 double median(std::vector<double> v) {
@@ -135,7 +107,7 @@ double disk_seq_mb_per_s(const std::string& dir, uint64_t bytes) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   uint64_t mb = 1024;
   std::string dir = "/tmp/engram-bench-checkpoint";
   double seconds = 3;
@@ -166,29 +138,22 @@ int main(int argc, char** argv) {
                      "\n[[table.column]]\nname = \"x\"\ndtype = \"float32\"\nshape = [" + std::to_string(kFloats) +
                      "]\n[[table]]\nname = \"small\"\nmax_size = 10000\n[[table.column]]\nname = \"x\"\n"
                      "dtype = \"float32\"\nshape = [100]\n";
-  engram_server* server = start(toml);
-  engram_client* c = connect(socket);
+  auto server = std::make_unique<api::Server>(toml);
+  auto c = std::make_unique<api::Client>(api::Client::connect(socket));
   {
     std::fprintf(stderr, "bench_checkpoint: filling %llu MiB...\n", static_cast<unsigned long long>(mb));
-    engram_table* big = nullptr;
-    if (int rc = engram_table_open(c, "big", &big)) die("open big", rc);
-    engram_writer* w = float_writer(c, kFloats);
+    api::Table big = c->open_table("big");
+    api::Writer w = float_writer(*c, kFloats);
     std::vector<float> x(kFloats);
     std::mt19937 rng(1);
     for (uint64_t i = 0; i < mb; ++i) {
       for (auto& v : x) v = static_cast<float>(rng());
-      const void* d[1] = {x.data()};
-      if (int rc = engram_writer_append(w, d)) die("append", rc);
-      if (int rc = engram_writer_create_item(w, big, 1, 1.0)) die("create_item", rc);
+      w.append({x.data()});
+      w.create_item(big, 1, 1.0);
     }
-    if (int rc = engram_writer_flush(w, -1)) die("flush", rc);
-    engram_writer_close(w);
-    engram_table_close(big);
+    w.flush(-1);
   }
-  engram_table_info info;
-  engram_table_info_init(&info);
-  if (int rc = engram_table_info_get(c, "big", &info)) die("info", rc);
-  uint64_t bytes = info.bytes_raw;
+  uint64_t bytes = c->info("big").bytes_raw;
 
   std::fprintf(stderr, "bench_checkpoint: insert latency without a checkpoint (%.0f s)...\n", seconds);
   std::vector<double> quiet, during;
@@ -212,38 +177,35 @@ int main(int argc, char** argv) {
     std::atomic<bool> stop{false};
     std::thread t(insert_loop, socket, &stop, &all);
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    path.assign(4096, '\0');
     auto t0 = Clock::now();
-    if (int rc = engram_checkpoint(c, -1, path.data(), path.size())) die("checkpoint", rc);
+    path = c->checkpoint(-1);
     auto t1 = Clock::now();
     stop.store(true);
     t.join();
     ckpt_runs.push_back(std::chrono::duration<double>(t1 - t0).count());
     for (const Insert& i : all)
       if (i.start >= t0 && i.start <= t1) during.push_back(i.us);
-    path.resize(std::strlen(path.c_str()));
     file_bytes = 0;
     for (const auto& e : std::filesystem::directory_iterator(path)) file_bytes += e.file_size();
     disk_runs.push_back(disk_seq_mb_per_s(dir, file_bytes));
   }
   double ckpt_s = median(ckpt_runs), disk = median(disk_runs);
-  engram_disconnect(c);
-  engram_server_stop(server);
+  c.reset();
+  server->stop();
 
   std::fprintf(stderr, "bench_checkpoint: restore...\n");
   auto t0 = Clock::now();
-  server = start(toml);  // restores the checkpoint before it returns
+  server = std::make_unique<api::Server>(toml);  // restores the checkpoint before it returns
   double restore_s = secs_since(t0);
-  c = connect(socket);
-  engram_table_info_init(&info);
-  if (int rc = engram_table_info_get(c, "big", &info)) die("info after restore", rc);
-  if (info.bytes_raw != bytes) {
+  c = std::make_unique<api::Client>(api::Client::connect(socket));
+  uint64_t restored = c->info("big").bytes_raw;
+  if (restored != bytes) {
     std::fprintf(stderr, "bench_checkpoint: the restore brought back %llu bytes, not %llu\n",
-                 static_cast<unsigned long long>(info.bytes_raw), static_cast<unsigned long long>(bytes));
+                 static_cast<unsigned long long>(restored), static_cast<unsigned long long>(bytes));
     return 1;
   }
-  engram_disconnect(c);
-  engram_server_stop(server);
+  c.reset();
+  server->stop();
 
   std::string why;
   auto probe = engram::FileWriter::open(dir + "/probe", engram::IoMode::automatic, direct, &why);
@@ -264,4 +226,7 @@ int main(int argc, char** argv) {
       during.size(), pct(during, 0.99) / std::max(1e-9, pct(quiet, 0.99)), reps);
   std::filesystem::remove_all(dir);
   return 0;
+} catch (const engram::api::Error& e) {
+  std::fprintf(stderr, "bench_checkpoint: %s\n", e.what());
+  return 1;
 }

@@ -21,7 +21,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <new>
 #include <cmath>
 #include <chrono>
 #include <cstdio>
@@ -30,13 +29,15 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <new>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "engram/engram.h"
+#include "engram/engram.hpp"
 
 namespace {
 
@@ -65,6 +66,12 @@ Result failed(const char* what, int rc) {
   Result r;
   r.error = rc ? rc : -1;
   std::snprintf(r.message, sizeof r.message, "%s: %s (%s)", what, engram_strerror(rc), engram_last_error());
+  return r;
+}
+Result failed(const char* what, const engram::api::Error& e) {
+  Result r;
+  r.error = e.code() ? e.code() : -1;
+  std::snprintf(r.message, sizeof r.message, "%s: %s", what, e.what());
   return r;
 }
 
@@ -196,15 +203,18 @@ Latency latency() {
 
 // --- engram workers ------------------------------------------------------
 
-engram_client* connect_engram() {
-  engram_connect_options o;
-  engram_connect_options_init(&o);
-  o.socket_path = g_opt.engram_socket.c_str();
-  engram_client* c = nullptr;
-  return engram_connect(&o, &c) == ENGRAM_OK ? c : nullptr;
-}
+// Set-up goes through engram.hpp; the calls that are measured stay the C
+// functions, on the wrappers' handles (get()), so that the numbers are the
+// C ABI's, which every binding calls.
+namespace api = engram::api;
 
-engram_column payload_column(uint64_t payload) { return {"x", ENGRAM_FLOAT32, 1, {uint32_t(payload / 4)}}; }
+api::Client connect_engram() { return api::Client::connect(g_opt.engram_socket); }
+
+api::Columns payload_columns(uint64_t payload) {
+  api::Columns c;
+  c.add("x", ENGRAM_FLOAT32, {uint32_t(payload / 4)});
+  return c;
+}
 
 // A payload buffer that starts on a cache line, as numpy's and LibTorch's
 // tensors do; every payload buffer here is one, on all sides (engram,
@@ -245,19 +255,15 @@ Bytes random_bytes(size_t n, uint64_t seed) {
 // writer outlives its reader by a moment: items refused by the full queue
 // after that (ENGRAM_E_TIMEOUT) are not counted, and are not an error.
 Result engram_writer_worker(const char* table, uint64_t payload, int64_t count, int64_t pace_ns,
-                            const std::function<void()>& ready, bool queue = false) {
-  engram_client* c = connect_engram();
-  if (!c) return failed("connect", ENGRAM_E_DISCONNECTED);
-  engram_table* t = nullptr;
-  if (int rc = engram_table_open(c, table, &t)) return failed("open", rc);
-  engram_column col = payload_column(payload);
-  engram_writer_options wo;
-  engram_writer_options_init(&wo);
-  wo.columns = &col;
-  wo.num_columns = 1;
+                            const std::function<void()>& ready, bool queue = false) try {
+  api::Client c = connect_engram();
+  api::Table table_handle = c.open_table(table);
+  api::WriterOptions wo;
+  wo.columns = payload_columns(payload);
   wo.insert_timeout_ms = 2000;  // a stuck run fails instead of hanging
-  engram_writer* w = nullptr;
-  if (int rc = engram_writer_open(c, &wo, &w)) return failed("writer", rc);
+  api::Writer writer = c.writer(wo);
+  engram_writer* w = writer.get();
+  engram_table* t = table_handle.get();
   Bytes data = random_bytes(payload, uint64_t(::getpid()));
   const void* cols[1] = {data.data()};
   uint64_t n = 0;
@@ -288,23 +294,20 @@ Result engram_writer_worker(const char* table, uint64_t payload, int64_t count, 
   if (int rc = engram_writer_flush(w, 60000); rc && !err && !(queue && rc == ENGRAM_E_TIMEOUT)) err = rc;
   r.seconds += (now_ns() - f0) / 1e9;  // what was created counts only once applied
   if (err) return failed("write", err);
-  engram_disconnect(c);
   return r;
+} catch (const api::Error& e) {
+  return failed("writer set-up", e);
 }
 
 Result engram_sampler_worker(const char* table, uint64_t payload, uint32_t batch, bool zero_copy, bool latency,
-                             const std::function<void()>& ready) {
-  engram_client* c = connect_engram();
-  if (!c) return failed("connect", ENGRAM_E_DISCONNECTED);
-  engram_table* t = nullptr;
-  if (int rc = engram_table_open(c, table, &t)) return failed("open", rc);
+                             const std::function<void()>& ready) try {
+  api::Client c = connect_engram();
+  api::Table table_handle = c.open_table(table);
+  engram_table* t = table_handle.get();
   Bytes buf(payload * batch);
   void* bufs[1] = {buf.data()};
   std::vector<engram_sample_info> info(batch);
-  engram_sample_options so;
-  engram_sample_options_init(&so);
-  so.batch_size = batch;
-  so.timeout_ms = 1000;
+  engram_sample_options so = api::sample_options(batch, 1, 1000);
   int err = 0;
   auto one = [&]() -> double {
     uint32_t n = 0;
@@ -336,8 +339,10 @@ Result engram_sampler_worker(const char* table, uint64_t payload, uint32_t batch
   Result r = timed(one);
   g_reader_done->store(1);
   if (err) return failed("sample", err);
-  engram_disconnect(c);
   return r;
+} catch (const api::Error& e) {
+  g_reader_done->store(1);
+  return failed("sampler set-up", e);
 }
 
 // --- Redis workers (hiredis, 64 commands per pipeline) -----------------------
@@ -711,22 +716,29 @@ void scenario(const std::string& system, const std::string& op, const std::strin
   collect(system, op, table, procs, run(), before);
 }
 
-int create_table(engram_client* c, const char* name, uint64_t payload, uint64_t capacity, int sampler, bool queue) {
-  engram_column col = payload_column(payload);
-  engram_table_options o;
-  engram_table_options_init(&o);
+// Drops a table, if there is one of that name (left over from an interrupted run).
+void drop_table(api::Client& c, const char* name) {
+  try {
+    c.drop_table(name);
+  } catch (const api::Error& e) {
+    if (e.code() != ENGRAM_E_NOT_FOUND) throw;
+  }
+}
+
+void create_table(api::Client& c, const char* name, uint64_t payload, uint64_t capacity, engram_selector sampler,
+                  bool queue) {
+  api::TableOptions o;
   o.name = name;
   o.max_size = capacity;
   o.sampler = sampler;
   o.priority_exponent = 0.6;
-  o.columns = &col;
-  o.num_columns = 1;
+  o.columns = payload_columns(payload);
   if (queue) {
     o.max_times_sampled = 1;
-    engram_rate_limiter_queue(&o.rate_limiter, int64_t(capacity));
+    o.rate_limiter = api::RateLimiter::queue(int64_t(capacity));
   }
-  engram_table_drop(c, name);  // left over from an interrupted run
-  return engram_table_create(c, &o);
+  drop_table(c, name);
+  c.create_table(o);
 }
 
 // Sizing, shared with the server's config (--print-config): per payload an
@@ -781,28 +793,26 @@ void run_payload_once(uint64_t payload) {
       });
   }
 
-  engram_client* c = connect_engram();
-  if (!c) {
-    std::fprintf(stderr, "cannot connect to engram at %s\n", g_opt.engram_socket.c_str());
+  std::optional<api::Client> client;
+  try {
+    client.emplace(connect_engram());
+    // Inserts into a uniform table that evicts FIFO once full.
+    create_table(*client, "ins", payload, items, ENGRAM_UNIFORM, false);
+  } catch (const api::Error& e) {
+    std::fprintf(stderr, "engram at %s: %s\n", g_opt.engram_socket.c_str(), e.what());
     ++g_failures;
     return;
   }
-  // Inserts into a uniform table that evicts FIFO once full.
-  if (int rc = create_table(c, "ins", payload, items, ENGRAM_UNIFORM, false)) {
-    std::fprintf(stderr, "create table: %s (%s)\n", engram_strerror(rc), engram_last_error());
-    ++g_failures;
-    engram_disconnect(c);
-    return;
-  }
+  api::Client& c = *client;
   for (int p : {1, 2})
     scenario("engram", "insert", "uniform", p, [&] {
       return rate(run_workers(p, [&](int, auto& ready) { return engram_writer_worker("ins", payload, 0, 0, ready); }), 0,
                   size_t(p));
     });
-  engram_table_drop(c, "ins");
+  drop_table(c, "ins");
 
   // Samples from full prioritized and uniform tables.
-  for (auto [name, sampler] : {std::pair<const char*, int>{"prioritized", ENGRAM_PRIORITIZED}, {"uniform", ENGRAM_UNIFORM}}) {
+  for (auto [name, sampler] : {std::pair<const char*, engram_selector>{"prioritized", ENGRAM_PRIORITIZED}, {"uniform", ENGRAM_UNIFORM}}) {
     if (!wanted("engram", "sample") && !wanted("engram", "sample_zero_copy")) continue;
     create_table(c, name, payload, items, sampler, false);
     run_workers(1, [&](int, auto& ready) { return engram_writer_worker(name, payload, int64_t(items), 0, ready); });
@@ -812,7 +822,7 @@ void run_payload_once(uint64_t payload) {
           return rate(run_workers(p, [&](int, auto& ready) { return engram_sampler_worker(name, payload, 256, zc, false, ready); }),
                       0, size_t(p));
         });
-    engram_table_drop(c, name);
+    drop_table(c, name);
   }
 
   // Both at once: a writer and a sampler on one prioritized table.
@@ -826,16 +836,13 @@ void run_payload_once(uint64_t payload) {
     });
     collect("engram", "both_insert", "prioritized", 1, rate(rs, 0, 1), before);
     collect("engram", "both_sample", "prioritized", 1, rate(rs, 1, 1), before);
-    engram_table_drop(c, "both");
+    drop_table(c, "both");
   }
 
   // A queue: items/s end to end at full speed, then the latency from
   // create_item to the (zero-copy) sample that returns it, paced at one item
   // per 20 us so that the queue does not back up (not rate-limited).
-  if (!wanted("engram", "queue")) {
-    engram_disconnect(c);
-    return;
-  }
+  if (!wanted("engram", "queue")) return;
   uint64_t queue_items = std::min<uint64_t>(items, 4096);
   uint32_t queue_batch = uint32_t(std::min<uint64_t>(256, queue_items));
   create_table(c, "queue", payload, queue_items, ENGRAM_FIFO, true);
@@ -846,7 +853,7 @@ void run_payload_once(uint64_t payload) {
                   : engram_sampler_worker("queue", payload, queue_batch, false, false, ready);
   });
   double thr = rate(rs, 1, 1);
-  engram_table_reset(c, "queue");
+  c.reset_table("queue");
   WakeUp wake = futex_wake_up_us(100, g_opt.quick ? 200 : 2000);
   g_reader_done->store(0);
   auto lat = run_workers(2, [&](int k, auto& ready) {
@@ -858,13 +865,19 @@ void run_payload_once(uint64_t payload) {
   l.wake_p50 = wake.p50;
   l.wake_p99 = wake.p99;
   collect("engram", "queue", "queue", 1, thr, before, l);
-  engram_table_drop(c, "queue");
-  engram_disconnect(c);
+  drop_table(c, "queue");
 }
 
 void run_payload(uint64_t payload) {
   std::fprintf(stderr, "payload %llu B\n", static_cast<unsigned long long>(payload));
-  for (int i = 0; i < g_opt.reps; ++i) run_payload_once(payload);
+  for (int i = 0; i < g_opt.reps; ++i) {
+    try {
+      run_payload_once(payload);
+    } catch (const api::Error& e) {  // a table's set-up: the repetition is lost, and counted as a failure
+      std::fprintf(stderr, "payload %llu B: %s\n", static_cast<unsigned long long>(payload), e.what());
+      ++g_failures;
+    }
+  }
   record_collected(payload);
 }
 
