@@ -4,7 +4,7 @@
 set -euo pipefail
 
 # Build: compilers, CMake; the libraries engram uses, as they are used.
-# Checks: clang + libclang-rt (libFuzzer), abigail-tools (ABI baseline);
+# Checks: clang + libclang-rt (libFuzzer), abigail-tools (ABI baseline), mandoc (man page lint);
 # the throughput harness: redis-server + libhiredis-dev (baseline), gnuplot-nox (plot);
 # the reference agents: LibTorch 1.13 (CPU) with OpenBLAS (9-13x faster than
 # the reference BLAS it links otherwise).
@@ -12,7 +12,7 @@ packages=(cmake g++ make pkg-config python3
           libboost-dev libgtest-dev libbenchmark-dev libtomlplusplus-dev libsystemd-dev
           clang libclang-rt-14-dev abigail-tools
           redis-server libhiredis-dev gnuplot-nox liburing-dev libzstd-dev libxxhash-dev
-          libtorch-dev libopenblas0-pthread)
+          libtorch-dev libopenblas0-pthread mandoc)
 
 missing=()
 for p in "${packages[@]}"; do
