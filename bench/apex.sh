@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The reference Ape-X's targets (AGENTS.md section 5), measured: trains
+# The reference Ape-X's targets (README, "Reference agents"), measured: trains
 # each seed in turn and writes bench/results/apex-ENV.json (one record per
 # seed: solved, env steps, wall seconds, frames/s, trailing-100 means,
 # shares of time in engram calls) and bench/results/apex-ENV.png (every

@@ -1,6 +1,7 @@
-// The environments against AGENTS.md §1: CartPole-v1's golden vectors
-// (Gymnasium's dynamics) and MinAtar Breakout's golden traces, and
-// seeding: one seed, one trajectory.
+// The environments against their sources: CartPole-v1's golden vectors
+// (Gymnasium's classic_control/cartpole.py dynamics) and MinAtar
+// Breakout's golden traces (kenjyoung/MinAtar's breakout.py), and seeding:
+// one seed, one trajectory.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -216,7 +217,7 @@ TEST(Breakout, RandomPlayScoresAboutHalfABrick) {
       e.reset(obs.data());
     }
   }
-  EXPECT_NEAR(total / episodes, 0.5, 0.25) << "AGENTS.md: random play scores about 0.5";
+  EXPECT_NEAR(total / episodes, 0.5, 0.25) << "MinAtar: random play scores about 0.5";
 }
 
 TEST(Rng, UniformAndBelowStayInRange) {

@@ -1,5 +1,5 @@
-// Ape-X's arithmetic that needs no network (Horgan et al. 2018;
-// AGENTS.md section 2): the actors' epsilons, n-step transitions with the
+// Ape-X's arithmetic that needs no network (Horgan et al. 2018): the
+// actors' epsilons, n-step transitions with the
 // discount each one really had, and the learner's importance weights.
 #pragma once
 

@@ -13,7 +13,7 @@
 int main(int argc, char** argv) {
   using namespace engram::agents::apex;
   // OpenBLAS sizes its thread pool when it loads, before main: one thread
-  // per process (AGENTS.md section 4) needs the variable set before then,
+  // per process (nets.hpp, single_threaded) needs the variable set before then,
   // so the first start sets it and starts again.
   if (!std::getenv("OPENBLAS_NUM_THREADS")) {
     ::setenv("OPENBLAS_NUM_THREADS", "1", 1);

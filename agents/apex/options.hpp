@@ -1,5 +1,5 @@
 // engram-apex's command line, and the settings each environment trains
-// with (AGENTS.md section 2; the numbers live in README, "Reference agents").
+// with (Horgan et al. 2018; the results in README, "Reference agents").
 #pragma once
 
 #include <cstdint>

@@ -34,9 +34,10 @@ size_t parameter_count(torch::nn::Module& m);
 // Copies every parameter of `from` into `to` (the target network).
 void copy_parameters(torch::nn::Module& from, torch::nn::Module& to);
 
-// One thread per process, for LibTorch and OpenBLAS alike (AGENTS.md
-// section 4: two threads per process made updates 1.6-4.8x slower on two
-// cores). Call first thing in main.
+// One thread per process, for LibTorch and OpenBLAS alike: the agents run
+// several processes on few cores, and a second thread per process only
+// competes with them (updates were 1.6-4.8x slower with two threads each
+// on two cores). Call first thing in main.
 void single_threaded();
 
 }  // namespace engram::agents
