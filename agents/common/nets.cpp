@@ -1,6 +1,5 @@
 #include "agents/common/nets.hpp"
 
-#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
@@ -72,8 +71,6 @@ void copy_parameters(torch::nn::Module& from, torch::nn::Module& to) {
 }
 
 void single_threaded() {
-  ::setenv("OPENBLAS_NUM_THREADS", "1", 0);
-  ::setenv("OMP_NUM_THREADS", "1", 0);
   torch::set_num_threads(1);
   torch::set_num_interop_threads(1);
 }

@@ -37,7 +37,9 @@ void copy_parameters(torch::nn::Module& from, torch::nn::Module& to);
 // One thread per process, for LibTorch and OpenBLAS alike: the agents run
 // several processes on few cores, and a second thread per process only
 // competes with them (updates were 1.6-4.8x slower with two threads each
-// on two cores). Call first thing in main.
+// on two cores). Call first thing in main. OpenBLAS sizes its pool when
+// it loads, before main, so OPENBLAS_NUM_THREADS must already be set then
+// (engram-apex's main starts itself again with it).
 void single_threaded();
 
 }  // namespace engram::agents

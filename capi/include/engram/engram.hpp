@@ -106,22 +106,6 @@ class Columns {
       if (c.codec != ENGRAM_CODEC_NONE) return codecs_.data();
     return nullptr;
   }
-  /* Bytes of one step of column i. */
-  size_t step_bytes(uint32_t i) const { return element_bytes(static_cast<engram_dtype>(cols_.at(i).dtype)) * elements(i); }
-  size_t elements(uint32_t i) const {
-    size_t n = 1;
-    for (uint32_t d = 0; d < cols_.at(i).rank; ++d) n *= cols_[i].shape[d];
-    return n;
-  }
-  static size_t element_bytes(engram_dtype t) {
-    switch (t) {
-      case ENGRAM_UINT8: case ENGRAM_INT8: case ENGRAM_BOOL: return 1;
-      case ENGRAM_UINT16: case ENGRAM_INT16: case ENGRAM_FLOAT16: return 2;
-      case ENGRAM_UINT32: case ENGRAM_INT32: case ENGRAM_FLOAT32: return 4;
-      case ENGRAM_UINT64: case ENGRAM_INT64: case ENGRAM_FLOAT64: return 8;
-    }
-    throw Error(ENGRAM_E_INVALID, "unknown dtype " + std::to_string(static_cast<int>(t)));
-  }
 
  private:
   void push(const std::string& name, engram_column c) {
