@@ -1,6 +1,8 @@
 // Errors, versions, connection and table management of libengram.
+#include <grp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -332,6 +334,20 @@ engram_table* engram_client::table_by_id(uint32_t id) {
   return nullptr;
 }
 
+// The socket's group and mode are the access control: a refused connect
+// says which group admits and how to join it.
+static std::string refused_message(const std::string& path, int err) {
+  std::string name = "GROUP";  // when the path is out of this user's sight
+  struct stat st;
+  char buf[1024];
+  struct group g, *found = nullptr;
+  if (::stat(path.c_str(), &st) == 0 && ::getgrgid_r(st.st_gid, &g, buf, sizeof buf, &found) == 0 && found)
+    name = found->gr_name;
+  return "cannot connect to " + path + ": " + std::strerror(err) + "; clients must be in the socket's group" +
+         (name == "GROUP" ? "" : " (" + name + ")") + ": sudo usermod -aG " + name +
+         " \"$USER\", then log in again (or run newgrp " + name + ")";
+}
+
 static Status connect_client(const engram_connect_options* o, engram_client* c) {
   sockaddr_un addr{};
   std::string path;
@@ -350,9 +366,7 @@ static Status connect_client(const engram_connect_options* o, engram_client* c) 
   std::memcpy(addr.sun_path, path.data(), path.size());
   if (::connect(c->fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     int e = errno;
-    if (e == EACCES || e == EPERM)
-      return {Errc::permission_denied, "cannot connect to " + path + ": " + std::strerror(e) +
-                                           " (is this user in the server's group?)"};
+    if (e == EACCES || e == EPERM) return {Errc::permission_denied, refused_message(path, e)};
     return {Errc::disconnected, "no engram server on " + path + " (" + std::strerror(e) +
                                     "); start engramd, or set ENGRAM_SOCKET"};
   }

@@ -94,7 +94,8 @@ void Snapshot::release_all(ChunkArena& arena, uint32_t arena_id) {
 
 Result<CheckpointResult> write_checkpoint(Snapshot s, ChunkArena& arena, uint32_t arena_id, const CheckpointConfig& c,
                                           uint64_t sequence, const std::string& engram_version,
-                                          void (*log_fallback)(const std::string&)) {
+                                          void (*log_fallback)(const std::string&),
+                                          const std::function<void(uint64_t, uint64_t)>& progress) {
   auto t0 = std::chrono::steady_clock::now();
   struct Pins {  // whatever happens, every pin goes back
     Snapshot& s;
@@ -169,6 +170,7 @@ Result<CheckpointResult> write_checkpoint(Snapshot s, ChunkArena& arena, uint32_
     res.chunk_bytes += n;
     m.chunks.push_back(sc);
     if (Status st = (*w)->append(out.data(), out.size()); !st.ok()) return st;
+    if (progress) progress(i + 1, s.chunks.size());
   }
   if (Status st = (*w)->finish(); !st.ok()) return st;
   m.files.push_back({kChunksFile, offset, XXH3_64bits_digest(hash)});

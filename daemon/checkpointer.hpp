@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -74,10 +75,12 @@ uint64_t chunk_used_bytes(const ChunkArena& arena, BlockRef b, const std::vector
 
 // Writes `s` as checkpoint number `sequence` under c.dir, releasing each pin
 // once its chunk is copied; on failure everything written is removed and
-// every pin released. `log_fallback` is called once if io_uring is unusable.
+// every pin released. `log_fallback` is called once if io_uring is unusable;
+// `progress`, if set, after each chunk with the chunks done and in all.
 Result<CheckpointResult> write_checkpoint(Snapshot s, ChunkArena& arena, uint32_t arena_id, const CheckpointConfig& c,
                                           uint64_t sequence, const std::string& engram_version,
-                                          void (*log_fallback)(const std::string&));
+                                          void (*log_fallback)(const std::string&),
+                                          const std::function<void(uint64_t, uint64_t)>& progress = {});
 
 // Complete checkpoints under dir, newest first (by sequence).
 std::vector<std::string> list_checkpoints(const std::string& dir);

@@ -1,7 +1,7 @@
 // engramd: the engram replay server as a daemon. See man/man8/engramd.8.
 #include <signal.h>
-#include <systemd/sd-daemon.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -10,6 +10,7 @@
 #include "daemon/config.hpp"
 #include "daemon/log.hpp"
 #include "daemon/server.hpp"
+#include "daemon/service_manager.hpp"
 
 using namespace engram;
 
@@ -115,31 +116,41 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  auto server = Server::start(*config);
+  ServiceManager service;
+  auto server = Server::start(*config, [&service](const char* what, uint64_t done, uint64_t total) {
+    service.progress(what, done, total);
+  });
   if (!server.ok()) {
     log_error("cannot start: " + server.status().message());
     return 1;
   }
-  sd_notify(0, "READY=1");
+  service.ready(**server);
   for (;;) {
     int sig = 0;
-    if (sigwait(&set, &sig) != 0) continue;
+    timespec tick{service.tick_ms() / 1000, (service.tick_ms() % 1000) * 1'000'000L};
+    sig = sigtimedwait(&set, nullptr, &tick);
+    if (sig < 0) {
+      if (errno == EAGAIN) service.tick(**server);
+      continue;
+    }
     if (sig == SIGHUP) {
       if (config_path.empty()) {
         log_warn("SIGHUP: no --config to reload");
         continue;
       }
+      service.reloading();
       auto next = configure(config_path, socket_flag);
       if (!next.ok()) {
         log_warn("SIGHUP: keeping the running configuration: " + next.status().message());
-        continue;
+      } else {
+        log_info("SIGHUP: reloading " + config_path);
+        (*server)->reload(*next);
       }
-      log_info("SIGHUP: reloading " + config_path);
-      (*server)->reload(*next);
+      service.reloaded();
       continue;
     }
     log_info(std::string("received ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT") + "; stopping");
-    sd_notify(0, "STOPPING=1");
+    service.stopping();
     (*server)->stop();
     return 0;
   }

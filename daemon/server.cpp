@@ -12,7 +12,11 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
 #include <cstdio>
 #include <latch>
 #include <cstdlib>
@@ -98,14 +102,27 @@ std::string shm_prefix_for(const ServerConfig& c) {
 struct Server::Impl {
   ServerConfig config;
   std::string prefix;
-  gid_t group = static_cast<gid_t>(-1);
+  gid_t group = static_cast<gid_t>(-1);  // whose members may connect
+  std::string group_name;
   int listen_fd = -1;
   int wake_fd = -1;  // eventfd: stop / reload requests
   std::thread thread;
   std::atomic<bool> stopping{false};
   std::atomic<bool> stopped{false};
+  Server::Progress progress;  // may be empty
+  // Requests from other threads, taken by the control thread when woken.
   std::mutex reload_mu;
   std::unique_ptr<ServerConfig> pending_reload;
+  struct HealthProbe {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    Server::Health h;
+    int timeout_ms = 0;
+  };
+  std::vector<std::shared_ptr<HealthProbe>> pending_probes;  // under reload_mu
+  std::string ckpt_last_path;
+  int64_t ckpt_last_ns = 0;
   int64_t started_ns = monotonic_ns();
 
   ShmSegment arena_seg, bells_seg;
@@ -143,10 +160,16 @@ struct Server::Impl {
     if (config.arena.classes.empty()) config.arena = default_arena();
     if (Status s = validate_config(config); !s.ok()) return s;
     prefix = shm_prefix_for(config);
+    // Default: the server's own group (under systemd, the unit's Group=).
     if (!config.group.empty()) {
       struct group* g = ::getgrnam(config.group.c_str());
       if (!g) return {Errc::invalid_argument, "group \"" + config.group + "\" does not exist; create it or change `group`"};
       group = g->gr_gid;
+      group_name = config.group;
+    } else {
+      group = ::getegid();
+      struct group* g = ::getgrgid(group);
+      group_name = g ? g->gr_name : std::to_string(group);
     }
     if (Status s = claim_socket_path(); !s.ok()) return s;
     if (Status s = make_arena(); !s.ok()) return s;
@@ -236,8 +259,10 @@ struct Server::Impl {
     int r = ::bind(listen_fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
     ::umask(old);
     if (r != 0) return sys_error("cannot bind " + config.socket_path);
-    if (group != static_cast<gid_t>(-1) && ::chown(config.socket_path.c_str(), static_cast<uid_t>(-1), group) != 0)
-      return sys_error("cannot give " + config.socket_path + " to group " + config.group);
+    // Run as the group's own (systemd's Group=), the socket is born in it and
+    // engramd needs no chown (its unit forbids @privileged system calls).
+    if (group != ::getegid() && ::chown(config.socket_path.c_str(), static_cast<uid_t>(-1), group) != 0)
+      return sys_error("cannot give " + config.socket_path + " to group " + group_name);
     if (::listen(listen_fd, 64) != 0) return sys_error("listen");
     return Status::Ok();
   }
@@ -314,6 +339,7 @@ struct Server::Impl {
         return s;
       }
       bytes += c.raw_bytes;
+      if (progress) progress("restoring", i + 1, m.chunks.size());
     }
     if (Status s = reader->finish(); !s.ok()) {
       undo();
@@ -346,6 +372,7 @@ struct Server::Impl {
              m.engram_version + "): " + std::to_string(m.tables.size()) + " tables, " + std::to_string(items) +
              " items, " + std::to_string(m.chunks.size()) + " chunks, " + std::to_string(bytes >> 20) + " MiB in " +
              std::to_string(secs) + " s");
+    note_checkpoint(path);
     return Status::Ok();
   }
 
@@ -378,8 +405,10 @@ struct Server::Impl {
 
   Result<CheckpointResult> write_snapshot(Snapshot snap, uint64_t seq) {
     double pause_ms = double(snap.pause_ns) / 1e6;
+    std::function<void(uint64_t, uint64_t)> each;
+    if (progress && on_control_thread()) each = [this](uint64_t d, uint64_t n) { progress("checkpointing", d, n); };
     auto r = write_checkpoint(std::move(snap), arena, ckpt_arena_id, config.checkpoint, seq, ENGRAM_VERSION_STRING,
-                              &log_io_fallback);
+                              &log_io_fallback, each);
     if (r.ok())
       log_info("checkpoint " + r->path + ": " + std::to_string(r->chunk_bytes >> 20) + " MiB of chunks in " +
                std::to_string(r->file_bytes >> 20) + " MiB of files, " + std::to_string(r->seconds) + " s (" +
@@ -446,6 +475,7 @@ struct Server::Impl {
   void reap_checkpoint() {
     if (!ckpt_thread.joinable() || !ckpt_done.load()) return;
     ckpt_thread.join();
+    if (ckpt_result.ok()) note_checkpoint(ckpt_result->path);
     finish_checkpoint_replies();
     if (ckpt_next_wanted) {
       ckpt_next_wanted = false;
@@ -549,6 +579,7 @@ struct Server::Impl {
         uint64_t v;
         (void)!::read(wake_fd, &v, sizeof v);
         apply_reload();
+        answer_probes();
         reap_checkpoint();
       }
       periodic_checkpoint();
@@ -586,10 +617,9 @@ struct Server::Impl {
   }
 
   // May this peer use the server? The owner (and root) always; others only
-  // as members of the configured group.
+  // as members of the group.
   bool permitted(const ucred& cr) const {
     if (cr.uid == 0 || cr.uid == ::geteuid()) return true;
-    if (group == static_cast<gid_t>(-1)) return false;
     if (cr.gid == group) return true;
     passwd* pw = ::getpwuid(cr.uid);
     if (!pw) return false;
@@ -804,10 +834,11 @@ struct Server::Impl {
     if (!permitted(c.cred)) {
       log_warn("refused pid " + std::to_string(c.cred.pid) + " uid " + std::to_string(c.cred.uid) + " gid " +
                std::to_string(c.cred.gid) + ": not the server's user and not in group " +
-               (config.group.empty() ? "(none configured)" : config.group));
+               group_name);
       reply(c, ControlType::hello,
-            {Errc::permission_denied, "uid " + std::to_string(c.cred.uid) + " may not use this server; add the user to group " +
-                                          (config.group.empty() ? std::string("(set `group` in engramd.toml)") : config.group)});
+            {Errc::permission_denied,
+             "uid " + std::to_string(c.cred.uid) + " may not use this server; clients must be in group " +
+                 group_name + ": sudo usermod -aG " + group_name + " \"$USER\", then log in again"});
       return false;
     }
     if (rq.protocol_version != kProtocolVersion || rq.layout_version != kLayoutVersion ||
@@ -905,6 +936,61 @@ struct Server::Impl {
     }
   }
 
+  void note_checkpoint(const std::string& path) {
+    ckpt_last_path = path;
+    ckpt_last_ns = monotonic_ns();
+  }
+
+  // The shutdown checkpoint runs on the control thread (whoever stop()s
+  // waits for it); the periodic ones on the worker, out of anyone's way.
+  bool on_control_thread() const { return !thread.joinable() || std::this_thread::get_id() == thread.get_id(); }
+
+  // Each probe: this thread answers by taking it; every owner by running a
+  // no-op. Owners are pinged together and waited for under one deadline.
+  void answer_probes() {
+    std::vector<std::shared_ptr<HealthProbe>> probes;
+    {
+      std::lock_guard<std::mutex> lk(reload_mu);
+      probes.swap(pending_probes);
+    }
+    for (auto& p : probes) {
+      struct Answers {
+        std::mutex mu;
+        std::condition_variable cv;
+        std::vector<bool> answered;
+      };
+      auto a = std::make_shared<Answers>();
+      a->answered.assign(tables.size(), false);
+      std::vector<std::string> names;
+      for (auto& [n, e] : tables) {
+        size_t i = names.size();
+        names.push_back(n);
+        e.owner->ping([a, i] {
+          std::lock_guard<std::mutex> lk(a->mu);
+          a->answered[i] = true;
+          a->cv.notify_all();
+        });
+      }
+      Server::Health h;
+      {
+        std::unique_lock<std::mutex> lk(a->mu);
+        auto all = [&] { return std::find(a->answered.begin(), a->answered.end(), false) == a->answered.end(); };
+        a->cv.wait_for(lk, std::chrono::milliseconds(p->timeout_ms), all);
+        h.answering = all();
+        for (size_t i = 0; i < names.size() && !h.answering; ++i)
+          if (!a->answered[i]) h.stuck = "the owner of table " + names[i];
+      }
+      h.tables = tables.size();
+      h.clients = clients.size();
+      h.last_checkpoint = ckpt_last_path;
+      if (!ckpt_last_path.empty()) h.last_checkpoint_age_s = (monotonic_ns() - ckpt_last_ns) / 1'000'000'000;
+      std::lock_guard<std::mutex> lk(p->mu);
+      p->h = std::move(h);
+      p->done = true;
+      p->cv.notify_all();
+    }
+  }
+
   void shutdown() {
     ::close(listen_fd);
     listen_fd = -1;
@@ -939,8 +1025,9 @@ Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Server::~Server() { stop(); }
 
-Result<std::unique_ptr<Server>> Server::start(const ServerConfig& config) {
+Result<std::unique_ptr<Server>> Server::start(const ServerConfig& config, Progress progress) {
   auto impl = std::make_unique<Impl>();
+  impl->progress = std::move(progress);
   if (Status s = impl->init(config); !s.ok()) {
     // Undo what init made; nothing else was served yet.
     for (auto& [n, e] : impl->tables) e.owner->stop(ChannelClosed::daemon_stopping);
@@ -963,6 +1050,23 @@ void Server::reload(const ServerConfig& config) {
     impl_->pending_reload = std::make_unique<ServerConfig>(config);
   }
   impl_->wake();
+}
+
+Server::Health Server::health(int timeout_ms) {
+  auto p = std::make_shared<Impl::HealthProbe>();
+  p->timeout_ms = std::max(1, timeout_ms / 2);  // owners get half; the control thread the rest
+  {
+    std::lock_guard<std::mutex> lk(impl_->reload_mu);
+    impl_->pending_probes.push_back(p);
+  }
+  impl_->wake();
+  std::unique_lock<std::mutex> lk(p->mu);
+  if (!p->cv.wait_for(lk, std::chrono::milliseconds(std::max(1, timeout_ms)), [&] { return p->done; })) {
+    Health h;
+    h.stuck = "the control thread";
+    return h;
+  }
+  return p->h;
 }
 
 const std::string& Server::socket_path() const noexcept { return impl_->config.socket_path; }

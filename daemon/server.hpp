@@ -9,6 +9,8 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -19,7 +21,14 @@ namespace engram {
 
 class Server {
  public:
-  static Result<std::unique_ptr<Server>> start(const ServerConfig& config);
+  // Long work (restoring a checkpoint at start, writing one at stop) calls
+  // this after each chunk, from the thread doing it: `what` names the work. A
+  // service manager hears from it that the
+  // work moves (engramd extends systemd's timeouts only then). done/total
+  // count chunks. Keep it cheap.
+  using Progress = std::function<void(const char* what, uint64_t done, uint64_t total)>;
+
+  static Result<std::unique_ptr<Server>> start(const ServerConfig& config, Progress progress = {});
   ~Server();  // stop()
 
   // Graceful stop: stop accepting, answer what the channels hold, tell the
@@ -27,6 +36,19 @@ class Server {
   void stop();
   // Applies what can change at run time (rate limiters); logs the rest.
   void reload(const ServerConfig& config);
+  // Whether the server answers: its control thread and every table's
+  // owner each ran a no-op within `timeout_ms`. A wedged thread makes
+  // `answering` false and names itself in `stuck`; this call itself
+  // returns after about timeout_ms at most. Thread-safe.
+  struct Health {
+    bool answering = false;
+    std::string stuck;
+    size_t tables = 0;
+    size_t clients = 0;
+    std::string last_checkpoint;  // written or restored; empty if none
+    int64_t last_checkpoint_age_s = -1;
+  };
+  Health health(int timeout_ms);
   const std::string& socket_path() const noexcept;
   const std::string& shm_prefix() const noexcept;
 

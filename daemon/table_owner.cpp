@@ -1,5 +1,7 @@
 #include "daemon/table_owner.hpp"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <future>
 #include <string>
@@ -35,7 +37,14 @@ TableOwner::~TableOwner() {
   if (thread_.joinable()) stop(ChannelClosed::daemon_stopping);
 }
 
-void TableOwner::start() { thread_ = std::thread([this] { run(); }); }
+void TableOwner::start() {
+  thread_ = std::thread([this] {
+    // "own:<table>" in top -H, gdb and /proc: which thread serves which table.
+    std::string name = ("own:" + table_.name()).substr(0, 15);
+    (void)pthread_setname_np(pthread_self(), name.c_str());
+    run();
+  });
+}
 
 void TableOwner::stop(ChannelClosed reason) {
   call([&] {
@@ -84,6 +93,14 @@ void TableOwner::park(std::shared_ptr<std::latch> parked, std::shared_ptr<std::l
     parked->count_down();
     go->wait();
   });
+}
+
+void TableOwner::ping(std::function<void()> answered) {
+  if (!thread_.joinable()) {
+    answered();
+    return;
+  }
+  post(std::move(answered));
 }
 
 Status TableOwner::restore(const TableState& s) {

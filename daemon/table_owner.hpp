@@ -49,6 +49,7 @@ class TableOwner {
   TableOwner(const TableOwner&) = delete;
   TableOwner& operator=(const TableOwner&) = delete;
 
+  // Starts the owner thread, named "own:" and the table's name (cut to 15 bytes).
   void start();
   // Answers what is already in the channels (deferred requests time out),
   // marks every channel closed with `reason`, gives back every pin and hold,
@@ -69,6 +70,10 @@ class TableOwner {
   // stands still anyway: parked is counted down at once. restore() puts
   // saved items back (before clients attach).
   void park(std::shared_ptr<std::latch> parked, std::shared_ptr<std::latch> go);
+  // Liveness: runs `answered` on the owner thread once it gets round to it
+  // (at once when no thread runs). An owner that never calls it is wedged;
+  // the caller decides how long to wait. Thread-safe, never blocks.
+  void ping(std::function<void()> answered);
   TableState snapshot() const { return table_.snapshot(); }
   Status restore(const TableState& s);
 

@@ -1187,14 +1187,15 @@ TEST_F(CApi, AClientThatDoesNotReadItsRepliesCannotStallTheServer) {
   engram_disconnect(other);
 }
 
-// Runs f as uid/gid `nobody` in a child; returns its engram_connect code.
-int connect_as_nobody(const std::string& socket, std::string* message) {
+// Connects as uid `nobody` with primary group `gid` (and no others) in a
+// child; returns its engram_connect code.
+int connect_as_nobody(const std::string& socket, std::string* message, gid_t gid = 65534) {
   int pipefd[2];
   if (::pipe(pipefd) != 0) return 1000;
   pid_t pid = ::fork();
   if (pid == 0) {
     ::close(pipefd[0]);
-    if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(100);
+    if (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0 || ::setuid(65534) != 0) ::_exit(100);
     engram_connect_options o;
     engram_connect_options_init(&o);
     o.socket_path = socket.c_str();
@@ -1212,19 +1213,37 @@ int connect_as_nobody(const std::string& socket, std::string* message) {
   return -wait_exit(pid, 10000);
 }
 
+std::string group_name(gid_t gid) {
+  struct group* g = ::getgrgid(gid);
+  return g ? g->gr_name : std::to_string(gid);
+}
+
 TEST(AccessControl, AnotherUserWithoutTheGroupIsRefused) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to switch to another uid";
   Daemon d(table_toml("replay", "max_size = 10"));
   std::string msg;
   // The socket is 0660: the kernel refuses first.
   EXPECT_EQ(connect_as_nobody(d.socket(), &msg), ENGRAM_E_PERMISSION) << msg;
-  EXPECT_NE(msg.find("group"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("usermod -aG "), std::string::npos) << "says how to join the socket's group: " << msg;
   // Even through a socket opened to everyone, the server checks SO_PEERCRED.
   ASSERT_EQ(::chmod(d.socket().c_str(), 0666), 0);
   ASSERT_EQ(::chmod(d.dir().c_str(), 0755), 0);
   EXPECT_EQ(connect_as_nobody(d.socket(), &msg), ENGRAM_E_PERMISSION) << msg;
   EXPECT_NE(msg.find("may not use this server"), std::string::npos) << msg;
+  // The default group is the server's own.
+  EXPECT_NE(msg.find("clients must be in group " + group_name(::getegid()) + ": sudo usermod -aG"), std::string::npos)
+      << msg;
   EXPECT_NE(read_file(d.log()).find("refused pid"), std::string::npos) << "refusals are logged with the peer's credentials";
+}
+
+// With no `group` configured, the server's own group is the one whose
+// members may connect (engramd.toml(5)); before, nobody but the owner could.
+TEST(AccessControl, TheServersOwnGroupIsTheDefault) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to switch to another uid";
+  Daemon d(table_toml("replay", "max_size = 10"));
+  ASSERT_EQ(::chmod(d.dir().c_str(), 0755), 0);
+  std::string msg;
+  EXPECT_EQ(connect_as_nobody(d.socket(), &msg, ::getegid()), ENGRAM_OK) << msg;
 }
 
 }  // namespace

@@ -51,33 +51,79 @@ TEST(Engramd, HelpVersionAndCheckConfig) {
   EXPECT_NE(out.find("missing.toml"), std::string::npos) << out;
 }
 
-TEST(Engramd, SignalsReadinessOnlyWhenServing) {
+// systemd's notify protocol, as a service manager hears it (sd_notify(3)).
+class NotifySocket {
+ public:
+  explicit NotifySocket(const std::string& path) : path_(path) {
+    fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::strncpy(a.sun_path, path.c_str(), sizeof a.sun_path - 1);
+    bound_ = ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  }
+  ~NotifySocket() { ::close(fd_); }
+  bool bound() const { return bound_; }
+  // The next message that contains `what`, skipping others; "" after timeout_ms.
+  std::string next_with(const std::string& what, int timeout_ms) {
+    int64_t deadline = monotonic_ns() + int64_t{timeout_ms} * 1'000'000;
+    for (;;) {
+      int left = static_cast<int>((deadline - monotonic_ns()) / 1'000'000);
+      pollfd p{fd_, POLLIN, 0};
+      if (left <= 0 || ::poll(&p, 1, left) != 1) return "";
+      char buf[1024] = {};
+      ssize_t n = ::recv(fd_, buf, sizeof buf - 1, 0);
+      if (n <= 0) return "";
+      seen_ += std::string(buf, static_cast<size_t>(n)) + "\n--\n";
+      if (std::string(buf).find(what) != std::string::npos) return buf;
+    }
+  }
+  const std::string& seen() const { return seen_; }
+
+ private:
+  std::string path_, seen_;
+  int fd_ = -1;
+  bool bound_ = false;
+};
+
+TEST(Engramd, SpeaksSystemdsNotifyProtocol) {
   std::string dir = make_temp_dir();
-  std::string notify = dir + "/notify";
-  int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  std::strncpy(a.sun_path, notify.c_str(), sizeof a.sun_path - 1);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  NotifySocket notify(dir + "/notify");
+  ASSERT_TRUE(notify.bound());
   std::string sock = dir + "/engram.sock";
-  std::ofstream(dir + "/c.toml") << "socket = \"" << sock << "\"\n" << table_toml("t", "max_size = 10");
-  ::setenv("NOTIFY_SOCKET", notify.c_str(), 1);
+  std::ofstream(dir + "/c.toml") << "socket = \"" << sock << "\"\n"
+                                 << table_toml("t", "max_size = 100") << "[checkpoint]\ndir = \"" << dir
+                                 << "/ck\"\non_shutdown = true\n";
+  ::setenv("NOTIFY_SOCKET", (dir + "/notify").c_str(), 1);
+  ::setenv("WATCHDOG_USEC", "600000", 1);  // engramd asks every 200 ms
   pid_t pid = spawn({ENGRAMD_PATH, "--config", dir + "/c.toml"}, dir + "/log");
   ::unsetenv("NOTIFY_SOCKET");
-  char buf[256] = {};
-  pollfd p{fd, POLLIN, 0};
-  ASSERT_EQ(::poll(&p, 1, 10000), 1) << read_file(dir + "/log");
-  ASSERT_GT(::recv(fd, buf, sizeof buf - 1, 0), 0);
-  EXPECT_NE(std::string(buf).find("READY=1"), std::string::npos) << buf;
+  ::unsetenv("WATCHDOG_USEC");
+  std::string ready = notify.next_with("READY=1", 10000);
+  ASSERT_NE(ready, "") << read_file(dir + "/log");
+  EXPECT_NE(ready.find("STATUS=1 table, 0 clients; no checkpoint yet"), std::string::npos) << ready;
   // Ready means usable: the socket answers and the table exists.
   Control ctl(sock);
   ASSERT_TRUE(ctl.ok());
   NameRequest n{};
   std::strcpy(n.name, "t");
   EXPECT_TRUE(ctl.call(ControlType::table_info, &n, sizeof n, nullptr).ok());
+  // The watchdog is fed while the server answers, with the status line.
+  std::string fed = notify.next_with("WATCHDOG=1", 2000);
+  EXPECT_NE(fed.find("STATUS=1 table, 1 client;"), std::string::npos) << notify.seen();
+  // A reload is bracketed.
+  ::kill(pid, SIGHUP);
+  EXPECT_NE(notify.next_with("RELOADING=1", 2000), "") << notify.seen();
+  EXPECT_NE(notify.next_with("READY=1", 2000), "") << notify.seen();
+  // Something to save, then the shutdown checkpoint extends the stop timeout.
+  ASSERT_EQ(wait_exit(spawn({ENGRAM_PROC_PATH, "writer", sock, "t", "0", "40", dir + "/k"}, dir + "/p"), 30000), 0)
+      << read_file(dir + "/p");
   ::kill(pid, SIGTERM);
+  EXPECT_NE(notify.next_with("STOPPING=1", 5000), "") << notify.seen();
+  std::string ext = notify.next_with("EXTEND_TIMEOUT_USEC=", 10000);
+  EXPECT_NE(ext.find("STATUS=checkpointing:"), std::string::npos) << notify.seen();
   EXPECT_EQ(wait_exit(pid, 10000), 0);
-  ::close(fd);
+  std::string cmd = "rm -rf " + dir;
+  EXPECT_EQ(std::system(cmd.c_str()), 0);
 }
 
 TEST(Engramd, RefusesASecondServerAndReplacesAStaleOne) {
