@@ -49,6 +49,7 @@ int to_code(Errc e) noexcept {
     case Errc::disconnected: return ENGRAM_E_DISCONNECTED;
     case Errc::signature_mismatch: return ENGRAM_E_SIGNATURE;
     case Errc::closed: return ENGRAM_E_CLOSED;
+    case Errc::interrupted: return ENGRAM_E_INTERRUPTED;
   }
   return ENGRAM_E_INVALID;
 }
@@ -108,6 +109,7 @@ const char* engram_strerror(int code) {
     case ENGRAM_E_VERSION: return "client and server versions differ";
     case ENGRAM_E_CORRUPT: return "shared memory failed validation";
     case ENGRAM_E_CLOSED: return "table closed or dropped";
+    case ENGRAM_E_INTERRUPTED: return "interrupted (engram_client_interrupt)";
     case ENGRAM_E_SYSTEM: return "system error";
   }
   return "unknown error code";
@@ -458,6 +460,10 @@ int engram_connect(const engram_connect_options* o, engram_client** out) {
   *out = c;
   return ENGRAM_OK;
   ENGRAM_GUARD_END
+}
+
+void engram_client_interrupt(engram_client* c) {
+  if (c) c->interrupt_pending.store(1, std::memory_order_release);
 }
 
 void engram_disconnect(engram_client* c) {

@@ -9,6 +9,7 @@
 // response ring holds, so the owner never finds that ring full.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -86,6 +87,14 @@ struct engram_client {
   engram::ArenaBlocks arena;
   engram::BellsHeader* bells = nullptr;
   bool disconnected = false;
+  // Set by engram_client_interrupt (any thread, a signal handler), taken
+  // by the wait it ends (take_interrupt). A plain lock-free word: no lock,
+  // so that a signal handler may set it.
+  std::atomic<uint32_t> interrupt_pending{0};
+  bool take_interrupt() noexcept {
+    return interrupt_pending.load(std::memory_order_relaxed) != 0 &&
+           interrupt_pending.exchange(0, std::memory_order_acq_rel) != 0;
+  }
   // Requests whose caller stopped waiting for the reply: the next
   // replies on the socket are theirs (take_late_replies).
   uint32_t late_replies = 0;

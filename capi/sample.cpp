@@ -38,6 +38,8 @@ Status check_options(const engram_table* t, const engram_sample_options* o) {
   return Status::Ok();
 }
 
+constexpr int64_t kForeverNs = 365LL * 24 * 3600 * 1'000'000'000;
+
 // At a sample's deadline: cancels it (and true) unless the owner already
 // claimed it (ChannelHeader::sample_gate). The owner answers a cancelled
 // sample with a timeout, which pump() then drops as owed to nobody.
@@ -60,7 +62,12 @@ Status request_sample(engram_table* t, const engram_sample_options* o, uint64_t*
   r.op = static_cast<uint32_t>(RequestOp::sample);
   r.count = o->batch_size;
   r.id = t->client->next_id++;
-  r.deadline_ns = o->timeout_ms == 0 ? 0 : deadline_after_ms(o->timeout_ms);
+  // A sample that waits for ever still carries a deadline (a year away):
+  // only a sample with one goes through the gate, and the gate is what
+  // lets engram_client_interrupt cancel it without losing an item.
+  r.deadline_ns = o->timeout_ms == 0  ? 0
+                  : o->timeout_ms < 0 ? monotonic_ns() + kForeverNs
+                                      : deadline_after_ms(o->timeout_ms);
   *id = r.id;
   if (Status s = t->send(r, Owed{RequestOp::sample, r.id, o->batch_size, nullptr, {}}, r.deadline_ns); !s.ok()) return s;
   items->clear();
@@ -68,13 +75,32 @@ Status request_sample(engram_table* t, const engram_sample_options* o, uint64_t*
   plain_steps->clear();
   plain_steps->reserve(o->batch_size);
   int64_t wait_until = r.deadline_ns <= 0 ? -1 : r.deadline_ns;
+  struct Rearm {  // puts back an interrupt this call took but did not act on
+    engram_client* c;
+    bool on = false;
+    ~Rearm() {
+      if (on) c->interrupt_pending.store(1, std::memory_order_release);
+    }
+  } rearm{t->client};
   for (;;) {
     ResponseRecord rsp;
     Status s = t->pump(r.id, &rsp, nullptr, wait_until);
-    // At the deadline the owner may be applying the sample right now (or
-    // be stalled just before): the gate decides, and both sides agree.
-    if (s.code() == Errc::timeout && wait_until >= 0) {
-      if (give_up(t, r.id)) return s;
+    // At the deadline, or interrupted, the owner may be applying the
+    // sample right now (or be stalled just before): the gate decides, and
+    // both sides agree.
+    if (s.code() == Errc::interrupted && r.deadline_ns == 0) {
+      // No gate for a sample that does not wait: the owner answers it at
+      // once, so take the answer and leave the interrupt for the next wait.
+      rearm.on = true;
+      continue;
+    }
+    if ((s.code() == Errc::timeout && wait_until >= 0) || s.code() == Errc::interrupted) {
+      if (give_up(t, r.id)) {
+        // Long before its deadline: the owner drops it when rung, and the
+        // requests behind it on this channel go on.
+        if (s.code() == Errc::interrupted) t->bell->ring();
+        return s;
+      }
       wait_until = -1;  // the owner claimed it: its answer is on its way
       continue;
     }

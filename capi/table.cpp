@@ -65,6 +65,9 @@ Status engram_table::pump(uint64_t id, ResponseRecord* mine, const std::function
     if (done && done()) return Status::Ok();
     if (id == 0 && !done) return Status::Ok();
     if (Status u = usable(); !u.ok()) return u;
+    // Checked between slices of the wait below, so an interrupt ends it
+    // within one slice (kSliceNs).
+    if (client->take_interrupt()) return {Errc::interrupted, "interrupted while waiting for table " + name};
     // A server killed outright cannot say so through the rings: ask its
     // socket, but only once a wait brought nothing. Between the records of
     // a streaming answer, that poll(2) would cost more than the record.
@@ -127,6 +130,7 @@ Status engram_table::send_quiet(const RequestRecord& r) {
     // is busy (or gone): wait in slices, checking that the server lives.
     if (Status u = usable(); !u.ok()) return u;
     if (!client->alive()) return {Errc::disconnected, "the server went away; disconnect and connect again"};
+    if (client->take_interrupt()) return {Errc::interrupted, "interrupted while table " + name + "'s request ring was full"};
     bell->ring();
     channel.requests.space_bell().wait([this] { return channel.requests.has_space(); }, kSliceNs);
   }

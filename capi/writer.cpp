@@ -67,6 +67,7 @@ Status engram_writer::open_chunk() {
       deadline = deadline_after_ms(insert_timeout_ms);
       waiting = true;
     }
+    if (client->take_interrupt()) return {Errc::interrupted, "interrupted while waiting for a free block of the arena"};
     if (deadline >= 0 && monotonic_ns() >= deadline)
       return {insert_timeout_ms == 0 ? Errc::out_of_memory : Errc::timeout,
               "the arena has no free block of " + std::to_string(client->arena.size_class(size_class).block_size) +
@@ -330,8 +331,11 @@ Status engram_writer::send_item(const PendingItem& p) {
   // as this item still counts on them. A refused send is acked here, as
   // the server would have: that gives the item's counts back.
   if (Status s = p.table->send(r, o, r.deadline_ns); !s.ok()) {
-    on_ack(p.table, s, 0, o);
-    return s.code() == Errc::disconnected ? s : Status::Ok();
+    // Interrupted before it was sent: the caller hears it now, and no later
+    // call reports it again.
+    bool now = s.code() == Errc::disconnected || s.code() == Errc::interrupted;
+    on_ack(p.table, s.code() == Errc::interrupted ? Status{Errc::interrupted, ""} : s, 0, o);
+    return now ? s : Status::Ok();
   }
   return acks_taken ? Status::Ok() : p.table->pump(0, &unused, nullptr, -1);
 }
@@ -341,7 +345,7 @@ void engram_writer::on_ack(engram_table* t, const Status& s, uint64_t key, const
   if (o.want_spare) --spares_coming;
   if (s.ok()) {
     if (keep_keys) keys.push_back(key);
-  } else if (first_error.ok()) {
+  } else if (first_error.ok() && s.code() != Errc::interrupted) {  // interrupted: reported at once
     first_error = Status{s.code(), "item in table " + t->name + ": " + s.message()};
   }
   for (uint32_t i = 0; i < o.num_chunks; ++i) {

@@ -93,8 +93,9 @@ struct engram_writer {
   engram::Status send_pending(bool force);
   // Sends one item whose chunks are all final, fencing streamed steps
   // first (unfenced_by). A refused send is acked as failed and not returned;
-  // a lost server, or a broken response ring met while taking the acks
-  // that are ready, is (and the item acked as failed, if not sent yet).
+  // a lost server, an interrupt, or a broken response ring met while taking
+  // the acks that are ready, is (and the item acked as failed, if not sent
+  // yet).
   engram::Status send_item(const PendingItem& p);
   engram::Status flush(int64_t deadline_ns);
   // An insert's answer: ok with its key, or why it failed.

@@ -36,9 +36,14 @@ enum class ChannelClosed : uint32_t { open = 0, table_dropped = 1, daemon_stoppi
 //   owner, about to apply sample `id`: CAS gate -> id, unless the gate says
 //     "cancelled through >= id" (kGateCancelled | id2, id2 >= id): then the
 //     request is answered with a timeout and not applied;
-//   client, at its deadline: CAS gate -> kGateCancelled | id, unless the
-//     gate already holds id (claimed): then the answer is on its way, and
-//     the client waits for it.
+//   client, at its deadline or interrupted (engram_client_interrupt): CAS
+//     gate -> kGateCancelled | id, unless the gate already holds id
+//     (claimed): then the answer is on its way, and the client waits for it;
+//   owner, revisiting a sample that waits for the rate limiter: if the gate
+//     says "cancelled through >= id", answers it with a timeout at once,
+//     so that the channel's later requests go on. The client rings the bell
+//     after an interrupt for that. (Samples that wait "for ever" carry a
+//     deadline a year away, so that they too are gated.)
 // A client's samples on one channel are answered in order and one at a
 // time (each call waits for its own), so "through" cancels only samples
 // their callers gave up on. A client that scribbles on the gate can only

@@ -28,6 +28,7 @@ const char* errc_name(Errc c) noexcept {
     case Errc::disconnected: return "disconnected";
     case Errc::signature_mismatch: return "signature mismatch";
     case Errc::closed: return "closed";
+    case Errc::interrupted: return "interrupted";
   }
   return "unknown error";
 }

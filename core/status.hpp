@@ -33,6 +33,7 @@ enum class Errc : int {
   disconnected,          // the server went away; reconnect
   signature_mismatch,    // columns (count, dtype, shape) differ from the table's
   closed,                // the handle's table was dropped or its channel closed
+  interrupted,           // another thread or a signal handler interrupted the wait
 };
 
 const char* errc_name(Errc c) noexcept;

@@ -401,6 +401,12 @@ bool TableOwner::expired(ChannelState& c, const RequestRecord& r, const char* wh
   return true;
 }
 
+bool TableOwner::given_up(const ChannelState& c, const RequestRecord& r) const {
+  if (r.deadline_ns <= 0) return false;
+  uint64_t g = c.channel.header->sample_gate.load(std::memory_order_acquire);
+  return (g & kGateCancelled) && (g & ~kGateCancelled) >= r.id;
+}
+
 bool TableOwner::claim_sample(ChannelState& c, const RequestRecord& r) {
   if (r.deadline_ns <= 0) return true;  // its caller waits for the answer, whenever it comes
   std::atomic<uint64_t>& gate = c.channel.header->sample_gate;
@@ -523,6 +529,8 @@ TableOwner::Outcome TableOwner::sample(ChannelState& c, const RequestRecord& r) 
                                                                           " is still pinned; release it first"}),
                                  Outcome::done;
   if (expired(c, r, "a sample")) return Outcome::done;
+  if (given_up(c, r))
+    return fail(c, r, {Errc::timeout, "a sample on table " + table_.name() + " was given up by its caller"}), Outcome::done;
   if (!table_.limiter().can_sample(r.count) || table_.size() == 0) return refuse(c, r, "a sample");
   if (!claim_sample(c, r)) return Outcome::done;
   batch_.clear();

@@ -152,6 +152,11 @@ class TableOwner {
   // (ChannelHeader::sample_gate); false (answered with a timeout) if its
   // caller gave up on it.
   bool claim_sample(ChannelState& c, const RequestRecord& r);
+  // Has the caller of sample r given it up already (the gate says
+  // cancelled through r)? Read-only: a sample waiting for the rate limiter
+  // is dropped at once when its caller was interrupted, so that the
+  // requests behind it on the channel go on.
+  bool given_up(const ChannelState& c, const RequestRecord& r) const;
   // Deferred while the limiter refuses and the deadline is ahead; else a
   // rate_limited (no wait asked) or timeout response.
   Outcome refuse(ChannelState& c, const RequestRecord& r, const char* what);

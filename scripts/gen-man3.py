@@ -15,7 +15,7 @@ OUT = os.path.join(ROOT, "man/man3")
 
 THREADS = ("An engram_client and every handle made from it may be used by one thread at a time; "
            "the *_init functions, the rate limiter presets, engram_strerror, engram_last_error, "
-           "engram_version* and the server functions may be called from any thread.")
+           "engram_version*, the server functions and engram_client_interrupt may be called from any thread.")
 
 
 def version():

@@ -1,12 +1,15 @@
 // The C API against an embedded server: every kind of bad input gets its
 // own error code and a message that says what was wrong, and the server
 // survives clients that write garbage into their rings and chunks.
-#include <gtest/gtest.h>
 #include <grp.h>
+#include <gtest/gtest.h>
 #include <linux/membarrier.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -477,6 +480,137 @@ TEST_F(CApi, RateLimiterChangesAtRunTime) {
   r.min_diff = 5;
   r.max_diff = 1;
   EXPECT_EQ(engram_table_set_rate_limiter(c_, "replay", &r), ENGRAM_E_INVALID);
+}
+
+// engram_client_interrupt: a blocked call returns ENGRAM_E_INTERRUPTED
+// within about 100 ms, and what it was waiting for is not lost.
+class CApiInterrupt : public CApi {
+ protected:
+  // A queue table "q" of `size` items and a writer for it.
+  void queue(int64_t size) {
+    engram_table_options o = two_columns("q", 100);
+    o.sampler = ENGRAM_FIFO;
+    o.max_times_sampled = 1;
+    ASSERT_EQ(engram_rate_limiter_queue(&o.rate_limiter, size), ENGRAM_OK);
+    ASSERT_EQ(engram_table_create(c_, &o), ENGRAM_OK) << last();
+    t_ = open("q");
+    w_ = writer(cols_, 2);
+  }
+  void put(uint8_t v) {
+    append(w_, v);
+    ASSERT_EQ(engram_writer_create_item(w_, t_, 1, 1.0), ENGRAM_OK) << last();
+  }
+  // Samples one item of t (default t_) with timeout_ms; its first byte in *v.
+  int take(int32_t timeout_ms, uint8_t* v, engram_table* t = nullptr) {
+    engram_sample_options so = batch_options(1, 1);
+    so.timeout_ms = timeout_ms;
+    uint8_t obs[20] = {};
+    float r;
+    void* bufs[2] = {obs, &r};
+    uint32_t n = 0;
+    int rc = engram_sample(t ? t : t_, &so, bufs, nullptr, &n);
+    *v = obs[0];
+    return rc;
+  }
+  // Interrupts c_ from another thread after ms.
+  std::thread interrupt_after(int ms) {
+    return std::thread([this, ms] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+      engram_client_interrupt(c_);
+    });
+  }
+  static double since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  engram_table* t_ = nullptr;
+  engram_writer* w_ = nullptr;
+};
+
+// The cancelled sample must not take the item that comes after it: before
+// the gate covered samples without a timeout, the owner applied the
+// abandoned request when the item came, and the item was lost.
+TEST_F(CApiInterrupt, ABlockedSampleReturnsAndTakesNothing) {
+  queue(10);
+  std::thread k = interrupt_after(200);
+  auto t0 = std::chrono::steady_clock::now();
+  uint8_t v = 0;
+  EXPECT_EQ(take(-1, &v), ENGRAM_E_INTERRUPTED) << last();
+  double waited = since(t0);
+  k.join();
+  EXPECT_GE(waited, 0.19);
+  EXPECT_LT(waited, 0.2 + 0.5) << "within about 100 ms of the interrupt";
+  put(7);
+  ASSERT_EQ(engram_writer_flush(w_, 5000), ENGRAM_OK) << last();
+  EXPECT_EQ(take(5000, &v), ENGRAM_OK) << last();
+  EXPECT_EQ(v, 7);
+  engram_table_info i;
+  engram_table_info_init(&i);
+  ASSERT_EQ(engram_table_info_get(c_, "q", &i), ENGRAM_OK);
+  EXPECT_EQ(i.samples, 1u) << "the interrupted sample sampled nothing";
+}
+
+TEST_F(CApiInterrupt, AnInterruptWithNoWaitEndsTheNextWaitOnly) {
+  queue(10);
+  engram_client_interrupt(c_);
+  uint8_t v;
+  EXPECT_EQ(take(-1, &v), ENGRAM_E_INTERRUPTED);
+  EXPECT_EQ(take(100, &v), ENGRAM_E_TIMEOUT) << "one interrupt ends one wait";
+  put(3);
+  ASSERT_EQ(engram_writer_flush(w_, 5000), ENGRAM_OK);
+  engram_client_interrupt(c_);
+  EXPECT_EQ(take(0, &v), ENGRAM_OK) << "a sample that does not wait is answered";
+  EXPECT_EQ(v, 3);
+  EXPECT_EQ(take(-1, &v), ENGRAM_E_INTERRUPTED) << "and leaves the interrupt to the next wait";
+}
+
+// A writer held back by a full queue: flush returns when interrupted, the
+// items already sent go in once the queue has room, and the writer works on.
+TEST_F(CApiInterrupt, AWriterHeldByARateLimiterReturnsAndStaysUsable) {
+  queue(2);
+  for (uint8_t v = 1; v <= 4; ++v) put(v);
+  std::thread k = interrupt_after(200);
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(engram_writer_flush(w_, -1), ENGRAM_E_INTERRUPTED) << last();
+  EXPECT_LT(since(t0), 0.7);
+  k.join();
+  // Another client samples: this one's held inserts come first on its
+  // channel (engram(7), Rate limiters).
+  engram_client* c2 = connect_c(socket_);
+  ASSERT_NE(c2, nullptr);
+  engram_table* t2 = nullptr;
+  ASSERT_EQ(engram_table_open(c2, "q", &t2), ENGRAM_OK) << last();
+  std::vector<uint8_t> got;
+  uint8_t v;
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_EQ(take(5000, &v, t2), ENGRAM_OK) << "item " << i << ": " << last();
+    got.push_back(v);
+  }
+  EXPECT_EQ(got, (std::vector<uint8_t>{1, 2, 3, 4})) << "nothing lost, in order";
+  put(5);
+  EXPECT_EQ(engram_writer_flush(w_, 5000), ENGRAM_OK) << last();
+  EXPECT_EQ(take(5000, &v, t2), ENGRAM_OK);
+  EXPECT_EQ(v, 5);
+  engram_disconnect(c2);
+}
+
+engram_client* g_interrupt_target = nullptr;
+void interrupt_from_handler(int) { engram_client_interrupt(g_interrupt_target); }
+
+// Ctrl-C: a signal handler may call it.
+TEST_F(CApiInterrupt, ASignalHandlerCanInterrupt) {
+  queue(10);
+  g_interrupt_target = c_;
+  struct sigaction sa {}, old{};
+  sa.sa_handler = interrupt_from_handler;
+  ASSERT_EQ(::sigaction(SIGALRM, &sa, &old), 0);
+  itimerval it{};
+  it.it_value.tv_usec = 150'000;
+  ASSERT_EQ(::setitimer(ITIMER_REAL, &it, nullptr), 0);
+  uint8_t v;
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(take(-1, &v), ENGRAM_E_INTERRUPTED) << last();
+  EXPECT_LT(since(t0), 0.7);
+  ::sigaction(SIGALRM, &old, nullptr);
 }
 
 TEST_F(CApi, AppendBatchChunksAndItemsAcrossChunksAndTables) {

@@ -13,7 +13,8 @@
  *  - Thread-safety: an engram_client and every handle made from it (tables,
  *    writers, batches) may be used by one thread at a time. Use one client per
  *    thread for parallel work. engram_strerror, engram_last_error,
- *    engram_version*, the *_init functions and the server functions may be
+ *    engram_version*, the *_init functions, the server functions and
+ *    engram_client_interrupt (which ends another thread's wait) may be
  *    called from any thread.
  *  - Timeouts (timeout_ms, insert_timeout_ms): -1 waits for ever, 0 not at
  *    all. A wait never ends before its timeout; one of 100 ms or more may
@@ -79,6 +80,7 @@ extern "C" {
 #define ENGRAM_E_CORRUPT (-15)       /* shared memory failed validation */
 #define ENGRAM_E_CLOSED (-16)        /* the table was dropped, or its channel closed */
 #define ENGRAM_E_SYSTEM (-17)        /* an operating-system call failed; see the message */
+#define ENGRAM_E_INTERRUPTED (-18)   /* engram_client_interrupt ended the wait */
 
 /* Element types of a column. */
 typedef enum engram_dtype {
@@ -198,6 +200,23 @@ ENGRAM_API int engram_connect(const engram_connect_options* o, engram_client** o
 /* Closes every table, writer and batch of the client, then the connection.
  * NULL is a no-op. */
 ENGRAM_API void engram_disconnect(engram_client* c);
+/* Ends the wait of the call that is blocked on c in another thread (a
+ * sample, a writer's append, create_item or flush held by a rate limiter or
+ * a full arena, a priority update or delete waiting for its answer) with
+ * ENGRAM_E_INTERRUPTED, within about 100 ms. If no call is waiting, the
+ * next one that would wait returns ENGRAM_E_INTERRUPTED at once; one
+ * interrupt ends one wait. Control requests (connect, create, open, info,
+ * checkpoint) are not interrupted; their timeouts bound them.
+ * What an interrupted call leaves: a sample is cancelled and samples
+ * nothing (unless the server had begun it: then it completes and returns
+ * ENGRAM_OK); an item whose insert request was not yet sent is dropped,
+ * one already sent is inserted when the rate limiter allows, its key and
+ * any error reported by a later call; the writer stays usable. An
+ * interrupted update or delete may have been applied.
+ * Thread-safe and async-signal-safe (one atomic store): call it from any
+ * thread or a signal handler (for Ctrl-C), while c is connected, not after
+ * engram_disconnect(c) began. Since 0.3. */
+ENGRAM_API void engram_client_interrupt(engram_client* c);
 
 /* --- tables ------------------------------------------------------------------- */
 
