@@ -8,13 +8,15 @@ set -euo pipefail
 # the throughput harness: redis-server + libhiredis-dev (baseline), gnuplot-nox (plot);
 # the reference agents: LibTorch 1.13 (CPU) with OpenBLAS (9-13x faster than
 # the reference BLAS it links otherwise); the Debian packages and the test
-# under systemd: dpkg-dev, debootstrap, systemd-container (systemd-nspawn).
+# under systemd: dpkg-dev, debootstrap, systemd-container (systemd-nspawn);
+# the Python binding's tests: Debian's numpy and pytest.
 packages=(cmake g++ make pkg-config python3
           libboost-dev libgtest-dev libbenchmark-dev libtomlplusplus-dev libsystemd-dev
           clang libclang-rt-14-dev abigail-tools
           redis-server libhiredis-dev gnuplot-nox liburing-dev libzstd-dev libxxhash-dev
           libtorch-dev libopenblas0-pthread mandoc
-          dpkg-dev debootstrap systemd-container)
+          dpkg-dev debootstrap systemd-container
+          python3-numpy python3-pytest)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,684 @@
+"""engram: experience replay through shared memory, from Python.
+
+A thin layer over libengram's C ABI (engram/engram.h; man 3 engram_*):
+
+    import numpy as np, engram
+    columns = [("obs", np.float32, (4,)), ("action", np.int32, ())]
+    with engram.connect("/run/engram/engram.sock") as client:
+        client.create_table("replay", columns, max_size=10_000)
+        with client.table("replay") as table, client.writer(columns) as writer:
+            writer.append(obs=np.zeros(4, np.float32), action=1)
+            writer.create_item(table, num_steps=1, priority=1.0)
+            writer.flush()
+            data, info = table.sample(batch_size=1)      # copies: data["obs"] is [1, 1, 4]
+            with table.sample_view(batch_size=1) as batch:  # zero-copy, read-only
+                obs = batch.view(0, "obs")               # keeps the batch's data pinned
+
+Every handle is a context manager and has close(); closing a client closes
+its tables, writers and batches. Errors raise EngramError (or a subclass)
+with .code (ENGRAM_E_*) and the library's message. A handle and its client
+may be used by one thread at a time (the C rule); the binding serializes the
+calls of one client with a lock, and Ctrl-C ends a blocking call
+(KeyboardInterrupt) within about 100 ms.
+"""
+import ctypes
+import threading
+import weakref
+
+import numpy as np
+
+from . import _ffi, _interrupt
+from ._ffi import lib
+
+__all__ = ["EngramError", "Timeout", "RateLimited", "NotFound", "Exists", "Disconnected", "Interrupted", "Closed",
+           "Server", "Client", "Table", "Writer", "Batch", "connect", "min_size", "queue", "sample_to_insert_ratio",
+           "version"]
+
+# --- errors -------------------------------------------------------------------
+
+
+class EngramError(Exception):
+    """A failed call: .code is the ENGRAM_E_* value, .message what was wrong."""
+
+    def __init__(self, code, message):
+        self.code = code
+        self.message = message
+        name = lib.engram_strerror(code).decode()
+        super().__init__(f"{message} ({name})" if message else name)
+
+
+class Timeout(EngramError, TimeoutError):
+    pass
+
+
+class RateLimited(EngramError):
+    pass
+
+
+class NotFound(EngramError, LookupError):
+    pass
+
+
+class Exists(EngramError):
+    pass
+
+
+class Disconnected(EngramError, ConnectionError):
+    pass
+
+
+class Interrupted(EngramError):
+    """Client.interrupt() from another thread ended the wait."""
+
+
+class Closed(EngramError):
+    pass
+
+
+_BY_CODE = {_ffi.E_TIMEOUT: Timeout, _ffi.E_RATE_LIMITED: RateLimited, _ffi.E_NOT_FOUND: NotFound,
+            _ffi.E_EXISTS: Exists, _ffi.E_DISCONNECTED: Disconnected, _ffi.E_INTERRUPTED: Interrupted,
+            _ffi.E_CLOSED: Closed}
+
+
+def _check(rc):
+    if rc != _ffi.OK:
+        if rc == _ffi.E_INTERRUPTED and _interrupt.sigint_seen():
+            raise KeyboardInterrupt
+        raise _BY_CODE.get(rc, EngramError)(rc, lib.engram_last_error().decode(errors="replace"))
+    return rc
+
+
+def _closed(what):
+    return Closed(_ffi.E_CLOSED, f"this {what} handle is closed")
+
+
+def version():
+    """The loaded libengram's version, "MAJOR.MINOR.PATCH"."""
+    return lib.engram_version_string().decode()
+
+
+# --- columns ----------------------------------------------------------------------
+
+_DTYPES = [np.uint8, np.int8, np.uint16, np.int16, np.uint32, np.int32, np.uint64, np.int64, np.float16, np.float32,
+           np.float64, np.bool_]
+_CODE_OF = {np.dtype(t): i + 1 for i, t in enumerate(_DTYPES)}
+_SELECTORS = {"uniform": 1, "prioritized": 2, "fifo": 3, "lifo": 4, "max_heap": 5, "min_heap": 6}
+_CODECS = {"none": 0, "zstd": 1, "delta_zstd": 2}
+
+
+class _Columns:
+    """A signature: [(name, dtype, shape), ...] as C columns, kept alive here."""
+
+    def __init__(self, columns):
+        if not columns:
+            raise ValueError("a signature needs at least one column: [(name, dtype, shape), ...]")
+        self.names, self.dtypes, self.shapes = [], [], []
+        self.c = (_ffi.Column * len(columns))()
+        self._names = []
+        for i, col in enumerate(columns):
+            try:
+                name, dtype, shape = col
+            except (TypeError, ValueError):
+                raise ValueError(f"column {i}: expected (name, dtype, shape), got {col!r}") from None
+            dt = np.dtype(dtype)
+            if dt not in _CODE_OF:
+                raise ValueError(f"column {name!r}: dtype {dt} is not one of engram's "
+                                 f"({', '.join(str(np.dtype(t)) for t in _DTYPES)})")
+            shape = tuple(int(d) for d in shape)
+            if len(shape) > _ffi.MAX_RANK:
+                raise ValueError(f"column {name!r}: rank {len(shape)} > {_ffi.MAX_RANK}")
+            b = name.encode()
+            self._names.append(b)
+            self.c[i].name = b
+            self.c[i].dtype = _CODE_OF[dt]
+            self.c[i].rank = len(shape)
+            for k, d in enumerate(shape):
+                self.c[i].shape[k] = d
+            self.names.append(name)
+            self.dtypes.append(dt)
+            self.shapes.append(shape)
+
+    def __len__(self):
+        return len(self.names)
+
+
+def _compression(compression, n):
+    """None, or {column index: (codec, level)} as a C array for n columns."""
+    if not compression:
+        return None
+    arr = (_ffi.Compression * n)()
+    for i, spec in compression.items():
+        codec, level = (spec, 0) if isinstance(spec, str) else spec
+        arr[i].codec = _CODECS[codec]
+        arr[i].level = level
+    return arr
+
+
+# --- rate limiters ------------------------------------------------------------------
+
+
+def _limiter(fn, *args):
+    r = _ffi.RateLimiter()
+    _check(fn(ctypes.byref(r), *args))
+    return r
+
+
+def min_size(n):
+    """Sampling may start once the table holds n items; inserts never wait."""
+    return _limiter(lib.engram_rate_limiter_min_size, n)
+
+
+def sample_to_insert_ratio(samples_per_insert, min_size, error_buffer):
+    """Reverb's SampleToInsertRatio."""
+    return _limiter(lib.engram_rate_limiter_sample_to_insert_ratio, samples_per_insert, min_size, error_buffer)
+
+
+def queue(size):
+    """A queue of at most `size` items (pair with sampler="fifo", max_times_sampled=1)."""
+    return _limiter(lib.engram_rate_limiter_queue, size)
+
+
+# --- handles ---------------------------------------------------------------------------
+
+
+class _Core:
+    """One client's pointer, its lock, and closes that finalizers left.
+
+    Finalizers (__del__) may run in any thread while another uses the
+    client; they never wait for the lock: if it is taken, the close is
+    queued and done by the next call that takes it."""
+
+    def __init__(self, ptr):
+        self.ptr = ptr
+        self.lock = threading.RLock()
+        self.deferred = []
+        self.closing = False   # close() asked while Batch objects lived
+        self.batches = 0       # live Batch objects: their views read the arena's mapping
+
+    def __enter__(self):
+        self.lock.acquire()
+        self._run_deferred()
+        return self
+
+    def __exit__(self, *exc):
+        self.lock.release()
+        return False
+
+    def _run_deferred(self):
+        while self.deferred:
+            self.deferred.pop()()
+
+    def soon(self, fn):
+        if self.lock.acquire(blocking=False):
+            try:
+                fn()
+                self._run_deferred()
+            finally:
+                self.lock.release()
+        else:
+            self.deferred.append(fn)
+
+
+class _Handle:
+    _kind = "handle"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        try:
+            self._finalize()
+        except Exception:
+            pass
+
+    def _ptr(self):
+        if self._p is None:
+            raise _closed(self._kind)
+        return self._p
+
+
+class Server(_Handle):
+    """An engram server inside this process (engram_server_start); other
+    processes attach to it as to engramd."""
+    _kind = "server"
+
+    def __init__(self, socket=None, config_path=None, config_toml=None, quiet=True):
+        o = _ffi.ServerOptions()
+        lib.engram_server_options_init(ctypes.byref(o))
+        self._keep = [s.encode() if s else None for s in (socket, config_path, config_toml)]
+        o.socket_path, o.config_path, o.config_toml = self._keep
+        o.quiet = 1 if quiet else 0
+        p = _ffi.Server()
+        _check(lib.engram_server_start(ctypes.byref(o), ctypes.byref(p)))
+        self._p = p
+
+    def close(self):
+        """Stops the server: its clients get Disconnected."""
+        if self._p is not None:
+            p, self._p = self._p, None
+            _check(lib.engram_server_stop(p))
+
+    def _finalize(self):
+        if self._p is not None:
+            p, self._p = self._p, None
+            lib.engram_server_stop(p)
+
+
+def connect(socket=None, timeout_ms=10000):
+    """Connects to a server: `socket` or $ENGRAM_SOCKET or /run/engram/engram.sock."""
+    return Client(socket, timeout_ms)
+
+
+class Client(_Handle):
+    _kind = "client"
+
+    def __init__(self, socket=None, timeout_ms=10000):
+        o = _ffi.ConnectOptions()
+        lib.engram_connect_options_init(ctypes.byref(o))
+        path = socket.encode() if socket else None
+        o.socket_path = path
+        o.timeout_ms = timeout_ms
+        p = _ffi.Client()
+        _check(lib.engram_connect(ctypes.byref(o), ctypes.byref(p)))
+        self._p = p
+        self._core = _Core(p)
+        self._children = weakref.WeakSet()
+
+    # Closing: children first (as engram_disconnect would), through their own
+    # close so that their Python objects know. Zero-copy batches keep the
+    # arena mapped: while one lives, the disconnect waits for the last.
+    def close(self):
+        if self._p is None:
+            return
+        with self._core:
+            # As engram_disconnect: batches, writers (they send what is
+            # pending into tables), then tables.
+            rank = {Batch: 0, Writer: 1, Table: 2}
+            for child in sorted(self._children, key=lambda h: (rank[type(h)], h._order)):
+                child.close()
+            self._core.closing = True
+            self._p = None
+            if self._core.batches == 0:
+                _disconnect(self._core)
+
+    def _finalize(self):
+        if self._p is not None:
+            core = self._core
+            self._p = None
+            core.closing = True
+            if core.batches == 0:
+                core.soon(lambda: _disconnect(core))
+
+    def interrupt(self):
+        """Ends this client's blocking call in another thread (Interrupted).
+        Thread-safe; see engram_client_interrupt(3)."""
+        if self._p is not None:
+            lib.engram_client_interrupt(self._p)
+
+    def create_table(self, name, columns, max_size, sampler="uniform", remover="fifo", priority_exponent=1.0,
+                     max_times_sampled=0, max_chunks_per_item=8, rate_limiter=None, compression=None):
+        """Creates a table. columns: [(name, dtype, shape), ...]; sampler and
+        remover: "uniform", "prioritized", "fifo", "lifo", "max_heap",
+        "min_heap"; rate_limiter: min_size(n) (default n=1), queue(size) or
+        sample_to_insert_ratio(...); compression: {column index: "zstd" or
+        ("delta_zstd", level)}."""
+        cols = _Columns(columns)
+        o = _ffi.TableOptions()
+        lib.engram_table_options_init(ctypes.byref(o))
+        b = name.encode()
+        o.name = b
+        o.max_size = max_size
+        try:
+            o.sampler, o.remover = _SELECTORS[sampler], _SELECTORS[remover]
+        except KeyError as e:
+            raise ValueError(f"selector {e.args[0]!r}: one of {', '.join(_SELECTORS)}") from None
+        o.priority_exponent = priority_exponent
+        o.max_times_sampled = max_times_sampled
+        o.max_chunks_per_item = max_chunks_per_item
+        if rate_limiter is not None:
+            o.rate_limiter = rate_limiter
+        o.columns = cols.c
+        o.num_columns = len(cols)
+        comp = _compression(compression, len(cols))
+        if comp is not None:
+            o.compression = comp
+        with self._core:
+            _check(lib.engram_table_create(self._ptr(), ctypes.byref(o)))
+
+    def table(self, name):
+        """Opens a table for writing items and sampling."""
+        with self._core:
+            p = _ffi.Table()
+            _check(lib.engram_table_open(self._ptr(), name.encode(), ctypes.byref(p)))
+            return Table(self, p, name)
+
+    def writer(self, columns, chunk_length=1, max_item_steps=0, insert_timeout_ms=-1, keep_keys=False,
+               compression=None):
+        """A writer of steps with these columns ([(name, dtype, shape), ...],
+        the tables' signature)."""
+        return Writer(self, columns, chunk_length, max_item_steps, insert_timeout_ms, keep_keys, compression)
+
+    def drop_table(self, name):
+        with self._core:
+            _check(lib.engram_table_drop(self._ptr(), name.encode()))
+
+    def reset_table(self, name):
+        with self._core:
+            _check(lib.engram_table_reset(self._ptr(), name.encode()))
+
+    def set_rate_limiter(self, name, rate_limiter):
+        with self._core:
+            _check(lib.engram_table_set_rate_limiter(self._ptr(), name.encode(), ctypes.byref(rate_limiter)))
+
+    def table_info(self, name):
+        """The table's size, counters and settings, as a dict."""
+        i = _ffi.TableInfo()
+        lib.engram_table_info_init(ctypes.byref(i))
+        with self._core:
+            _check(lib.engram_table_info_get(self._ptr(), name.encode(), ctypes.byref(i)))
+        out = {f: getattr(i, f) for f, _ in _ffi.TableInfo._fields_ if f not in ("struct_size", "rate_limiter")}
+        out["name"] = i.name.decode()
+        out["rate_limiter"] = {f: getattr(i.rate_limiter, f) for f, _ in _ffi.RateLimiter._fields_}
+        return out
+
+    def checkpoint(self, timeout_ms=-1):
+        """Writes a checkpoint of every table now; returns its path."""
+        buf = ctypes.create_string_buffer(4096)
+        with self._core:
+            _check(lib.engram_checkpoint(self._ptr(), timeout_ms, buf, len(buf)))
+        return buf.value.decode()
+
+
+def _disconnect(core):
+    if core.ptr is not None:
+        p, core.ptr = core.ptr, None
+        lib.engram_disconnect(p)
+
+
+class _Child(_Handle):
+    _next = 0
+
+    def _adopt(self, client, p):
+        self._client = client  # keeps the client alive while this lives
+        self._core = client._core
+        self._p = p
+        _Child._next += 1
+        self._order = _Child._next
+        client._children.add(self)
+
+
+class Table(_Child):
+    _kind = "table"
+
+    def __init__(self, client, p, name):
+        self._adopt(client, p)
+        self.name = name
+        n = ctypes.c_uint32()
+        cols = (_ffi.Column * 32)()
+        _check(lib.engram_table_columns(p, cols, 32, ctypes.byref(n)))
+        self.columns = [(cols[i].name.decode(), _DTYPES[cols[i].dtype - 1],
+                         tuple(cols[i].shape[k] for k in range(cols[i].rank))) for i in range(n.value)]
+        self._batches = weakref.WeakSet()
+
+    def close(self):
+        if self._p is None:
+            return
+        with self._core:
+            for b in list(self._batches):
+                b.close()
+            p, self._p = self._p, None
+            lib.engram_table_close(p)
+
+    def _finalize(self):
+        if self._p is not None and self._core.ptr is not None:
+            p, self._p = self._p, None
+            self._core.soon(lambda: lib.engram_table_close(p) if self._core.ptr is not None else None)
+
+    def _options(self, batch_size, num_steps, timeout_ms):
+        o = _ffi.SampleOptions()
+        lib.engram_sample_options_init(ctypes.byref(o))
+        o.batch_size, o.num_steps, o.timeout_ms = batch_size, num_steps, timeout_ms
+        return o
+
+    def _blocking(self, fn, *args):
+        with _interrupt.waiting(self._core):
+            return fn(*args)
+
+    def sample(self, batch_size, num_steps=1, timeout_ms=-1):
+        """Samples a batch and copies it out: returns (data, info). data maps
+        each column name to an array [n, num_steps, *shape]; info is a
+        structured array of n (key, priority, probability, times_sampled,
+        table_size). n < batch_size only when max_times_sampled emptied the
+        table."""
+        o = self._options(batch_size, num_steps, timeout_ms)
+        data = {name: np.empty((batch_size, num_steps) + shape, dtype) for name, dtype, shape in self.columns}
+        bufs = (ctypes.c_void_p * len(self.columns))(*[a.ctypes.data for a in data.values()])
+        infos = (_ffi.SampleInfo * batch_size)()
+        n = ctypes.c_uint32()
+        with self._core:
+            _check(self._blocking(lib.engram_sample, self._ptr(), ctypes.byref(o), bufs, infos, ctypes.byref(n)))
+        info = np.ctypeslib.as_array(infos)[: n.value].copy()
+        return {k: v[: n.value] for k, v in data.items()}, info
+
+    def sample_view(self, batch_size, num_steps=1, timeout_ms=-1):
+        """Samples a batch without copying (columns must not be compressed):
+        a Batch whose views are read-only arrays into shared memory, valid
+        while the batch lives (each view keeps it alive)."""
+        o = self._options(batch_size, num_steps, timeout_ms)
+        p = _ffi.Batch()
+        with self._core:
+            _check(self._blocking(lib.engram_sample_view, self._ptr(), ctypes.byref(o), ctypes.byref(p)))
+            return Batch(self, p)
+
+    def _keys(self, keys):
+        return np.ascontiguousarray(keys, dtype=np.uint64)
+
+    def update_priorities(self, keys, priorities):
+        """Sets priorities by key; returns per-key codes (0, or
+        ENGRAM_E_STALE_KEY / ENGRAM_E_UNKNOWN_KEY for items that are gone)."""
+        k = self._keys(keys)
+        pr = np.ascontiguousarray(priorities, dtype=np.float64)
+        if pr.shape != k.shape:
+            raise ValueError(f"{k.size} keys but {pr.size} priorities")
+        res = np.zeros(k.size, np.int32)
+        with self._core:
+            _check(self._blocking(lib.engram_update_priorities, self._ptr(),
+                                  k.ctypes.data_as(ctypes.POINTER(ctypes.c_uint64)),
+                                  pr.ctypes.data_as(ctypes.POINTER(ctypes.c_double)), k.size,
+                                  res.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))))
+        return res
+
+    def delete_items(self, keys):
+        k = self._keys(keys)
+        res = np.zeros(k.size, np.int32)
+        with self._core:
+            _check(self._blocking(lib.engram_delete_items, self._ptr(),
+                                  k.ctypes.data_as(ctypes.POINTER(ctypes.c_uint64)), k.size,
+                                  res.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))))
+        return res
+
+
+class Batch(_Child):
+    """A zero-copy sample. Views are read-only numpy arrays over shared
+    memory that keep this batch (and its pins) alive."""
+    _kind = "batch"
+
+    def __init__(self, table, p):
+        self._adopt(table._client, p)
+        self._table = table
+        self._columns = table.columns
+        self._index = {name: i for i, (name, _, _) in enumerate(self._columns)}
+        self._core.batches += 1
+        table._batches.add(self)
+        self.size = lib.engram_batch_size(p)
+
+    def __len__(self):
+        return self.size
+
+    def info(self, item):
+        i = _ffi.SampleInfo()
+        with self._core:
+            _check(lib.engram_batch_info(self._ptr(), item, ctypes.byref(i)))
+        return {f: getattr(i, f) for f, _ in _ffi.SampleInfo._fields_}
+
+    def views(self, item, column):
+        """The pieces of an item's column (one per chunk it spans), each a
+        read-only array [steps, *shape] over shared memory."""
+        c = self._index[column] if isinstance(column, str) else column
+        _, dtype, shape = self._columns[c]
+        out = (_ffi.View * 8)()
+        n = ctypes.c_uint32()
+        with self._core:
+            _check(lib.engram_batch_views(self._ptr(), item, c, out, 8, ctypes.byref(n)))
+        return [np.asarray(_Pinned(out[k].data, (out[k].steps,) + shape, dtype, self)) for k in range(n.value)]
+
+    def view(self, item, column):
+        """The item's column as one read-only array [steps, *shape], if it
+        lies in one chunk (else use views())."""
+        v = self.views(item, column)
+        if len(v) != 1:
+            raise ValueError(f"item {item} spans {len(v)} chunks; use views()")
+        return v[0]
+
+    def close(self):
+        """Unpins the data: views still held then read memory that other
+        items may reuse (never unmapped memory: the client's connection
+        stays until the last Batch object is gone)."""
+        if self._p is None:
+            return
+        with self._core:
+            p, self._p = self._p, None
+            if self._core.ptr is not None:
+                lib.engram_batch_release(p)
+
+    def _finalize(self):
+        core = self._core
+        p, self._p = self._p, None
+        core.batches -= 1
+        last = core.closing and core.batches == 0
+
+        def release():
+            if p is not None and core.ptr is not None:
+                lib.engram_batch_release(p)
+            if last:
+                _disconnect(core)
+        core.soon(release)
+
+
+class _Pinned:
+    """The array interface of one view: numpy keeps this object, and with it
+    the batch, as the array's base."""
+
+    def __init__(self, address, shape, dtype, batch):
+        self.__array_interface__ = {"version": 3, "shape": shape, "typestr": np.dtype(dtype).str,
+                                    "data": (address, True)}  # True: read-only
+        self._batch = batch
+
+
+class Writer(_Child):
+    """Appends steps and creates items over the last steps."""
+    _kind = "writer"
+
+    def __init__(self, client, columns, chunk_length, max_item_steps, insert_timeout_ms, keep_keys, compression):
+        self._cols = _Columns(columns)
+        o = _ffi.WriterOptions()
+        lib.engram_writer_options_init(ctypes.byref(o))
+        o.columns = self._cols.c
+        o.num_columns = len(self._cols)
+        o.chunk_length = chunk_length
+        o.max_item_steps = max_item_steps
+        o.insert_timeout_ms = insert_timeout_ms
+        o.keep_keys = 1 if keep_keys else 0
+        comp = _compression(compression, len(self._cols))
+        if comp is not None:
+            o.compression = comp
+        self._comp = comp
+        p = _ffi.Writer()
+        with client._core:
+            _check(lib.engram_writer_open(client._ptr(), ctypes.byref(o), ctypes.byref(p)))
+        self._adopt(client, p)
+        self._ptrs = (ctypes.c_void_p * len(self._cols))()
+
+    def _arrays(self, values, kwargs, steps):
+        if kwargs:
+            if values:
+                raise TypeError("give the columns either positionally or by name, not both")
+            missing = [n for n in self._cols.names if n not in kwargs]
+            extra = [n for n in kwargs if n not in self._cols.names]
+            if missing or extra:
+                raise ValueError(f"columns missing: {missing}, unknown: {extra}; the writer's are {self._cols.names}")
+            values = [kwargs[n] for n in self._cols.names]
+        if len(values) != len(self._cols):
+            raise ValueError(f"{len(values)} columns given; the writer has {len(self._cols)}: {self._cols.names}")
+        keep = []
+        for i, (v, name, dt, shape) in enumerate(zip(values, self._cols.names, self._cols.dtypes, self._cols.shapes)):
+            a = np.asarray(v, dtype=dt)  # not ascontiguousarray: it makes scalars 1-d
+            if not a.flags.c_contiguous:
+                a = a.copy(order="C")
+            want = shape if steps is None else (steps,) + shape
+            if a.shape != want:
+                raise ValueError(f"column {name!r}: shape {a.shape}, the writer's is {want}")
+            keep.append(a)
+            self._ptrs[i] = a.ctypes.data
+        return keep
+
+    def append(self, *values, **columns):
+        """Appends one step: a value per column, positionally or by name."""
+        keep = self._arrays(values, columns, None)
+        with self._core:
+            with _interrupt.waiting(self._core):
+                _check(lib.engram_writer_append(self._ptr(), self._ptrs))
+        del keep
+
+    def append_batch(self, *values, **columns):
+        """Appends n steps at once: arrays [n, *shape] per column."""
+        first = next(iter(columns.values())) if columns else values[0]
+        n = len(first)
+        keep = self._arrays(values, columns, n)
+        with self._core:
+            with _interrupt.waiting(self._core):
+                _check(lib.engram_writer_append_batch(self._ptr(), self._ptrs, n))
+        del keep
+
+    def create_item(self, table, num_steps, priority):
+        """An item over the last num_steps steps, in `table`."""
+        with self._core:
+            with _interrupt.waiting(self._core):
+                _check(lib.engram_writer_create_item(self._ptr(), table._ptr(), num_steps, priority))
+
+    def end_episode(self):
+        with self._core:
+            _check(lib.engram_writer_end_episode(self._ptr()))
+
+    def flush(self, timeout_ms=-1):
+        """Waits until every item created so far is applied or refused."""
+        with self._core:
+            with _interrupt.waiting(self._core):
+                _check(lib.engram_writer_flush(self._ptr(), timeout_ms))
+
+    def take_keys(self, cap=4096):
+        """With keep_keys: the keys of applied items, in creation order."""
+        keys = np.empty(cap, np.uint64)
+        n = ctypes.c_size_t()
+        with self._core:
+            _check(lib.engram_writer_take_keys(self._ptr(), keys.ctypes.data_as(ctypes.POINTER(ctypes.c_uint64)), cap,
+                                               ctypes.byref(n)))
+        return keys[: n.value]
+
+    def close(self):
+        """Sends what is pending and waits for it (up to insert_timeout_ms, or 10 s)."""
+        if self._p is None:
+            return
+        with self._core:
+            p, self._p = self._p, None
+            lib.engram_writer_close(p)
+
+    def _finalize(self):
+        if self._p is not None and self._core.ptr is not None:
+            p, self._p = self._p, None
+            core = self._core
+            core.soon(lambda: lib.engram_writer_close(p) if core.ptr is not None else None)

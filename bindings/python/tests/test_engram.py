@@ -1,0 +1,290 @@
+"""The Python binding against a real server (embedded in this process
+through engram_server_start; other processes could attach to it).
+
+Run: python3 -m pytest bindings/python/tests (ENGRAM_LIBRARY may name the
+libengram.so.0 to test; by default the tree's build/release)."""
+import gc
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+import engram  # noqa: E402
+from engram import _ffi  # noqa: E402
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+DTYPES = [np.uint8, np.int8, np.uint16, np.int16, np.uint32, np.int32, np.uint64, np.int64, np.float16, np.float32,
+          np.float64, np.bool_]
+
+
+@pytest.fixture
+def server(tmp_path):
+    sock = str(tmp_path / "engram.sock")
+    with engram.Server(socket=sock) as s:
+        s.socket = sock
+        yield s
+
+
+@pytest.fixture
+def client(server):
+    with engram.connect(server.socket) as c:
+        yield c
+
+
+def values(dtype, shape, n, seed):
+    rng = np.random.default_rng(seed)
+    if dtype == np.bool_:
+        return rng.integers(0, 2, size=(n,) + shape).astype(np.bool_)
+    if np.issubdtype(dtype, np.floating):
+        return rng.standard_normal(size=(n,) + shape).astype(dtype)
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max, size=(n,) + shape, dtype=dtype, endpoint=True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("shape", [(), (3,), (2, 5)], ids=lambda s: "x".join(map(str, s)) or "scalar")
+def test_every_dtype_and_shape_round_trips(client, dtype, shape):
+    cols = [("x", dtype, shape), ("step", np.int64, ())]
+    client.create_table("t", cols, max_size=100, sampler="fifo", max_times_sampled=1, rate_limiter=engram.queue(100))
+    xs = values(dtype, shape, 20, seed=len(shape) * 100 + DTYPES.index(dtype))
+    with client.table("t") as t, client.writer(cols) as w:
+        for i in range(20):
+            w.append(x=xs[i], step=i)
+            w.create_item(t, 1, 1.0)
+        w.flush()
+        data, info = t.sample(batch_size=10)
+        assert data["x"].shape == (10, 1) + shape and data["x"].dtype == np.dtype(dtype)
+        steps = data["step"][:, 0]
+        assert list(steps) == list(range(10)), "FIFO order"
+        np.testing.assert_array_equal(data["x"][:, 0], xs[steps])
+        assert list(info["times_sampled"]) == [1] * 10
+        with t.sample_view(batch_size=10) as b:
+            for k in range(len(b)):
+                v = b.view(k, "x")
+                step = int(b.view(k, "step")[0])
+                assert v.shape == (1,) + shape and not v.flags.writeable
+                np.testing.assert_array_equal(v[0], xs[step])
+
+
+def test_positional_batches_and_items_over_several_steps(client):
+    cols = [("obs", np.float32, (4,)), ("action", np.int32, ())]
+    client.create_table("t", cols, max_size=100)
+    obs = np.arange(40, dtype=np.float32).reshape(10, 4)
+    with client.table("t") as t, client.writer(cols, chunk_length=5, max_item_steps=3, keep_keys=True) as w:
+        w.append_batch(obs, np.arange(10, dtype=np.int32))
+        w.create_item(t, num_steps=3, priority=2.0)
+        w.flush()
+        assert len(w.take_keys()) == 1
+        data, info = t.sample(batch_size=1, num_steps=3)
+        np.testing.assert_array_equal(data["obs"][0], obs[7:10])
+        np.testing.assert_array_equal(data["action"][0], [7, 8, 9])
+        assert info["priority"][0] == 2.0
+
+
+def test_errors_carry_the_code_and_the_message(client):
+    cols = [("x", np.float32, ())]
+    with pytest.raises(engram.NotFound) as e:
+        client.table("missing")
+    assert e.value.code == _ffi.E_NOT_FOUND and "missing" in e.value.message
+    client.create_table("t", cols, max_size=10)
+    with pytest.raises(engram.Exists):
+        client.create_table("t", cols, max_size=10)
+    with pytest.raises(engram.EngramError) as e:
+        client.create_table("bad name!", cols, max_size=10)
+    assert e.value.code == _ffi.E_INVALID and "name" in e.value.message
+    with pytest.raises(ValueError, match="dtype complex128"):
+        client.create_table("c", [("z", np.complex128, ())], max_size=10)
+    with client.table("t") as t, client.writer(cols) as w:
+        with pytest.raises(ValueError, match="shape"):
+            w.append(x=np.zeros(3, np.float32))
+        with pytest.raises(engram.RateLimited):
+            t.sample(batch_size=1, timeout_ms=0)
+        start = time.monotonic()
+        with pytest.raises(engram.Timeout):
+            t.sample(batch_size=1, timeout_ms=100)
+        assert time.monotonic() - start >= 0.1
+        with pytest.raises(engram.EngramError) as e:
+            t.update_priorities([1], [float("nan")])
+        assert e.value.code == _ffi.E_PRIORITY
+    with pytest.raises(engram.Closed):
+        t.sample(batch_size=1)
+
+
+def test_priority_updates_and_deletes_report_each_key(client):
+    cols = [("x", np.float32, ())]
+    client.create_table("t", cols, max_size=10, sampler="prioritized")
+    with client.table("t") as t, client.writer(cols, keep_keys=True) as w:
+        for i in range(3):
+            w.append(x=i)
+            w.create_item(t, 1, 1.0)
+        w.flush()
+        keys = w.take_keys()
+        assert list(t.update_priorities(keys, [0.0, 0.0, 5.0])) == [0, 0, 0]
+        assert list(t.delete_items([keys[0], 12345])) == [0, _ffi.E_UNKNOWN_KEY]
+        assert list(t.update_priorities([keys[0]], [1.0])) == [_ffi.E_STALE_KEY]
+        data, _ = t.sample(batch_size=8)
+        assert set(data["x"].ravel()) == {2.0}, "zero priority is never drawn"
+    assert client.table_info("t")["size"] == 2
+
+
+def test_views_outlive_every_python_reference_to_their_batch(server):
+    cols = [("x", np.float64, (8,))]
+    c = engram.connect(server.socket)
+    c.create_table("t", cols, max_size=10)
+    t = c.table("t")
+    with c.writer(cols) as w:
+        w.append(x=np.arange(8.0))
+        w.create_item(t, 1, 1.0)
+        w.flush()
+    view = t.sample_view(batch_size=1).view(0, "x")  # the batch is referenced by the view only
+    gc.collect()
+    np.testing.assert_array_equal(view[0], np.arange(8.0))
+    c.close()  # the connection waits for the last zero-copy batch to go
+    gc.collect()
+    np.testing.assert_array_equal(view[0], np.arange(8.0))
+    assert view.flags.writeable is False
+    del view, t
+    gc.collect()
+    with engram.connect(server.socket) as c2:
+        assert c2.table_info("t")["clients"] == 0, "the first client is gone"
+
+
+def test_a_finalizer_on_another_thread_waits_for_the_client(client):
+    """A batch dropped on one thread while another blocks in a sample on
+    the same client: its release is queued, not run concurrently."""
+    cols = [("x", np.float32, ())]
+    client.create_table("t", cols, max_size=10, rate_limiter=engram.min_size(2))
+    t = client.table("t")
+    with client.writer(cols) as w:
+        w.append(x=1.0)
+        w.create_item(t, 1, 1.0)
+        w.flush()
+        client.set_rate_limiter("t", engram.min_size(1))
+        batch = t.sample_view(batch_size=1)
+        client.set_rate_limiter("t", engram.min_size(2))
+        errors = []
+
+        def blocked():
+            try:
+                t.sample(batch_size=1, timeout_ms=-1)
+            except engram.Interrupted:
+                errors.append("interrupted")
+
+        th = threading.Thread(target=blocked)
+        th.start()
+        time.sleep(0.2)
+        del batch
+        gc.collect()
+        assert client._core.deferred, "the release waits for the lock"
+        client.interrupt()
+        th.join(5)
+        assert errors == ["interrupted"]
+        assert client.table_info("t")["size"] == 1  # the next call ran the queued release
+        assert not client._core.deferred
+
+
+def test_ctrl_c_ends_a_blocking_sample_promptly(client):
+    client.create_table("t", [("x", np.float32, ())], max_size=10)
+    with client.table("t") as t:
+        threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+        safety = threading.Timer(3.0, client.interrupt)  # so that a failure fails, not hangs
+        safety.start()
+        start = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            t.sample(batch_size=1, timeout_ms=-1)
+        safety.cancel()
+        assert time.monotonic() - start < 0.3 + 0.5
+        # The client works on, and the cancelled sample took nothing.
+        with client.writer([("x", np.float32, ())]) as w:
+            w.append(x=7.0)
+            w.create_item(t, 1, 1.0)
+            w.flush()
+        data, _ = t.sample(batch_size=1, timeout_ms=1000)
+        assert data["x"][0, 0] == 7.0
+        assert client.table_info("t")["samples"] == 1
+
+
+def test_structs_match_the_c_compiler(tmp_path):
+    """Every mirrored struct has the C layout: sizes and offsets as gcc
+    computes them from engram.h."""
+    structs = {"engram_column": _ffi.Column, "engram_compression": _ffi.Compression,
+               "engram_rate_limiter": _ffi.RateLimiter, "engram_server_options": _ffi.ServerOptions,
+               "engram_connect_options": _ffi.ConnectOptions, "engram_table_options": _ffi.TableOptions,
+               "engram_table_info": _ffi.TableInfo, "engram_writer_options": _ffi.WriterOptions,
+               "engram_sample_options": _ffi.SampleOptions, "engram_sample_info": _ffi.SampleInfo,
+               "engram_view": _ffi.View}
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        pytest.skip("no C compiler to compare layouts with")
+    lines = ['#include <stdio.h>', '#include <stddef.h>', '#include "engram/engram.h"', "int main(void) {"]
+    for cname, py in structs.items():
+        lines.append(f'printf("{cname} size %zu\\n", sizeof({cname}));')
+        for f, _ in py._fields_:
+            lines.append(f'printf("{cname}.{f} %zu\\n", offsetof({cname}, {f}));')
+    lines.append("return 0; }")
+    src = tmp_path / "layout.c"
+    src.write_text("\n".join(lines))
+    exe = tmp_path / "layout"
+    subprocess.run([cc, "-I", os.path.join(ROOT, "capi", "include"), str(src), "-o", str(exe)], check=True)
+    c = dict(line.rsplit(" ", 1) for line in subprocess.run([str(exe)], capture_output=True, text=True,
+                                                            check=True).stdout.splitlines())
+    for cname, py in structs.items():
+        assert int(c[f"{cname} size"]) == __import__("ctypes").sizeof(py), cname
+        for f, _ in py._fields_:
+            assert int(c[f"{cname}.{f}"]) == getattr(py, f).offset, f"{cname}.{f}"
+
+
+def test_pip_installs_the_package_offline(tmp_path):
+    pip = [sys.executable, "-m", "pip"]
+    if subprocess.run(pip + ["--version"], capture_output=True).returncode != 0:
+        other = shutil.which("pip3") or shutil.which("pip")
+        if not other:
+            pytest.skip("no pip on this machine")
+        pip = [other]
+    target = tmp_path / "site"
+    r = subprocess.run(pip + ["install", "--no-index", "--no-deps", "--target", str(target),
+                              os.path.join(ROOT, "bindings", "python")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    probe = textwrap.dedent("""
+        import engram, sys
+        assert engram.__file__.startswith(sys.argv[1]), engram.__file__
+        print(engram.version())
+    """)
+    out = subprocess.run([sys.executable, "-c", probe, str(target)], env=dict(os.environ, PYTHONPATH=str(target)),
+                         capture_output=True, text=True, cwd=str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == engram.version()
+
+
+def test_the_examples_run(server):
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "bindings", "python"), PYTHONDONTWRITEBYTECODE="1")
+    examples = os.path.join(ROOT, "bindings", "python", "examples")
+    w = subprocess.run([sys.executable, os.path.join(examples, "writer.py"), server.socket], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert w.returncode == 0, w.stderr
+    assert "the table holds 1000 items" in w.stdout
+    s = subprocess.run([sys.executable, os.path.join(examples, "sampler.py"), server.socket], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert s.returncode == 0, s.stderr
+    assert s.stdout.count("item 0x") == 4 and "zero-copy: [" in s.stdout
+
+
+def test_the_readme_snippet_runs(server):
+    import re
+    with open(os.path.join(ROOT, "README.md")) as f:
+        blocks = re.findall(r"```python\n(.*?)```", f.read(), re.S)
+    assert blocks, "README.md has a Python snippet"
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "bindings", "python"), ENGRAM_SOCKET=server.socket,
+               PYTHONDONTWRITEBYTECODE="1")
+    r = subprocess.run([sys.executable, "-c", blocks[0]], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    with engram.connect(server.socket) as c:
+        assert c.table_info("py_replay")["size"] == 100
