@@ -18,6 +18,10 @@ packages=(cmake g++ make pkg-config python3
           dpkg-dev debootstrap systemd-container
           python3-numpy python3-pytest)
 
+# Rust: any cargo on PATH (rustup's, or Debian's 1.63 toolchain, installed
+# here when there is none).
+command -v cargo >/dev/null || packages+=(cargo)
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,199 @@
+//! The safe API against a real server, embedded in the test process
+//! through engram_server_start (other processes attach to it as to engramd).
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use engram::{bytes, Client, Column, Dtype, RateLimiter, SampleInfo, SampleOptions, Selector, Server, TableOptions,
+             WriterOptions};
+use engram_sys as sys;
+
+static NEXT: AtomicUsize = AtomicUsize::new(0);
+
+/// A server on a fresh socket, and that socket's path.
+fn server() -> (Server, String) {
+    let path = format!("/tmp/engram-rust-{}-{}.sock", std::process::id(), NEXT.fetch_add(1, Ordering::SeqCst));
+    let _ = std::fs::remove_file(&path);
+    (Server::start(&path).expect("server"), path)
+}
+
+fn walk_columns() -> Vec<Column> {
+    vec![Column::new("obs", Dtype::F32, &[4]), Column::new("step", Dtype::I64, &[])]
+}
+
+#[test]
+fn items_round_trip_copied_and_zero_copy() {
+    let (_s, path) = server();
+    let client = Client::connect(Some(&path)).unwrap();
+    let mut o = TableOptions::new("t", walk_columns(), 100);
+    o.sampler = Selector::Fifo;
+    o.max_times_sampled = 1;
+    client.create_table(&o).unwrap();
+    let table = client.open_table("t").unwrap();
+    assert_eq!(table.columns(), &walk_columns()[..]);
+    let mut w = client.writer(&WriterOptions::new(walk_columns())).unwrap();
+    for i in 0..10i64 {
+        let obs = [i as f32; 4];
+        w.append(&[bytes(&obs), bytes(&[i])]).unwrap();
+        w.create_item(&table, 1, 1.0).unwrap();
+    }
+    w.flush(5000).unwrap();
+    let s = table.sample(&SampleOptions::new(4)).unwrap();
+    assert_eq!(s.len(), 4);
+    assert_eq!(s.column::<i64>(1).unwrap(), &[0, 1, 2, 3], "FIFO, each item once");
+    assert_eq!(&s.column::<f32>(0).unwrap()[4..8], &[1.0; 4]);
+    assert!(s.column::<f64>(0).is_err(), "the column's type is checked");
+    let batch = table.sample_view(&SampleOptions::new(2)).unwrap();
+    assert_eq!(batch.len(), 2);
+    for k in 0..2 {
+        let step = batch.views::<i64>(k, 1).unwrap()[0][0];
+        assert_eq!(step, 4 + k as i64);
+        assert_eq!(batch.views::<f32>(k, 0).unwrap(), vec![&[step as f32; 4][..]]);
+        assert_eq!(batch.info(k).unwrap().times_sampled, 1);
+    }
+}
+
+#[test]
+fn every_dtype_round_trips_as_bytes() {
+    let (_s, path) = server();
+    let client = Client::connect(Some(&path)).unwrap();
+    let dtypes = [Dtype::U8, Dtype::I8, Dtype::U16, Dtype::I16, Dtype::U32, Dtype::I32, Dtype::U64, Dtype::I64,
+                  Dtype::F16, Dtype::F32, Dtype::F64, Dtype::Bool];
+    for (k, &d) in dtypes.iter().enumerate() {
+        let cols = vec![Column::new("x", d, &[2, 3])];
+        let name = format!("t{}", k);
+        client.create_table(&TableOptions::new(&name, cols.clone(), 10)).unwrap();
+        let table = client.open_table(&name).unwrap();
+        let mut w = client.writer(&WriterOptions::new(cols.clone())).unwrap();
+        let value: Vec<u8> = (0..cols[0].step_bytes()).map(|i| if d == Dtype::Bool { (i % 2) as u8 } else { (i * 7 + k) as u8 }).collect();
+        w.append(&[&value]).unwrap();
+        w.create_item(&table, 1, 1.0).unwrap();
+        w.flush(5000).unwrap();
+        let s = table.sample(&SampleOptions::new(1)).unwrap();
+        assert_eq!(s.column_bytes(0), &value[..], "{:?}", d);
+        let mut buf = vec![0u8; value.len()];
+        let mut infos = [SampleInfo::default()];
+        assert_eq!(table.sample_into(&SampleOptions::new(1), &mut [&mut buf[..]], &mut infos).unwrap(), 1);
+        assert_eq!(buf, value);
+        let b = table.sample_view(&SampleOptions::new(1)).unwrap();
+        assert_eq!(b.view_bytes(0, 0).unwrap(), vec![&value[..]]);
+    }
+}
+
+#[test]
+fn errors_carry_the_code_and_the_message() {
+    let (_s, path) = server();
+    let client = Client::connect(Some(&path)).unwrap();
+    let e = client.open_table("missing").err().unwrap();
+    assert_eq!(e.code(), sys::ENGRAM_E_NOT_FOUND);
+    assert!(e.message().contains("missing"), "{}", e);
+    client.create_table(&TableOptions::new("t", walk_columns(), 10)).unwrap();
+    assert_eq!(client.create_table(&TableOptions::new("t", walk_columns(), 10)).unwrap_err().code(), sys::ENGRAM_E_EXISTS);
+    assert_eq!(client.create_table(&TableOptions::new("bad name!", walk_columns(), 10)).unwrap_err().code(),
+               sys::ENGRAM_E_INVALID);
+    let table = client.open_table("t").unwrap();
+    let mut w = client.writer(&WriterOptions::new(walk_columns())).unwrap();
+    let e = w.append(&[bytes(&[0.0f32; 3]), bytes(&[0i64])]).unwrap_err();
+    assert_eq!(e.code(), sys::ENGRAM_E_RANGE, "a short column is refused before the C call: {}", e);
+    let mut o = SampleOptions::new(1);
+    o.timeout_ms = 0;
+    assert_eq!(table.sample(&o).err().unwrap().code(), sys::ENGRAM_E_RATE_LIMITED);
+    o.timeout_ms = 100;
+    let t0 = Instant::now();
+    assert_eq!(table.sample(&o).err().unwrap().code(), sys::ENGRAM_E_TIMEOUT);
+    assert!(t0.elapsed() >= Duration::from_millis(100));
+    let mut small = [0u8; 4];
+    let e = table.sample_into(&SampleOptions::new(1), &mut [&mut small[..], &mut [0u8; 8][..]], &mut [SampleInfo::default()]);
+    assert_eq!(e.unwrap_err().code(), sys::ENGRAM_E_RANGE, "a buffer too small is refused");
+    assert_eq!(table.update_priorities(&[1], &[f64::NAN]).unwrap_err().code(), sys::ENGRAM_E_PRIORITY);
+}
+
+#[test]
+fn priorities_and_deletes_by_key() {
+    let (_s, path) = server();
+    let client = Client::connect(Some(&path)).unwrap();
+    let mut o = TableOptions::new("t", walk_columns(), 10);
+    o.sampler = Selector::Prioritized;
+    client.create_table(&o).unwrap();
+    let table = client.open_table("t").unwrap();
+    let mut wo = WriterOptions::new(walk_columns());
+    wo.keep_keys = true;
+    let mut w = client.writer(&wo).unwrap();
+    for i in 0..3i64 {
+        w.append(&[bytes(&[i as f32; 4]), bytes(&[i])]).unwrap();
+        w.create_item(&table, 1, 1.0).unwrap();
+    }
+    w.flush(5000).unwrap();
+    let keys = w.take_keys().unwrap();
+    assert_eq!(keys.len(), 3);
+    assert_eq!(table.update_priorities(&keys, &[0.0, 0.0, 1.0]).unwrap(), vec![0, 0, 0]);
+    assert_eq!(table.delete_items(&[keys[0], 12345]).unwrap(), vec![0, sys::ENGRAM_E_UNKNOWN_KEY]);
+    let s = table.sample(&SampleOptions::new(8)).unwrap();
+    assert!(s.column::<i64>(1).unwrap().iter().all(|&x| x == 2), "zero priority is never drawn");
+    assert_eq!(client.table_info("t").unwrap().size, 2);
+}
+
+#[test]
+fn writers_on_several_threads_each_with_its_client() {
+    let (_s, path) = server();
+    let admin = Client::connect(Some(&path)).unwrap();
+    admin.create_table(&TableOptions::new("t", walk_columns(), 10_000)).unwrap();
+    const THREADS: i64 = 4;
+    const ITEMS: i64 = 500;
+    std::thread::scope(|scope| {
+        for t in 0..THREADS {
+            let path = &path;
+            scope.spawn(move || {
+                let client = Client::connect(Some(path)).unwrap();
+                let table = client.open_table("t").unwrap();
+                let mut w = client.writer(&WriterOptions::new(walk_columns())).unwrap();
+                for i in 0..ITEMS {
+                    let step = t * ITEMS + i;
+                    w.append(&[bytes(&[step as f32; 4]), bytes(&[step])]).unwrap();
+                    w.create_item(&table, 1, 1.0).unwrap();
+                }
+                w.flush(10_000).unwrap();
+            });
+        }
+    });
+    assert_eq!(admin.table_info("t").unwrap().size, (THREADS * ITEMS) as u64);
+    let table = admin.open_table("t").unwrap();
+    let s = table.sample(&SampleOptions::new(256)).unwrap();
+    let (obs, steps) = (s.column::<f32>(0).unwrap(), s.column::<i64>(1).unwrap());
+    for (k, &step) in steps.iter().enumerate() {
+        assert!((0..THREADS * ITEMS).contains(&step));
+        assert_eq!(&obs[4 * k..4 * k + 4], &[step as f32; 4], "every byte as its writer wrote it");
+    }
+}
+
+#[test]
+fn an_interrupter_ends_a_blocked_sample_from_another_thread() {
+    let (_s, path) = server();
+    let client = Client::connect(Some(&path)).unwrap();
+    let mut o = TableOptions::new("q", walk_columns(), 10);
+    o.rate_limiter = Some(RateLimiter::queue(10).unwrap());
+    o.sampler = Selector::Fifo;
+    o.max_times_sampled = 1;
+    client.create_table(&o).unwrap();
+    let table = client.open_table("q").unwrap();
+    let interrupter = client.interrupter();
+    let t0 = Instant::now();
+    let result = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            std::thread::sleep(Duration::from_millis(200));
+            interrupter.interrupt();
+        });
+        table.sample(&SampleOptions::new(1))
+    });
+    assert_eq!(result.err().unwrap().code(), sys::ENGRAM_E_INTERRUPTED);
+    assert!(t0.elapsed() < Duration::from_millis(700));
+}
+
+#[test]
+fn a_stopped_server_disconnects_its_clients() {
+    let (s, path) = server();
+    let client = Client::connect(Some(&path)).unwrap();
+    client.create_table(&TableOptions::new("t", walk_columns(), 10)).unwrap();
+    drop(s);
+    assert_eq!(client.table_info("t").unwrap_err().code(), sys::ENGRAM_E_DISCONNECTED);
+    assert_eq!(Client::connect(Some(&path)).err().unwrap().code(), sys::ENGRAM_E_DISCONNECTED);
+}

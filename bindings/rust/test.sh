@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The Rust binding's checks against the libengram in BUILD_DIR: cargo test
+# (an embedded server, no crates from crates.io), cargo doc with warnings as
+# errors, and the examples against an engramd of that build.
+# Usage: bindings/rust/test.sh BUILD_DIR
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+build=$(cd "${1:?usage: bindings/rust/test.sh BUILD_DIR}" && pwd)
+command -v cargo >/dev/null || { echo "cargo is missing: scripts/setup.sh installs Debian's" >&2; exit 1; }
+export ENGRAM_LIB_DIR=$build/capi CARGO_TARGET_DIR=$build/rust
+echo "rust: $(cargo --version), $(rustc --version)"
+cd "$here"
+cargo test --offline --quiet
+RUSTDOCFLAGS="-D warnings" cargo doc --offline --no-deps --quiet
+cargo build --offline --quiet --examples
+tmp=$(mktemp -d /tmp/engram-rust-XXXXXX)
+"$build/daemon/engramd" --socket "$tmp/s.sock" >"$tmp/engramd.log" 2>&1 &
+daemon=$!
+trap 'kill $daemon 2>/dev/null; wait $daemon 2>/dev/null; rm -rf "$tmp"' EXIT
+for _ in $(seq 1 100); do [ -S "$tmp/s.sock" ] && break; sleep 0.05; done
+out=$("$CARGO_TARGET_DIR/debug/examples/writer" "$tmp/s.sock")
+echo "$out"
+[ "$out" = "wrote 1000 steps; the table holds 1000 items" ]
+out=$("$CARGO_TARGET_DIR/debug/examples/sampler" "$tmp/s.sock")
+echo "$out"
+[ "$(echo "$out" | grep -c '^item 0x')" = 4 ] && echo "$out" | grep -q '^zero-copy: \['
+echo "rust: ok"
