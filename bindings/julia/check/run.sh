@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Checks Engram.jl against engram.h without Julia (see check.js): installs
+# the pinned grammar (npm ci) under BUILD_DIR, compiles a probe that prints
+# every struct's sizeof and offsetof, runs the check, then runs it once more
+# against a copy of engram.h with one signature changed, which must fail.
+# Usage: bindings/julia/check/run.sh BUILD_DIR
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+src=$(cd "$here/../../.." && pwd)
+build=$(cd "${1:?usage: bindings/julia/check/run.sh BUILD_DIR}" && pwd)
+work=$build/julia-check
+mkdir -p "$work"
+command -v node >/dev/null || { echo "node is missing (npm's Node.js)" >&2; exit 1; }
+if ! cmp -s "$here/package-lock.json" "$work/package-lock.json" || [ ! -d "$work/node_modules" ]; then
+  cp "$here/package.json" "$here/package-lock.json" "$work/"
+  (cd "$work" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+fi
+header=$src/capi/include/engram/engram.h
+probe() {  # HEADER OUT: the C layout of every struct typedef in HEADER
+  local h=$1 out=$2 c=$work/layout.c
+  {
+    echo '#include <stdio.h>'
+    echo '#include <stddef.h>'
+    echo "#include \"$h\""
+    echo 'int main(void) {'
+    python3 - "$h" <<'PY'
+import re, sys
+text = re.sub(r"/\*.*?\*/", " ", open(sys.argv[1]).read(), flags=re.S)
+for name, body in re.findall(r"typedef struct (engram_\w+) \{(.*?)\} \1;", text, re.S):
+    print(f'printf("{name} size %zu\\n", sizeof({name}));')
+    for decl in filter(None, (d.strip() for d in body.split(";"))):
+        m = re.match(r"^(.*?[\w\*]+[\s\*]+)(\w+(?:\[[^\]]*\])?(?:\s*,\s*\w+(?:\[[^\]]*\])?)*)$", decl, re.S)
+        for field in m.group(2).split(","):
+            f = field.strip().split("[")[0]
+            print(f'printf("{name}.{f} %zu\\n", offsetof({name}, {f}));')
+PY
+    echo 'return 0; }'
+  } >"$c"
+  cc -o "$work/layout" "$c"
+  "$work/layout" >"$out"
+}
+probe "$header" "$work/layout.txt"
+NODE_PATH=$work/node_modules node "$here/check.js" "$header" "$src/bindings/julia/Engram" "$work/layout.txt"
+
+# The check must be able to fail: engram_batch_size returning uint64_t.
+sed 's/ENGRAM_API uint32_t engram_batch_size(/ENGRAM_API uint64_t engram_batch_size(/' "$header" >"$work/changed.h"
+cmp -s "$header" "$work/changed.h" && { echo "julia check: the self-test's edit of engram.h did not apply" >&2; exit 1; }
+probe "$work/changed.h" "$work/layout-changed.txt"
+if NODE_PATH=$work/node_modules node "$here/check.js" "$work/changed.h" "$src/bindings/julia/Engram" \
+  "$work/layout-changed.txt" >"$work/changed.log"; then
+  echo "julia check: a changed signature in engram.h went unnoticed" >&2
+  exit 1
+fi
+grep -q "engram_batch_size returns UInt32" "$work/changed.log" ||
+  { cat "$work/changed.log"; echo "julia check: the changed signature was not the reason" >&2; exit 1; }
+echo "julia check: a changed signature in engram.h fails the check, as it must"
