@@ -24,6 +24,19 @@
  *    caller gave up at its deadline is cancelled. A call returns later than
  *    its timeout only when the server took its request before the deadline
  *    and then stalled; it then returns the result.
+ *  - Ownership: a client owns every handle made from it, and a table the
+ *    batches sampled from it. engram_disconnect frees the client's tables,
+ *    writers and batches, and engram_table_close the table's batches: after
+ *    that call no freed handle may be used or closed (the library cannot
+ *    tell a freed pointer from a live one). Close children first, or not at
+ *    all. A binding whose finalizers run in any order keeps that order
+ *    itself: a child holds its parent, and a finalizer that finds its
+ *    parent closed does nothing (bindings/python, bindings/julia). Closes
+ *    may wait: engram_writer_close for the writer's acks (up to its
+ *    insert_timeout_ms, or 10 s), engram_table_close for what its channel
+ *    still owes (up to 1 s) and for the server's answer (up to the client's
+ *    timeout_ms); a finalizer should queue them for the owning thread
+ *    rather than call them.
  *  - Disconnection: when the server goes away, calls return
  *    ENGRAM_E_DISCONNECTED (never hang, never crash); disconnect and connect
  *    again.
