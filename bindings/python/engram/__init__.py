@@ -197,7 +197,8 @@ class _Core:
 
     def __enter__(self):
         self.lock.acquire()
-        self._run_deferred()
+        if self.deferred:
+            self._run_deferred()
         return self
 
     def __exit__(self, *exc):
@@ -616,10 +617,14 @@ class Writer(_Child):
             raise ValueError(f"{len(values)} columns given; the writer has {len(self._cols)}: {self._cols.names}")
         keep = []
         for i, (v, name, dt, shape) in enumerate(zip(values, self._cols.names, self._cols.dtypes, self._cols.shapes)):
+            want = shape if steps is None else (steps,) + shape
+            if type(v) is np.ndarray and v.dtype == dt and v.shape == want and v.flags.c_contiguous:
+                keep.append(v)  # the common case, checked cheaply
+                self._ptrs[i] = v.ctypes.data
+                continue
             a = np.asarray(v, dtype=dt)  # not ascontiguousarray: it makes scalars 1-d
             if not a.flags.c_contiguous:
                 a = a.copy(order="C")
-            want = shape if steps is None else (steps,) + shape
             if a.shape != want:
                 raise ValueError(f"column {name!r}: shape {a.shape}, the writer's is {want}")
             keep.append(a)

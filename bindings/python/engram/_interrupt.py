@@ -19,10 +19,9 @@ import threading
 
 from . import _ffi
 
-_lock = threading.Lock()
 _waiting = {}        # id(core) -> client pointer, for calls blocked right now
 _installed = False
-_sigint_seen = threading.Event()
+_sigint_seen = False  # since the current call began; plain flags: a call costs microseconds
 _previous_fd = -1
 
 
@@ -42,10 +41,10 @@ def _watch(read_fd):
             except OSError:
                 pass
         if signal.SIGINT in data:
-            _sigint_seen.set()
-            with _lock:
-                for client in list(_waiting.values()):
-                    _ffi.lib.engram_client_interrupt(client)
+            global _sigint_seen
+            _sigint_seen = True
+            for client in list(_waiting.values()):
+                _ffi.lib.engram_client_interrupt(client)
 
 
 def _install():
@@ -65,23 +64,26 @@ def _install():
 
 
 class waiting:
-    """Marks a client as blocked for the duration of a call."""
+    """Marks a client as blocked for the duration of a call. (Single dict
+    operations are atomic under the GIL; the watcher takes a copy.)"""
+    __slots__ = ("key", "ptr")
 
     def __init__(self, core):
-        self.core = core
+        self.key = id(core)
+        self.ptr = core.ptr
 
     def __enter__(self):
-        _install()
-        _sigint_seen.clear()
-        with _lock:
-            _waiting[id(self.core)] = self.core.ptr
+        global _sigint_seen
+        if not _installed:
+            _install()
+        _sigint_seen = False
+        _waiting[self.key] = self.ptr
         return self
 
     def __exit__(self, *exc):
-        with _lock:
-            _waiting.pop(id(self.core), None)
+        _waiting.pop(self.key, None)
         return False
 
 
 def sigint_seen():
-    return _sigint_seen.is_set()
+    return _sigint_seen
