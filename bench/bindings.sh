@@ -2,7 +2,8 @@
 # The bindings against C, in one run: the same work (N one-step items of a
 # 400 B or 40 KB payload written, then N sampled in batches of 64, copied
 # out) by a C program, the Rust binding (release build) and the Python
-# binding (numpy), each against one engramd, in rotating order, 3 rounds;
+# binding (numpy: one call per step and item, and 64 steps with their items
+# per call), each against one engramd, in rotating order, 3 rounds;
 # the median of each, and its ratio to C, go to bench/results/bindings.json.
 # Usage: bench/bindings.sh [--quick]   (quick: a few items, one round; CI)
 set -euo pipefail
@@ -44,17 +45,19 @@ run() {  # LANG TABLE BYTES N
   case $1 in
     c) "$build/bench/engram_bench_bindings_c" "$tmp/s.sock" "$2" "$3" "$4" ;;
     rust) "$build/rust/release/examples/bench" "$tmp/s.sock" "$2" "$3" "$4" ;;
-    python) PYTHONPATH=$src/bindings/python ENGRAM_LIBRARY=$build/capi/libengram.so.0 PYTHONDONTWRITEBYTECODE=1 \
-              ${ENGRAM_PYTHON:-/usr/bin/python3} "$src/bench/bindings/bench_py.py" "$tmp/s.sock" "$2" "$3" "$4" ;;
+    python | python-batch)
+      PYTHONPATH=$src/bindings/python ENGRAM_LIBRARY=$build/capi/libengram.so.0 PYTHONDONTWRITEBYTECODE=1 \
+        ${ENGRAM_PYTHON:-/usr/bin/python3} "$src/bench/bindings/bench_py.py" "$tmp/s.sock" "$2" "$3" "$4" \
+        "$([ "$1" = python ] && echo item || echo batch)" ;;
   esac
 }
-langs=(c rust python)
+langs=(c rust python python-batch)
 : >"$tmp/runs.jsonl"
 for r in $(seq 1 $rounds); do
   for spec in "b400 400 $n_small" "b40k 40960 $n_large"; do
     set -- $spec
-    for k in 0 1 2; do
-      lang=${langs[$(((k + r) % 3))]}
+    for k in 0 1 2 3; do
+      lang=${langs[$(((k + r) % 4))]}
       "$build/daemon/engramctl" --socket "$tmp/s.sock" reset "$1" >/dev/null
       run "$lang" "$1" "$2" "$3" | tee -a "$tmp/runs.jsonl"
     done
@@ -66,7 +69,8 @@ runs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 res = {}
 for r in runs:
     res.setdefault((r["lang"], r["bytes"]), []).append(r)
-assert {(r["lang"], r["bytes"]) for r in runs} == {(l, b) for l in ("c", "rust", "python") for b in (400, 40960)}, \
+assert {(r["lang"], r["bytes"]) for r in runs} == {(l, b) for l in ("c", "rust", "python", "python-batch")
+                                                    for b in (400, 40960)}, \
     "a language or a size is missing from the runs"
 assert all(r["insert_per_s"] > 0 and r["sample_per_s"] > 0 for r in runs)
 summary = []

@@ -498,6 +498,32 @@ int engram_writer_create_item(engram_writer* w, engram_table* t, uint32_t num_st
   ENGRAM_GUARD_END
 }
 
+int engram_writer_append_items(engram_writer* w, const void* const* columns, uint32_t n, engram_table* t,
+                               uint32_t num_steps, const double* priorities) {
+  ENGRAM_GUARD_BEGIN
+  if (!w || !columns || !t) return fail(Errc::invalid_argument, "writer, columns or table is NULL");
+  if (n == 0) return fail(Errc::invalid_capacity, "append_items of 0 steps");
+  if (t->client != w->client) return fail(Errc::invalid_argument, "the table handle belongs to another client");
+  if (num_steps == 0 || num_steps > w->max_item_steps)
+    return fail(Errc::invalid_capacity, "items of " + std::to_string(num_steps) + " steps; this writer's are 1.." +
+                                            std::to_string(w->max_item_steps) + " (max_item_steps)");
+  if (w->sig_hash != t->sig_hash) return set_error(w->signature_difference(t));
+  if (priorities)
+    for (uint32_t k = 0; k < n; ++k)
+      if (Status s = validate_priority(priorities[k]); !s.ok())
+        return fail(s.code(), "priorities[" + std::to_string(k) + "]: " + s.message() + " (nothing appended)");
+  std::vector<const void*> step(w->columns.size());
+  for (uint32_t k = 0; k < n; ++k) {
+    for (size_t i = 0; i < step.size(); ++i)
+      step[i] = columns[i] ? static_cast<const char*>(columns[i]) + size_t{k} * w->step_bytes[i] : nullptr;
+    if (Status s = w->append(step.data(), 1, 0); !s.ok()) return set_error(s);
+    if (w->history_steps < num_steps) continue;  // the episode's first steps
+    if (Status s = w->create_item(t, num_steps, priorities ? priorities[k] : 1.0); !s.ok()) return set_error(s);
+  }
+  return ENGRAM_OK;
+  ENGRAM_GUARD_END
+}
+
 int engram_writer_end_episode(engram_writer* w) {
   ENGRAM_GUARD_BEGIN
   if (!w) return fail(Errc::invalid_argument, "writer is NULL");

@@ -613,6 +613,51 @@ TEST_F(CApiInterrupt, ASignalHandlerCanInterrupt) {
   ::sigaction(SIGALRM, &old, nullptr);
 }
 
+// engram_writer_append_items: n appends and their items in one call.
+TEST_F(CApi, AppendItemsWritesStepsAndTheirItemsInOneCall) {
+  engram_table_options o = two_columns("fifo", 100);
+  o.sampler = ENGRAM_FIFO;
+  o.max_times_sampled = 1;
+  ASSERT_EQ(engram_table_create(c_, &o), ENGRAM_OK) << last();
+  engram_table* t = open("fifo");
+  engram_writer* w = writer(cols_, 2, /*chunk_length=*/4, /*max_steps=*/2);
+  uint8_t obs[6][20];
+  float rewards[6];
+  for (int k = 0; k < 6; ++k) {
+    std::memset(obs[k], 10 + k, sizeof obs[k]);
+    rewards[k] = static_cast<float>(k);
+  }
+  const void* cols[2] = {obs, rewards};
+  double pr[6] = {1, 1, 1, -1, 1, 1};
+  EXPECT_EQ(engram_writer_append_items(w, cols, 6, t, 2, pr), ENGRAM_E_PRIORITY);
+  EXPECT_NE(std::string(last()).find("priorities[3]"), std::string::npos) << last();
+  EXPECT_EQ(engram_writer_append_items(w, cols, 6, t, 3, nullptr), ENGRAM_E_RANGE) << "longer than max_item_steps";
+  // 2-step items: the episode's first step gets none.
+  ASSERT_EQ(engram_writer_append_items(w, cols, 6, t, 2, nullptr), ENGRAM_OK) << last();
+  ASSERT_EQ(engram_writer_flush(w, 5000), ENGRAM_OK) << last();
+  engram_table_info i;
+  engram_table_info_init(&i);
+  ASSERT_EQ(engram_table_info_get(c_, "fifo", &i), ENGRAM_OK);
+  EXPECT_EQ(i.size, 5u) << "nothing was appended by the refused calls, and 5 items by this one";
+  engram_sample_options so = batch_options(5, 2);
+  uint8_t got_obs[5][2][20];
+  float got_r[5][2];
+  void* bufs[2] = {got_obs, got_r};
+  std::vector<engram_sample_info> info;
+  sample_full_batch(t, so, bufs, &info);
+  for (int k = 0; k < 5; ++k) {
+    EXPECT_EQ(got_r[k][0], static_cast<float>(k)) << "item " << k;
+    EXPECT_EQ(got_r[k][1], static_cast<float>(k + 1)) << "item " << k;
+    EXPECT_EQ(got_obs[k][1][19], 11 + k);
+  }
+  // One-step items with their priorities, across the writer's chunks.
+  double ones[6] = {2, 2, 2, 2, 2, 2};
+  ASSERT_EQ(engram_writer_append_items(w, cols, 6, t, 1, ones), ENGRAM_OK) << last();
+  ASSERT_EQ(engram_writer_flush(w, 5000), ENGRAM_OK);
+  ASSERT_EQ(engram_table_info_get(c_, "fifo", &i), ENGRAM_OK);
+  EXPECT_EQ(i.size, 6u);
+}
+
 TEST_F(CApi, AppendBatchChunksAndItemsAcrossChunksAndTables) {
   ASSERT_EQ(create("a", 100, ENGRAM_FIFO), ENGRAM_OK);
   ASSERT_EQ(create("b", 100, ENGRAM_FIFO), ENGRAM_OK);

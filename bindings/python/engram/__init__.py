@@ -649,6 +649,26 @@ class Writer(_Child):
                 _check(lib.engram_writer_append_batch(self._ptr(), self._ptrs, n))
         del keep
 
+    def append_items(self, table, *values, num_steps=1, priorities=None, **columns):
+        """Appends n steps (arrays [n, *shape] per column, by position or
+        name) and after each creates an item over the last num_steps steps in
+        `table`, with priorities[k] (default 1.0): one call into libengram
+        for the batch (engram_writer_append_items)."""
+        first = next(iter(columns.values())) if columns else values[0]
+        n = len(first)
+        keep = self._arrays(values, columns, n)
+        pr = None
+        if priorities is not None:
+            pr = np.ascontiguousarray(priorities, dtype=np.float64)
+            if pr.shape != (n,):
+                raise ValueError(f"{pr.size} priorities for {n} steps")
+        with self._core:
+            with _interrupt.waiting(self._core):
+                _check(lib.engram_writer_append_items(
+                    self._ptr(), self._ptrs, n, table._ptr(), num_steps,
+                    None if pr is None else pr.ctypes.data_as(ctypes.POINTER(ctypes.c_double))))
+        del keep
+
     def create_item(self, table, num_steps, priority):
         """An item over the last num_steps steps, in `table`."""
         with self._core:

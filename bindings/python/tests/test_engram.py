@@ -288,3 +288,17 @@ def test_the_readme_snippet_runs(server):
     assert r.returncode == 0, r.stderr
     with engram.connect(server.socket) as c:
         assert c.table_info("py_replay")["size"] == 100
+
+
+def test_append_items_writes_a_batch_in_one_call(client):
+    cols = [("obs", np.float32, (4,)), ("step", np.int64, ())]
+    client.create_table("t", cols, max_size=100, sampler="fifo", max_times_sampled=1)
+    with client.table("t") as t, client.writer(cols, max_item_steps=2) as w:
+        obs = np.arange(40, dtype=np.float32).reshape(10, 4)
+        w.append_items(t, obs, np.arange(10), num_steps=2, priorities=np.full(10, 3.0))
+        w.flush()
+        data, info = t.sample(batch_size=9, num_steps=2)
+        assert list(data["step"][:, 0]) == list(range(9)) and list(data["step"][:, 1]) == list(range(1, 10))
+        assert set(info["priority"]) == {3.0}
+        with pytest.raises(ValueError, match="priorities"):
+            w.append_items(t, obs, np.arange(10), priorities=[1.0])

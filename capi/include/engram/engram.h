@@ -372,6 +372,20 @@ ENGRAM_API int engram_writer_append_batch(engram_writer* w, const void* const* c
  * (num_steps is 0, longer than the steps held, or spans too many chunks),
  * ENGRAM_E_CLOSED, ENGRAM_E_DISCONNECTED. */
 ENGRAM_API int engram_writer_create_item(engram_writer* w, engram_table* t, uint32_t num_steps, double priority);
+/* Appends n steps, as engram_writer_append_batch (columns[i] points at n
+ * consecutive values of column i), and after each step creates an item
+ * over the last num_steps steps in table t, with priorities[k] (1.0 for
+ * every item when priorities is NULL): n pairs of engram_writer_append and
+ * engram_writer_create_item in one call, for bindings, where a call costs
+ * more than the work. While the episode holds fewer than num_steps steps,
+ * a step gets no item (so 2-step items start at an episode's second step).
+ * Every priority, the signature and num_steps (1..max_item_steps) are
+ * checked before anything is appended; a later error (a full arena, the
+ * server gone) returns with the steps before it appended and their items
+ * created. Errors: those of engram_writer_append and
+ * engram_writer_create_item. Since 0.3. */
+ENGRAM_API int engram_writer_append_items(engram_writer* w, const void* const* columns, uint32_t n, engram_table* t,
+                                          uint32_t num_steps, const double* priorities);
 /* Ends the episode: later items never reach back into it. */
 ENGRAM_API int engram_writer_end_episode(engram_writer* w);
 /* Sends the items waiting for the open chunk (finalizing it: later steps go

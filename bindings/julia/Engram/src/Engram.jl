@@ -32,6 +32,7 @@ at a time; `interrupt(client)` (any thread) ends a blocking call.
 module Engram
 
 export EngramError, Column, Server, Client, Table, Writer, Batch, create_table, open_table, writer, create_item!,
+       append_items!,
        end_episode!, flush!, take_keys!, sample, sample_view, view_column, batch_info, table_info,
        update_priorities!, delete_items!, drop_table, reset_table, set_rate_limiter, checkpoint, interrupt,
        min_size, queue, sample_to_insert_ratio
@@ -239,6 +240,9 @@ engram_writer_append(w, columns) =
     ccall((:engram_writer_append, libengram), Cint, (Ptr{engram_writer}, Ptr{Ptr{Cvoid}}), w, columns)
 engram_writer_append_batch(w, columns, n) =
     ccall((:engram_writer_append_batch, libengram), Cint, (Ptr{engram_writer}, Ptr{Ptr{Cvoid}}, UInt32), w, columns, n)
+engram_writer_append_items(w, columns, n, t, num_steps, priorities) =
+    ccall((:engram_writer_append_items, libengram), Cint, (Ptr{engram_writer}, Ptr{Ptr{Cvoid}}, UInt32, Ptr{engram_table},
+                                                          UInt32, Ptr{Cdouble}), w, columns, n, t, num_steps, priorities)
 engram_writer_create_item(w, t, num_steps, priority) =
     ccall((:engram_writer_create_item, libengram), Cint, (Ptr{engram_writer}, Ptr{engram_table}, UInt32, Cdouble),
           w, t, num_steps, priority)
@@ -562,6 +566,24 @@ end
 function Base.append!(w::Writer, values...)
     arrays = values_for(w, values, 1)
     GC.@preserve arrays check(engram_writer_append(live(w), Ptr{Cvoid}[pointer(a) for a in arrays]))
+    w
+end
+
+"""
+    append_items!(w, table, values...; num_steps = 1, priorities = nothing)
+
+Appends n steps (each value an array of n steps of its column, the step
+index last) and after each creates an item over the last `num_steps` steps
+in `table`: one call into libengram for the whole batch.
+"""
+function append_items!(w::Writer, t::Table, values...; num_steps::Integer = 1,
+                       priorities::Union{Nothing,AbstractVector{<:Real}} = nothing)
+    first = values[1]
+    n = first isa AbstractArray ? size(first, ndims(first)) : 1
+    arrays = values_for(w, values, n)
+    p = priorities === nothing ? C_NULL : Vector{Float64}(priorities)
+    GC.@preserve arrays p check(engram_writer_append_items(live(w), Ptr{Cvoid}[pointer(a) for a in arrays], UInt32(n),
+                                                          live(t), UInt32(num_steps), p))
     w
 end
 

@@ -365,6 +365,8 @@ extern "C" {
                               out: *mut *mut engram_writer) -> c_int;
     pub fn engram_writer_append(w: *mut engram_writer, columns: *const *const c_void) -> c_int;
     pub fn engram_writer_append_batch(w: *mut engram_writer, columns: *const *const c_void, n: u32) -> c_int;
+    pub fn engram_writer_append_items(w: *mut engram_writer, columns: *const *const c_void, n: u32,
+                                      t: *mut engram_table, num_steps: u32, priorities: *const f64) -> c_int;
     pub fn engram_writer_create_item(w: *mut engram_writer, t: *mut engram_table, num_steps: u32,
                                      priority: f64) -> c_int;
     pub fn engram_writer_end_episode(w: *mut engram_writer) -> c_int;

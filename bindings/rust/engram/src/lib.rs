@@ -806,6 +806,25 @@ impl Writer<'_> {
         check(unsafe { sys::engram_writer_append_batch(self.ptr, self.ptrs.as_ptr(), n) })
     }
 
+    /// Appends n steps (each column's bytes for n steps) and after each
+    /// creates an item over the last `num_steps` steps in `table`, with
+    /// `priorities[k]` (None: 1.0): one call for the batch
+    /// (engram_writer_append_items).
+    pub fn append_items(&mut self, columns: &[&[u8]], n: u32, table: &Table<'_>, num_steps: u32,
+                        priorities: Option<&[f64]>) -> Result<()> {
+        if !ptr::eq(table.client, self.client) {
+            return Err(Error::new(sys::ENGRAM_E_INVALID, "the table was opened by another client than the writer's"));
+        }
+        if let Some(p) = priorities {
+            if p.len() != n as usize {
+                return Err(Error::new(sys::ENGRAM_E_RANGE, format!("{} priorities for {} steps", p.len(), n)));
+            }
+        }
+        self.point(columns, n as usize)?;
+        let p = priorities.map_or(ptr::null(), |p| p.as_ptr());
+        check(unsafe { sys::engram_writer_append_items(self.ptr, self.ptrs.as_ptr(), n, table.ptr, num_steps, p) })
+    }
+
     /// Creates an item over the last `num_steps` steps in `table` (of the same client).
     pub fn create_item(&mut self, table: &Table<'_>, num_steps: u32, priority: f64) -> Result<()> {
         if !ptr::eq(table.client, self.client) {

@@ -197,3 +197,24 @@ fn a_stopped_server_disconnects_its_clients() {
     assert_eq!(client.table_info("t").unwrap_err().code(), sys::ENGRAM_E_DISCONNECTED);
     assert_eq!(Client::connect(Some(&path)).err().unwrap().code(), sys::ENGRAM_E_DISCONNECTED);
 }
+
+#[test]
+fn append_items_writes_a_batch_in_one_call() {
+    let (_s, path) = server();
+    let client = Client::connect(Some(&path)).unwrap();
+    let mut o = TableOptions::new("t", walk_columns(), 100);
+    o.sampler = Selector::Fifo;
+    o.max_times_sampled = 1;
+    client.create_table(&o).unwrap();
+    let table = client.open_table("t").unwrap();
+    let mut w = client.writer(&WriterOptions::new(walk_columns())).unwrap();
+    let obs: Vec<f32> = (0..40).map(|x| x as f32).collect();
+    let steps: Vec<i64> = (0..10).collect();
+    assert_eq!(w.append_items(&[bytes(&obs), bytes(&steps)], 10, &table, 1, Some(&[1.0])).unwrap_err().code(),
+               sys::ENGRAM_E_RANGE, "one priority per step");
+    w.append_items(&[bytes(&obs), bytes(&steps)], 10, &table, 1, None).unwrap();
+    w.flush(5000).unwrap();
+    let s = table.sample(&SampleOptions::new(10)).unwrap();
+    assert_eq!(s.column::<i64>(1).unwrap(), &steps[..]);
+    assert_eq!(&s.column::<f32>(0).unwrap()[36..40], &[36.0, 37.0, 38.0, 39.0]);
+}
