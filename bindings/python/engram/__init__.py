@@ -278,6 +278,11 @@ class Client(_Handle):
     _kind = "client"
 
     def __init__(self, socket=None, timeout_ms=10000):
+        self._socket, self._timeout_ms = socket, timeout_ms
+        self._connect()
+
+    def _connect(self):
+        socket, timeout_ms = self._socket, self._timeout_ms
         o = _ffi.ConnectOptions()
         lib.engram_connect_options_init(ctypes.byref(o))
         path = socket.encode() if socket else None
@@ -313,6 +318,14 @@ class Client(_Handle):
             core.closing = True
             if core.batches == 0:
                 core.soon(lambda: _disconnect(core))
+
+    def reconnect(self):
+        """After Disconnected (the server restarted): closes this client's
+        handles and connects again to the same socket. Tables, writers and
+        batches of before are closed; open them again."""
+        self.close()
+        self._connect()
+        return self
 
     def interrupt(self):
         """Ends this client's blocking call in another thread (Interrupted).

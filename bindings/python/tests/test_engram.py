@@ -302,3 +302,25 @@ def test_append_items_writes_a_batch_in_one_call(client):
         assert set(info["priority"]) == {3.0}
         with pytest.raises(ValueError, match="priorities"):
             w.append_items(t, obs, np.arange(10), priorities=[1.0])
+
+
+def test_reconnect_is_one_call_after_a_server_restart(tmp_path):
+    sock = str(tmp_path / "r.sock")
+    cols = [("x", np.float32, ())]
+    server = engram.Server(socket=sock)
+    client = engram.connect(sock)
+    client.create_table("t", cols, max_size=10)
+    table = client.table("t")
+    server.close()
+    with pytest.raises(engram.Disconnected):
+        client.table_info("t")
+    server = engram.Server(socket=sock)
+    try:
+        client.reconnect()
+        with pytest.raises(engram.Closed):
+            table.sample(1, timeout_ms=0)  # handles of before are closed
+        client.create_table("t", cols, max_size=10)
+        assert client.table_info("t")["size"] == 0
+        client.close()
+    finally:
+        server.close()

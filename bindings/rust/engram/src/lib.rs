@@ -436,6 +436,15 @@ impl Client {
         Ok(Client { ptr })
     }
 
+    /// After ENGRAM_E_DISCONNECTED (the server restarted): connects again
+    /// to `socket`, replacing this connection. Taking `&mut self`, it can
+    /// only be called when no table, writer or batch of the old one lives.
+    pub fn reconnect(&mut self, socket: Option<&str>) -> Result<()> {
+        let fresh = Client::connect(socket)?;
+        *self = fresh; // drops the old connection
+        Ok(())
+    }
+
     /// Creates a table.
     pub fn create_table(&self, o: &TableOptions) -> Result<()> {
         let name = c_string(&o.name, "table name")?;

@@ -218,3 +218,16 @@ fn append_items_writes_a_batch_in_one_call() {
     assert_eq!(s.column::<i64>(1).unwrap(), &steps[..]);
     assert_eq!(&s.column::<f32>(0).unwrap()[36..40], &[36.0, 37.0, 38.0, 39.0]);
 }
+
+#[test]
+fn reconnect_is_one_call_after_a_server_restart() {
+    let (s, path) = server();
+    let mut client = Client::connect(Some(&path)).unwrap();
+    client.create_table(&TableOptions::new("t", walk_columns(), 10)).unwrap();
+    drop(s);
+    assert_eq!(client.table_info("t").unwrap_err().code(), sys::ENGRAM_E_DISCONNECTED);
+    let _again = Server::start(&path).unwrap();
+    client.reconnect(Some(&path)).unwrap();
+    client.create_table(&TableOptions::new("t", walk_columns(), 10)).unwrap();
+    assert_eq!(client.table_info("t").unwrap().size, 0);
+}
