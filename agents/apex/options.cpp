@@ -32,7 +32,9 @@ const char* kHelp =
     "(CartPole: 475). Without --socket it runs its own engram server; with it, it uses\n"
     "that one (engramd). Writes DIR/curve.csv, DIR/curve.png, DIR/model.pt and\n"
     "DIR/summary.json. For measurements: --free-running 1 (no sample-to-insert ratio:\n"
-    "nobody waits) and --learner 0 (actors alone, no training).\n";
+    "nobody waits) and --learner 0 (actors alone, no training). --actors 0 starts no\n"
+    "actor: actors in any language connect to the socket (DIR/engram.sock without\n"
+    "--socket), e.g. bindings/python/examples/apex_actor.py.\n";
 
 bool number(const char* flag, const char* v, double* out) {
   char* end = nullptr;
@@ -94,8 +96,8 @@ bool parse(int argc, char** argv, Options* o) {
       return false;
     }
   }
-  if (o->actors < 1 || o->envs_per_actor < 1 || o->steps < 1 || o->batch < 1) {
-    std::fprintf(stderr, "engram-apex: --actors, --envs-per-actor, --steps and --batch must be at least 1\n");
+  if (o->actors < 0 || o->envs_per_actor < 1 || o->steps < 1 || o->batch < 1) {
+    std::fprintf(stderr, "engram-apex: --envs-per-actor, --steps and --batch must be at least 1, --actors at least 0\n");
     return false;
   }
   return true;

@@ -8,6 +8,9 @@ one of:
                     return >= 300
   breakout-learns   100k frames: trailing-100 mean >= 1.5 (random: ~0.5)
   killed-actor      one of two actors SIGKILLed mid-run; the learner goes on
+  python-actor      the learner with no actor of its own (--actors 0) and the
+                    Python binding's numpy actor (bindings/python/examples/
+                    apex_actor.py): 50k env steps, trailing-100 mean >= 100
 The trailing-100 mean is of the envs with epsilon <= 0.01."""
 import json
 import os
@@ -19,14 +22,31 @@ import tempfile
 import time
 
 
-def run(binary, args, out, kill_actor_after=None):
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def run(binary, args, out, kill_actor_after=None, python_actor=False):
     cmd = [binary, *args, "--out", out]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     killed = None
+    actor = None
+    if python_actor:
+        # The actor waits for the learner's tables and first parameters; it
+        # ends when the learner's server goes away.
+        for _ in range(600):
+            if os.path.exists(os.path.join(out, "engram.sock")):
+                break
+            time.sleep(0.05)
+        env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "bindings", "python"), PYTHONDONTWRITEBYTECODE="1")
+        actor = subprocess.Popen([os.environ.get("ENGRAM_PYTHON", "/usr/bin/python3"),
+                                  os.path.join(ROOT, "bindings", "python", "examples", "apex_actor.py"),
+                                  "--socket", os.path.join(out, "engram.sock"), "--envs-per-actor", "16"], env=env)
     if kill_actor_after is not None:
         time.sleep(kill_actor_after)
         killed = kill_one_actor(p.pid)
     log, _ = p.communicate(timeout=600)
+    if actor is not None and actor.wait(timeout=60) != 0:
+        sys.exit(f"the Python actor exited with {actor.returncode}")
     print(log)
     if p.returncode != 0:
         sys.exit(f"engram-apex exited with {p.returncode}")
@@ -94,6 +114,11 @@ def main():
                 sys.exit(f"the learner did not notice actor {killed}'s death")
             if s["env_steps"] < 60000:
                 sys.exit(f"training stopped at {s['env_steps']} steps after the kill")
+        elif case == "python-actor":
+            s, _, _ = run(binary, ["--env", "cartpole", "--actors", "0", "--steps", "50000", "--seed", "1"], out,
+                          python_actor=True)
+            if s["mean100_low_epsilon"] < 100:
+                sys.exit(f"trailing-100 mean {s['mean100_low_epsilon']:.1f} after 50k steps; want >= 100")
         else:
             sys.exit(f"unknown case {case}")
     finally:
