@@ -190,7 +190,12 @@ void TableOwner::run() {
 
 bool TableOwner::poll_once() {
   bool progress = run_commands();
-  for (auto& c : channels_) progress |= service(*c);
+  // Each round starts at the next channel: when a rate limiter lets a few
+  // inserts through at a time, the channel served first takes them all,
+  // and a fixed order would starve the writers behind it.
+  const size_t n = channels_.size();
+  const size_t first = n ? next_first_++ % n : 0;
+  for (size_t k = 0; k < n; ++k) progress |= service(*channels_[(first + k) % n]);
   return progress;
 }
 

@@ -182,6 +182,7 @@ class TableOwner {
   bool stopping_ = false;  // owner thread only: refuse instead of deferring
   int64_t round_now_ns_ = 0;  // the clock as of this round of a channel (expired()), 0: not read yet
   std::vector<std::unique_ptr<ChannelState>> channels_;
+  size_t next_first_ = 0;  // the channel poll_once serves first, round robin
   SampleBatch batch_;  // reused
   // While a sample is built, items that expire (max_times_sampled) must not
   // free their chunks before the batch pins them: their releases wait here.

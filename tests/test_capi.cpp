@@ -9,6 +9,7 @@
 #include <sys/syscall.h>
 #include <sys/time.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -656,6 +657,56 @@ TEST_F(CApi, AppendItemsWritesStepsAndTheirItemsInOneCall) {
   ASSERT_EQ(engram_writer_flush(w, 5000), ENGRAM_OK);
   ASSERT_EQ(engram_table_info_get(c_, "fifo", &i), ENGRAM_OK);
   EXPECT_EQ(i.size, 6u);
+}
+
+// Two writers held by one SampleToInsertRatio limiter both get through:
+// the owner used to serve its channels in a fixed order, so the first
+// writer took every insert the limiter let through, and the second starved
+// (an Ape-X actor in Python did 3,200 frames beside a Rust one's 400,000).
+TEST_F(CApi, WritersHeldByOneRateLimiterShareIt) {
+  engram_table_options o = two_columns("ratio", 100000);
+  ASSERT_EQ(engram_rate_limiter_sample_to_insert_ratio(&o.rate_limiter, 8, 100, 800), ENGRAM_OK);
+  ASSERT_EQ(engram_table_create(c_, &o), ENGRAM_OK) << last();
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> written[2] = {0, 0};
+  auto write = [&](int k) {
+    engram_client* c = connect_c(socket_);
+    engram_table* t = nullptr;
+    engram_writer* w = nullptr;
+    engram_writer_options wo;
+    engram_writer_options_init(&wo);
+    wo.columns = cols_;
+    wo.num_columns = 2;
+    wo.insert_timeout_ms = 200;  // so that the writers end when the test does
+    if (!c || engram_table_open(c, "ratio", &t) || engram_writer_open(c, &wo, &w)) return;
+    uint8_t obs[20] = {};
+    float r = static_cast<float>(k);
+    const void* step[2] = {obs, &r};
+    while (!stop.load()) {
+      if (engram_writer_append(w, step) || engram_writer_create_item(w, t, 1, 1.0)) continue;
+      written[k].fetch_add(1);
+    }
+    engram_disconnect(c);
+  };
+  std::thread a(write, 0), b(write, 1);
+  engram_table* t = open("ratio");
+  engram_sample_options so = batch_options(16, 1);
+  so.timeout_ms = 5000;
+  uint8_t obs[16][20];
+  float r[16];
+  void* bufs[2] = {obs, r};
+  int64_t by[2] = {0, 0};
+  for (int i = 0; i < 400; ++i) {
+    uint32_t n = 0;
+    ASSERT_EQ(engram_sample(t, &so, bufs, nullptr, &n), ENGRAM_OK) << last();
+    for (uint32_t k = 0; k < n; ++k) ++by[r[k] == 0.0f ? 0 : 1];
+  }
+  stop.store(true);
+  a.join();
+  b.join();
+  int64_t total = by[0] + by[1];
+  EXPECT_GT(by[0], total / 5) << "writer 0's items: " << by[0] << " of " << total << " sampled";
+  EXPECT_GT(by[1], total / 5) << "writer 1's items: " << by[1] << " of " << total << " sampled";
 }
 
 TEST_F(CApi, AppendBatchChunksAndItemsAcrossChunksAndTables) {

@@ -11,6 +11,12 @@ one of:
   python-actor      the learner with no actor of its own (--actors 0) and the
                     Python binding's numpy actor (bindings/python/examples/
                     apex_actor.py): 50k env steps, trailing-100 mean >= 100
+  rust-python-actors  the same with two actors: Python's (actor 0) and the
+                    Rust binding's (bindings/rust/engram/examples/
+                    apex_actor.rs, actor 1, built here with cargo --release).
+                    Not in the test command yet: passed 1 run of 3, as the
+                    Python actor gets a few percent of the inserts beside
+                    the Rust one (see the README, "Reference agents")
 The trailing-100 mean is of the envs with epsilon <= 0.01."""
 import json
 import os
@@ -25,7 +31,16 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
-def run(binary, args, out, kill_actor_after=None, python_actor=False):
+def rust_actor():
+    """Builds the Rust actor (release) into the build tree; its path."""
+    build = os.environ["ENGRAM_BUILD_DIR"]
+    env = dict(os.environ, ENGRAM_LIB_DIR=os.path.join(build, "capi"), CARGO_TARGET_DIR=os.path.join(build, "rust"))
+    subprocess.run(["cargo", "build", "--offline", "--quiet", "--release", "--example", "apex_actor"],
+                   cwd=os.path.join(ROOT, "bindings", "rust"), env=env, check=True)
+    return os.path.join(build, "rust", "release", "examples", "apex_actor")
+
+
+def run(binary, args, out, kill_actor_after=None, python_actor=False, rust_actor_path=None):
     cmd = [binary, *args, "--out", out]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     killed = None
@@ -38,15 +53,23 @@ def run(binary, args, out, kill_actor_after=None, python_actor=False):
                 break
             time.sleep(0.05)
         env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "bindings", "python"), PYTHONDONTWRITEBYTECODE="1")
+        # 16 envs in all, as the C++ runs have: one actor of 16, or two of 8.
+        actors, envs = ("2", "8") if rust_actor_path else ("1", "16")
         actor = subprocess.Popen([os.environ.get("ENGRAM_PYTHON", "/usr/bin/python3"),
                                   os.path.join(ROOT, "bindings", "python", "examples", "apex_actor.py"),
-                                  "--socket", os.path.join(out, "engram.sock"), "--envs-per-actor", "16"], env=env)
+                                  "--socket", os.path.join(out, "engram.sock"), "--envs-per-actor", envs,
+                                  "--actor-id", "0", "--actors", actors], env=env)
+        if rust_actor_path:
+            rust = subprocess.Popen([rust_actor_path, "--socket", os.path.join(out, "engram.sock"),
+                                     "--envs-per-actor", envs, "--actor-id", "1", "--actors", actors])
     if kill_actor_after is not None:
         time.sleep(kill_actor_after)
         killed = kill_one_actor(p.pid)
     log, _ = p.communicate(timeout=600)
     if actor is not None and actor.wait(timeout=60) != 0:
         sys.exit(f"the Python actor exited with {actor.returncode}")
+    if rust_actor_path and rust.wait(timeout=60) != 0:
+        sys.exit(f"the Rust actor exited with {rust.returncode}")
     print(log)
     if p.returncode != 0:
         sys.exit(f"engram-apex exited with {p.returncode}")
@@ -117,6 +140,11 @@ def main():
         elif case == "python-actor":
             s, _, _ = run(binary, ["--env", "cartpole", "--actors", "0", "--steps", "50000", "--seed", "1"], out,
                           python_actor=True)
+            if s["mean100_low_epsilon"] < 100:
+                sys.exit(f"trailing-100 mean {s['mean100_low_epsilon']:.1f} after 50k steps; want >= 100")
+        elif case == "rust-python-actors":
+            s, _, _ = run(binary, ["--env", "cartpole", "--actors", "0", "--steps", "50000", "--seed", "1"], out,
+                          python_actor=True, rust_actor_path=rust_actor())
             if s["mean100_low_epsilon"] < 100:
                 sys.exit(f"trailing-100 mean {s['mean100_low_epsilon']:.1f} after 50k steps; want >= 100")
         else:

@@ -1,0 +1,262 @@
+//! An Ape-X CartPole actor in plain Rust, for engram-apex's C++ learner.
+//!
+//! It does what the C++ actor (agents/apex/actor.cpp) does, from the tables'
+//! layout in engram's README ("Reference agents"): M CartPole-v1 envs, the
+//! learner's dueling MLP (4-128-128, value 1, advantage 2) run forward on
+//! each, env i of N exploring with epsilon 0.4^(1 + 7 i/(N-1)), 3-step
+//! transitions with the discount each really had, initial priorities
+//! |target - Q| from its own network, parameters pulled every 400 frames.
+//!
+//!     engram-apex --actors 0 --out /tmp/apex &
+//!     cargo run --release --example apex_actor -- --socket /tmp/apex/engram.sock --actor-id 0 --actors 2
+//!
+//! It runs until the learner's server goes away.
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use engram::{bytes, Client, Column, Dtype, Error, SampleOptions, Table, WriterOptions};
+use engram_sys as sys;
+
+const GAMMA: f32 = 0.99;
+const N_STEP: usize = 3;
+const PULL_EVERY: u64 = 400;
+const H: usize = 128;
+const MAX_STEPS: u32 = 500;
+
+/// splitmix64: a small generator with no crates.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e3779b97f4a7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
+        z ^ (z >> 31)
+    }
+    fn uniform(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// CartPole-v1 (Gymnasium's constants): reward 1 a step, terminated past
+/// 2.4 or 12 degrees, truncated at 500 steps.
+struct CartPole {
+    s: [f64; 4],
+    steps: u32,
+}
+impl CartPole {
+    fn reset(&mut self, rng: &mut Rng) {
+        for v in self.s.iter_mut() {
+            *v = rng.uniform() * 0.1 - 0.05;
+        }
+        self.steps = 0;
+    }
+    fn obs(&self) -> [f32; 4] {
+        [self.s[0] as f32, self.s[1] as f32, self.s[2] as f32, self.s[3] as f32]
+    }
+    /// (terminated, truncated)
+    fn step(&mut self, action: i32) -> (bool, bool) {
+        let [x, x_dot, theta, theta_dot] = self.s;
+        let force = if action == 1 { 10.0 } else { -10.0 };
+        let (cos_t, sin_t) = (theta.cos(), theta.sin());
+        let temp = (force + 0.05 * theta_dot * theta_dot * sin_t) / 1.1;
+        let theta_acc = (9.8 * sin_t - cos_t * temp) / (0.5 * (4.0 / 3.0 - 0.1 * cos_t * cos_t / 1.1));
+        let x_acc = temp - 0.05 * theta_acc * cos_t / 1.1;
+        self.s = [x + 0.02 * x_dot, x_dot + 0.02 * x_acc, theta + 0.02 * theta_dot, theta_dot + 0.02 * theta_acc];
+        self.steps += 1;
+        let limit = 12.0 * 2.0 * std::f64::consts::PI / 360.0;
+        let terminated = self.s[0].abs() > 2.4 || self.s[2].abs() > limit;
+        (terminated, !terminated && self.steps >= MAX_STEPS)
+    }
+}
+
+/// The learner's network from the parameter table's floats, in LibTorch's
+/// order: fc1 [128x4] and bias, fc2 [128x128] and bias, value [1x128] and
+/// bias, advantage [2x128] and bias. Q = V + A - mean(A).
+struct DuelingQ {
+    p: Vec<f32>,
+}
+const SIZE: usize = H * 4 + H + H * H + H + H + 1 + 2 * H + 2;
+impl DuelingQ {
+    fn q(&self, obs: &[f32; 4]) -> [f32; 2] {
+        let (w1, rest) = self.p.split_at(H * 4);
+        let (b1, rest) = rest.split_at(H);
+        let (w2, rest) = rest.split_at(H * H);
+        let (b2, rest) = rest.split_at(H);
+        let (wv, rest) = rest.split_at(H);
+        let (bv, rest) = rest.split_at(1);
+        let (wa, ba) = rest.split_at(2 * H);
+        let mut h1 = [0f32; H];
+        for i in 0..H {
+            let s: f32 = (0..4).map(|k| w1[i * 4 + k] * obs[k]).sum::<f32>() + b1[i];
+            h1[i] = s.max(0.0);
+        }
+        let mut h2 = [0f32; H];
+        for i in 0..H {
+            let row = &w2[i * H..(i + 1) * H];
+            let s: f32 = row.iter().zip(&h1).map(|(w, x)| w * x).sum::<f32>() + b2[i];
+            h2[i] = s.max(0.0);
+        }
+        let dot = |w: &[f32]| w.iter().zip(&h2).map(|(a, b)| a * b).sum::<f32>();
+        let v = dot(wv) + bv[0];
+        let a = [dot(&wa[..H]) + ba[0], dot(&wa[H..]) + ba[1]];
+        let mean = (a[0] + a[1]) / 2.0;
+        [v + a[0] - mean, v + a[1] - mean]
+    }
+}
+
+/// The newest parameters if their version is not `have`.
+fn read_params(table: &Table<'_>, have: i64) -> Result<Option<(i64, Vec<f32>)>, Error> {
+    let mut o = SampleOptions::new(1);
+    o.timeout_ms = 0;
+    let batch = match table.sample_view(&o) {
+        Ok(b) => b,
+        Err(e) if e.code() == sys::ENGRAM_E_RATE_LIMITED => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let version = batch.views::<i64>(0, 0)?[0][0];
+    if version == have {
+        return Ok(None);
+    }
+    Ok(Some((version, batch.views::<f32>(0, 1)?[0].to_vec())))
+}
+
+struct Pending {
+    obs: [f32; 4],
+    action: i32,
+    q: f32,
+    reward: f32,
+    scale: f32,
+    steps: usize,
+}
+
+fn arg(args: &[String], name: &str, default: &str) -> String {
+    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned().unwrap_or_else(|| default.to_string())
+}
+
+fn run(args: &[String]) -> Result<u64, Error> {
+    let socket = arg(args, "--socket", "");
+    let id: usize = arg(args, "--actor-id", "0").parse().unwrap();
+    let actors: usize = arg(args, "--actors", "1").parse().unwrap();
+    let m: usize = arg(args, "--envs-per-actor", "16").parse().unwrap();
+    let seed: u64 = arg(args, "--seed", "1").parse().unwrap();
+    let total = actors * m;
+    let first = id * m;
+    let eps: Vec<f64> = (0..m)
+        .map(|j| if total <= 1 { 0.4 } else { 0.4f64.powf(1.0 + 7.0 * (first + j) as f64 / (total - 1) as f64) })
+        .collect();
+    let mut rng = Rng(seed.wrapping_mul(1_000_003).wrapping_add(7919 * id as u64 + 1));
+
+    let client = Client::connect(Some(&socket))?;
+    let params = loop {
+        match client.open_table("params") {
+            Ok(t) => break t,
+            Err(e) if e.code() == sys::ENGRAM_E_NOT_FOUND => std::thread::sleep(Duration::from_millis(10)),
+            Err(e) => return Err(e),
+        }
+    };
+    let (mut version, p) = loop {
+        if let Some(v) = read_params(&params, 0)? {
+            break v;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    if p.len() != SIZE {
+        eprintln!("apex_actor: the parameter table holds {} floats; CartPole's network has {}", p.len(), SIZE);
+        std::process::exit(1);
+    }
+    let mut net = DuelingQ { p };
+    let replay = client.open_table("replay")?;
+    let episodes = client.open_table("episodes")?;
+    let obs4 = |n: &str| Column::new(n, Dtype::F32, &[4]);
+    let mut wo = WriterOptions::new(vec![obs4("obs"), Column::new("action", Dtype::I32, &[]),
+                                         Column::new("reward", Dtype::F32, &[]), Column::new("discount", Dtype::F32, &[]),
+                                         obs4("next_obs")]);
+    wo.chunk_length = 16; // 16 transitions a chunk, each its own item, as the C++ actors write them
+    wo.max_item_steps = 1;
+    let mut writer = client.writer(&wo)?;
+    let mut episode_writer = client.writer(&WriterOptions::new(vec![
+        Column::new("env", Dtype::I32, &[]), Column::new("epsilon", Dtype::F32, &[]),
+        Column::new("return", Dtype::F32, &[]), Column::new("length", Dtype::I32, &[])]))?;
+
+    let mut envs: Vec<CartPole> = (0..m).map(|_| CartPole { s: [0.0; 4], steps: 0 }).collect();
+    for e in envs.iter_mut() {
+        e.reset(&mut rng);
+    }
+    let mut pending: Vec<VecDeque<Pending>> = (0..m).map(|_| VecDeque::new()).collect();
+    let (mut ret, mut len) = (vec![0f32; m], vec![0i32; m]);
+    let (mut frames, mut last_pull) = (0u64, 0u64);
+    // One step's transitions, column by column, for append_items.
+    let (mut o_, mut a_, mut r_, mut d_, mut n_, mut pr) = (vec![], vec![], vec![], vec![], vec![], vec![]);
+    loop {
+        o_.clear();
+        a_.clear();
+        r_.clear();
+        d_.clear();
+        n_.clear();
+        pr.clear();
+        for j in 0..m {
+            let obs = envs[j].obs();
+            let q = net.q(&obs);
+            let action = if rng.uniform() < eps[j] { (rng.next() % 2) as i32 } else { (q[1] > q[0]) as i32 };
+            let (terminated, truncated) = envs[j].step(action);
+            let next = envs[j].obs();
+            pending[j].push_back(Pending { obs, action, q: q[action as usize], reward: 0.0, scale: 1.0, steps: 0 });
+            for p in pending[j].iter_mut() {
+                p.reward += p.scale;
+                p.scale *= GAMMA;
+                p.steps += 1;
+            }
+            let end = terminated || truncated;
+            while pending[j].front().map_or(false, |p| p.steps == N_STEP || end) {
+                let p = pending[j].pop_front().unwrap();
+                let discount = if terminated { 0.0 } else { p.scale };
+                let best = net.q(&next);
+                let td = p.reward + discount * best[0].max(best[1]) - p.q;
+                o_.extend_from_slice(&p.obs);
+                a_.push(p.action);
+                r_.push(p.reward);
+                d_.push(discount);
+                n_.extend_from_slice(&next);
+                pr.push(if td.is_finite() { td.abs() as f64 + 1e-6 } else { 1.0 });
+            }
+            ret[j] += 1.0;
+            len[j] += 1;
+            if end {
+                let env = (first + j) as i32;
+                episode_writer.append(&[bytes(&[env]), bytes(&[eps[j] as f32]), bytes(&[ret[j]]), bytes(&[len[j]])])?;
+                episode_writer.create_item(&episodes, 1, 1.0)?;
+                ret[j] = 0.0;
+                len[j] = 0;
+                envs[j].reset(&mut rng);
+            }
+        }
+        frames += m as u64;
+        if !a_.is_empty() {
+            writer.append_items(&[bytes(&o_), bytes(&a_), bytes(&r_), bytes(&d_), bytes(&n_)], a_.len() as u32, &replay, 1,
+                                Some(&pr))?;
+        }
+        if frames - last_pull >= PULL_EVERY {
+            last_pull = frames;
+            if let Some((v, p)) = read_params(&params, version)? {
+                version = v;
+                net.p = p;
+            }
+        }
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    match run(&args) {
+        Ok(frames) => println!("apex_actor: {} frames", frames),
+        // The learner is done when its server goes away.
+        Err(e) if e.code() == sys::ENGRAM_E_DISCONNECTED || e.code() == sys::ENGRAM_E_CLOSED => {
+            println!("apex_actor: the learner's server went away")
+        }
+        Err(e) => {
+            eprintln!("apex_actor: {}", e);
+            std::process::exit(1);
+        }
+    }
+}
