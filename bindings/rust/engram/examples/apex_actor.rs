@@ -134,7 +134,7 @@ fn arg(args: &[String], name: &str, default: &str) -> String {
     args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned().unwrap_or_else(|| default.to_string())
 }
 
-fn run(args: &[String]) -> Result<u64, Error> {
+fn run(args: &[String], frames: &mut u64) -> Result<(), Error> {
     let socket = arg(args, "--socket", "");
     let id: usize = arg(args, "--actor-id", "0").parse().unwrap();
     let actors: usize = arg(args, "--actors", "1").parse().unwrap();
@@ -185,7 +185,7 @@ fn run(args: &[String]) -> Result<u64, Error> {
     }
     let mut pending: Vec<VecDeque<Pending>> = (0..m).map(|_| VecDeque::new()).collect();
     let (mut ret, mut len) = (vec![0f32; m], vec![0i32; m]);
-    let (mut frames, mut last_pull) = (0u64, 0u64);
+    let mut last_pull = 0u64;
     // One step's transitions, column by column, for append_items.
     let (mut o_, mut a_, mut r_, mut d_, mut n_, mut pr) = (vec![], vec![], vec![], vec![], vec![], vec![]);
     loop {
@@ -231,13 +231,13 @@ fn run(args: &[String]) -> Result<u64, Error> {
                 envs[j].reset(&mut rng);
             }
         }
-        frames += m as u64;
+        *frames += m as u64;
         if !a_.is_empty() {
             writer.append_items(&[bytes(&o_), bytes(&a_), bytes(&r_), bytes(&d_), bytes(&n_)], a_.len() as u32, &replay, 1,
                                 Some(&pr))?;
         }
-        if frames - last_pull >= PULL_EVERY {
-            last_pull = frames;
+        if *frames - last_pull >= PULL_EVERY {
+            last_pull = *frames;
             if let Some((v, p)) = read_params(&params, version)? {
                 version = v;
                 net.p = p;
@@ -248,11 +248,12 @@ fn run(args: &[String]) -> Result<u64, Error> {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    match run(&args) {
-        Ok(frames) => println!("apex_actor: {} frames", frames),
+    let mut frames = 0u64;
+    match run(&args, &mut frames) {
+        Ok(()) => println!("apex_actor: {} frames", frames),
         // The learner is done when its server goes away.
         Err(e) if e.code() == sys::ENGRAM_E_DISCONNECTED || e.code() == sys::ENGRAM_E_CLOSED => {
-            println!("apex_actor: the learner's server went away")
+            println!("apex_actor: {} frames; the learner's server went away", frames)
         }
         Err(e) => {
             eprintln!("apex_actor: {}", e);
