@@ -682,6 +682,17 @@ impl Drop for Table<'_> {
     }
 }
 
+/// Column `i` of `columns`, if it exists (else ENGRAM_E_RANGE) and holds
+/// T's values (else ENGRAM_E_SIGNATURE): the check before any typed view.
+fn typed_column<T: Element>(columns: &[Column], i: usize) -> Result<&Column> {
+    let c = columns.get(i).ok_or_else(|| Error::new(sys::ENGRAM_E_RANGE, format!("no column {}", i)))?;
+    if c.dtype != T::DTYPE {
+        return Err(Error::new(sys::ENGRAM_E_SIGNATURE,
+                              format!("column {} holds {:?}, not {:?}", c.name, c.dtype, T::DTYPE)));
+    }
+    Ok(c)
+}
+
 /// A copied sample: per column, [items, steps, ...shape] values.
 pub struct Sample {
     columns: Vec<Column>,
@@ -711,11 +722,7 @@ impl Sample {
     }
     /// Column `i` as values of its type (ENGRAM_E_SIGNATURE if T is not it).
     pub fn column<T: Element>(&self, i: usize) -> Result<&[T]> {
-        let c = self.columns.get(i).ok_or_else(|| Error::new(sys::ENGRAM_E_RANGE, format!("no column {}", i)))?;
-        if c.dtype != T::DTYPE {
-            return Err(Error::new(sys::ENGRAM_E_SIGNATURE,
-                                  format!("column {} holds {:?}, not {:?}", c.name, c.dtype, T::DTYPE)));
-        }
+        typed_column::<T>(&self.columns, i)?;
         let b = self.column_bytes(i);
         // Aligned: the buffer is u64 words; sized: whole values.
         Ok(unsafe { std::slice::from_raw_parts(b.as_ptr() as *const T, b.len() / std::mem::size_of::<T>()) })
@@ -757,11 +764,7 @@ impl Batch<'_> {
     }
     /// The pieces of an item's column as values of its type.
     pub fn views<T: Element>(&self, item: usize, column: usize) -> Result<Vec<&[T]>> {
-        let c = self.columns.get(column).ok_or_else(|| Error::new(sys::ENGRAM_E_RANGE, format!("no column {}", column)))?;
-        if c.dtype != T::DTYPE {
-            return Err(Error::new(sys::ENGRAM_E_SIGNATURE,
-                                  format!("column {} holds {:?}, not {:?}", c.name, c.dtype, T::DTYPE)));
-        }
+        typed_column::<T>(self.columns, column)?;
         Ok(self
             .view_bytes(item, column)?
             .into_iter()
