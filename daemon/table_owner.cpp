@@ -427,6 +427,18 @@ bool TableOwner::claim_sample(ChannelState& c, const RequestRecord& r) {
 }
 
 TableOwner::Outcome TableOwner::insert(ChannelState& c, const RequestRecord& r) {
+  Outcome o = insert_in_turn(c, r);
+  if (o == Outcome::done) leave_insert_line(c);
+  else if (std::find(insert_line_.begin(), insert_line_.end(), &c) == insert_line_.end()) insert_line_.push_back(&c);
+  return o;
+}
+
+void TableOwner::leave_insert_line(const ChannelState& c) {
+  auto it = std::find(insert_line_.begin(), insert_line_.end(), &c);
+  if (it != insert_line_.end()) insert_line_.erase(it);
+}
+
+TableOwner::Outcome TableOwner::insert_in_turn(ChannelState& c, const RequestRecord& r) {
   const auto& in = r.payload.insert;
   if (expired(c, r, "an insert")) return Outcome::done;
   if (Status s = validate_priority(in.priority); !s.ok()) return fail(c, r, s), Outcome::done;
@@ -434,7 +446,8 @@ TableOwner::Outcome TableOwner::insert(ChannelState& c, const RequestRecord& r) 
     return fail(c, r, {Errc::invalid_argument, "item spans " + std::to_string(r.count) + " chunks; table " +
                                                    table_.name() + " allows " + std::to_string(table_.refs_per_item())}),
            Outcome::done;
-  if (!table_.limiter().can_insert(1)) return refuse(c, r, "an insert");
+  bool my_turn = insert_line_.empty() || insert_line_.front() == &c;
+  if (!my_turn || !table_.limiter().can_insert(1)) return refuse(c, r, "an insert");
 
   // Check the chunks before taking anything: a refused insert must leave a
   // writer's blocks as they were (still reserved by it). Clients may
@@ -664,6 +677,7 @@ void TableOwner::close_channel(ChannelState& c, ChannelClosed reason) {
   }
   c.broken = true;
   c.pending.reset();
+  leave_insert_line(c);
   give_back(c);
 }
 

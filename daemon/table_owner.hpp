@@ -136,7 +136,11 @@ class TableOwner {
   // layout implies copied out.
   Status check_insert_chunk(const ChunkRef& ref, uint32_t chunk_steps, ChunkHeader* out) const;
   Outcome apply(ChannelState& c, const RequestRecord& r);
+  // An insert, in its turn: while inserts wait for the rate limiter, the
+  // channels take turns in the order they began waiting (insert_line_).
   Outcome insert(ChannelState& c, const RequestRecord& r);
+  Outcome insert_in_turn(ChannelState& c, const RequestRecord& r);
+  void leave_insert_line(const ChannelState& c);
   Outcome sample(ChannelState& c, const RequestRecord& r);
   void update(ChannelState& c, const RequestRecord& r);
   void remove(ChannelState& c, const RequestRecord& r);
@@ -183,6 +187,13 @@ class TableOwner {
   int64_t round_now_ns_ = 0;  // the clock as of this round of a channel (expired()), 0: not read yet
   std::vector<std::unique_ptr<ChannelState>> channels_;
   size_t next_first_ = 0;  // the channel poll_once serves first, round robin
+  // Channels whose insert waits for the rate limiter, in the order they
+  // began waiting. Only the first may insert while any wait: when the
+  // limiter lets a few inserts through at a time, whoever the owner
+  // happened to serve first took them all, round after round, and a writer
+  // beside another starved (2% of the items). A channel whose turn came
+  // and whose next insert must wait again goes to the back.
+  std::deque<const ChannelState*> insert_line_;
   SampleBatch batch_;  // reused
   // While a sample is built, items that expire (max_times_sampled) must not
   // free their chunks before the batch pins them: their releases wait here.
