@@ -14,10 +14,7 @@ one of:
                     apex_actor.py): 50k env steps, trailing-100 mean >= 100
   rust-python-actors  the same with two actors: Python's (actor 0) and the
                     Rust binding's (bindings/rust/engram/examples/
-                    apex_actor.rs, actor 1, built here with cargo --release).
-                    Not in the test command yet: passed 1 run of 3, as the
-                    Python actor gets a few percent of the inserts beside
-                    the Rust one (see the README, "Reference agents")
+                    apex_actor.rs, actor 1, built here with cargo --release)
 The trailing-100 mean is of the envs with epsilon <= 0.01."""
 import json
 import os
