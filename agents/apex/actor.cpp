@@ -18,6 +18,8 @@
 #include "agents/apex/roles.hpp"
 #include "agents/apex/tables.hpp"
 #include "agents/common/call_clock.hpp"
+#include "agents/common/children.hpp"
+#include "agents/common/episodes.hpp"
 #include "agents/common/env.hpp"
 #include "agents/common/nets.hpp"
 #include "agents/common/params.hpp"
@@ -177,9 +179,7 @@ int run_actor(const Options& o) {
       }
     }
   }
-  std::ofstream(o.out + "/actor-" + std::to_string(o.actor_id) + ".json")
-      << "{\"frames\": " << frames << ", \"wall_s\": " << wall_s() - wall0 << ", \"cpu_s\": " << thread_cpu_s() - cpu0
-      << ", \"engram_wall_s\": " << in_engram.wall() << ", \"engram_cpu_s\": " << in_engram.cpu() << "}\n";
+  write_actor_counts(o.out, o.actor_id, frames, wall_s() - wall0, thread_cpu_s() - cpu0, in_engram);
   return 0;
 }
 

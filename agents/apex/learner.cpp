@@ -28,6 +28,9 @@
 #include "agents/apex/roles.hpp"
 #include "agents/apex/tables.hpp"
 #include "agents/common/call_clock.hpp"
+#include "agents/common/children.hpp"
+#include "agents/common/episodes.hpp"
+#include "agents/common/evaluate.hpp"
 #include "agents/common/env.hpp"
 #include "agents/common/nets.hpp"
 #include "agents/common/params.hpp"
@@ -36,10 +39,6 @@
 namespace engram::agents::apex {
 
 namespace {
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // A sampled batch, as the prefetch thread copied it out of engram.
 struct Sampled {
@@ -169,119 +168,26 @@ void create_tables(api::Client& c, const Options& o, const std::vector<int64_t>&
                        : api::RateLimiter::sample_to_insert_ratio(spi, o.min_replay, std::max(4.0 * o.batch, 200.0 * spi));
   r.columns = replay_columns(o, shape);
   c.create_table(r);
-  api::TableOptions e;
-  e.name = kEpisodesTable;
-  e.max_size = 100000;
-  e.sampler = ENGRAM_FIFO;
-  e.max_times_sampled = 1;
-  e.columns = episode_columns();
-  c.create_table(e);
+  c.create_table(episodes_table());
   c.create_table(params_table(params));
 }
 
 std::vector<pid_t> start_actors(const Options& o, const std::string& socket) {
   std::vector<pid_t> pids;
-  for (int k = 0; k < o.actors; ++k) {
-    std::vector<std::string> args = {"/proc/self/exe", "--role", "actor", "--actor-id", std::to_string(k),
-                                     "--env", o.env, "--actors", std::to_string(o.actors),
-                                     "--envs-per-actor", std::to_string(o.envs_per_actor),
-                                     "--seed", std::to_string(o.seed), "--socket", socket, "--out", o.out};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    // fork+exec, never fork alone: LibTorch's threads do not survive a fork.
-    pid_t pid = ::fork();
-    if (pid == 0) {
-      ::execv("/proc/self/exe", argv.data());
-      std::_Exit(127);
-    }
-    if (pid < 0) throw std::runtime_error("fork failed");
-    pids.push_back(pid);
-  }
+  for (int k = 0; k < o.actors; ++k)
+    pids.push_back(start_child({"--role", "actor", "--actor-id", std::to_string(k), "--env", o.env, "--actors",
+                                std::to_string(o.actors), "--envs-per-actor", std::to_string(o.envs_per_actor),
+                                "--seed", std::to_string(o.seed), "--socket", socket, "--out", o.out}));
   return pids;
-}
-
-// Trailing-100 means of finished episodes: of all envs and of those whose
-// epsilon is at most 0.01 (the greedy end of Ape-X's spread).
-struct Curve {
-  std::deque<float> all, low;
-  uint64_t episodes = 0, low_episodes = 0;
-  void add(float ret, float eps) {
-    ++episodes;
-    all.push_back(ret);
-    if (all.size() > 100) all.pop_front();
-    if (eps <= 0.01f) {
-      ++low_episodes;
-      low.push_back(ret);
-      if (low.size() > 100) low.pop_front();
-    }
-  }
-  static double mean(const std::deque<float>& d) {
-    return d.empty() ? 0.0 : std::accumulate(d.begin(), d.end(), 0.0) / static_cast<double>(d.size());
-  }
-};
-
-void drain_episodes(api::Table& t, Curve* curve) {
-  std::vector<int32_t> env(256), len(256);
-  std::vector<float> eps(256), ret(256);
-  std::vector<void*> bufs = {env.data(), eps.data(), ret.data(), len.data()};
-  for (;;) {
-    uint32_t n = 0;
-    try {
-      n = t.sample(api::sample_options(256, 1, 0), bufs);
-    } catch (const api::Error& e) {
-      if (e.code() == ENGRAM_E_RATE_LIMITED || e.code() == ENGRAM_E_TIMEOUT) return;
-      throw;
-    }
-    for (uint32_t i = 0; i < n; ++i) curve->add(ret[i], eps[i]);
-    if (n < 256) return;
-  }
 }
 
 // Stops the actors: their inserts first stop waiting for the learner
 // (a rate limiter without an upper bound), so that each sees SIGTERM at
-// its next step and writes its counts; one that does not end in 5 s is
-// killed. Returns the actors' counts, summed: frames, wall, CPU, and the
-// wall and CPU spent in engram calls.
+// its next step and writes its counts. Returns the counts, summed.
 std::vector<double> stop_actors(api::Client& c, std::vector<pid_t>& actors, const Options& o) {
   c.set_rate_limiter(kReplayTable, api::RateLimiter::min_size(1));
-  for (pid_t pid : actors)
-    if (pid > 0) ::kill(pid, SIGTERM);
-  double deadline = now_s() + 5;
-  for (pid_t& pid : actors) {
-    while (pid > 0 && ::waitpid(pid, nullptr, WNOHANG) != pid) {
-      if (now_s() > deadline) {
-        ::kill(pid, SIGKILL);
-        ::waitpid(pid, nullptr, 0);
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    pid = -1;
-  }
-  std::vector<double> sum(5, 0.0);
-  for (int k = 0; k < o.actors; ++k) {
-    std::ifstream in(o.out + "/actor-" + std::to_string(k) + ".json");
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const char* keys[5] = {"\"frames\": ", "\"wall_s\": ", "\"cpu_s\": ", "\"engram_wall_s\": ", "\"engram_cpu_s\": "};
-    for (int i = 0; i < 5; ++i) {
-      size_t at = text.find(keys[i]);
-      if (at != std::string::npos) sum[static_cast<size_t>(i)] += std::atof(text.c_str() + at + std::strlen(keys[i]));
-    }
-  }
-  return sum;
-}
-
-void plot(const std::string& out) {
-  std::ofstream gp(out + "/curve.gp");
-  gp << "set terminal png size 900,500\nset output '" << out << "/curve.png'\n"
-     << "set datafile separator ','\nset key bottom right\nset xlabel 'env steps'\n"
-     << "set ylabel 'trailing-100 mean return'\nset grid\n"
-     << "plot '" << out << "/curve.csv' every ::1 using 2:5 with lines lw 2 title 'epsilon <= 0.01', "
-     << "'' every ::1 using 2:6 with lines title 'all actors'\n";
-  gp.close();
-  if (std::system(("gnuplot " + out + "/curve.gp 2>/dev/null").c_str()) != 0)
-    std::fprintf(stderr, "engram-apex: gnuplot failed or is missing; the curve is in %s/curve.csv\n", out.c_str());
+  stop_children(actors);
+  return actor_counts(o.out, o.actors);
 }
 
 }  // namespace
@@ -315,17 +221,15 @@ int run_learner(const Options& o) {
   api::Table episodes = c.open_table(kEpisodesTable);
 
   std::vector<pid_t> actors = start_actors(o, socket);
-  double t0 = now_s();
-  std::ofstream csv(o.out + "/curve.csv");
-  csv << "wall_s,env_steps,updates,episodes,mean100_low_epsilon,mean100_all\n";
+  double t0 = wall_s();
+  Progress progress(o.out, t0, "eps<=0.01");
   std::printf("engram-apex: %s, %d actors x %d envs, learner batch %d; curve in %s/curve.csv\n", o.env.c_str(), o.actors,
               o.envs_per_actor, o.batch, o.out.c_str());
 
   Curve curve;
   CallClock in_engram;  // the main thread's engram calls
   double cpu0 = thread_cpu_s(), prefetch_cpu = 0;
-  uint64_t updates = 0, last_updates = 0, last_steps = 0;
-  double last_report = t0;
+  uint64_t updates = 0;
   bool solved = false;
   int64_t steps = 0;
   {
@@ -400,42 +304,24 @@ int run_learner(const Options& o) {
         }
 
       }
-      double now = now_s();
-      if (now - last_report >= 1.0) {
+      double now = wall_s();
+      if (progress.due(now)) {
         engram_table_info info = in_engram([&] {
           drain_episodes(episodes, &curve);
           return c.info(kReplayTable);
         });
         steps = static_cast<int64_t>(info.inserts);
-        double dt = now - last_report;
-        double low = Curve::mean(curve.low), all = Curve::mean(curve.all);
-        std::printf("%7.1f s  steps %9lld  %7.0f steps/s  %6.0f updates/s  episodes %6llu  mean100 %6.1f (eps<=0.01) %6.1f (all)  replay %llu\n",
-                    now - t0, static_cast<long long>(steps), static_cast<double>(steps - static_cast<int64_t>(last_steps)) / dt,
-                    static_cast<double>(updates - last_updates) / dt, static_cast<unsigned long long>(curve.episodes), low, all,
-                    static_cast<unsigned long long>(info.size));
-        std::fflush(stdout);
-        csv << now - t0 << ',' << steps << ',' << updates << ',' << curve.episodes << ',' << low << ',' << all << '\n';
-        csv.flush();
-        last_report = now;
-        last_updates = updates;
-        last_steps = static_cast<uint64_t>(steps);
-        solved = curve.low.size() >= 100 && low >= o.solved;
+        progress.report(now, steps, updates, curve, info.size, "replay");
+        solved = curve.low.size() >= 100 && Curve::mean(curve.low) >= o.solved;
       }
-      for (pid_t& pid : actors) {  // an actor that died: the others go on
-        int st = 0;
-        if (pid > 0 && ::waitpid(pid, &st, WNOHANG) == pid) {
-          std::fprintf(stderr, "engram-apex: actor pid %d ended (%s %d); training goes on with the others\n", pid,
-                       WIFSIGNALED(st) ? "signal" : "status", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
-          pid = -1;
-        }
-      }
+      reap_children(actors, "engram-apex");
     }
     if (prefetch) {
       prefetch->stop();
       prefetch_cpu = prefetch->cpu_s();
     }
   }
-  double wall = now_s() - t0;
+  double wall = wall_s() - t0;
   double main_cpu = thread_cpu_s() - cpu0;
   std::vector<double> act = stop_actors(c, actors, o);
   // Shares of time in engram calls: the learner's main thread (waiting
@@ -446,8 +332,8 @@ int run_learner(const Options& o) {
   double actor_cpu_share = act[4] / std::max(1e-9, act[2]);
   double actor_wall_share = act[3] / std::max(1e-9, act[1]);
   torch::save(online, o.out + "/model.pt");
-  csv.close();
-  plot(o.out);
+  progress.close();
+  plot_curve(o.out, "engram-apex", "epsilon <= 0.01");
   std::ofstream(o.out + "/summary.json") << "{\"env\": \"" << o.env << "\", \"seed\": " << o.seed << ", \"actors\": "
                                         << o.actors << ", \"envs_per_actor\": " << o.envs_per_actor
                                         << ", \"solved\": " << (solved ? "true" : "false") << ", \"env_steps\": " << steps
@@ -473,28 +359,11 @@ int run_learner(const Options& o) {
 
 int run_eval(const Options& o) {
   single_threaded();
-  torch::NoGradGuard no_grad;
-  std::unique_ptr<Env> env = make_env(o.env);
-  DuelingQ net(o.env, env->observation_shape(), env->num_actions());
+  std::unique_ptr<Env> probe = make_env(o.env);
+  DuelingQ net(o.env, probe->observation_shape(), probe->num_actions());
   torch::load(net, o.eval);
-  std::vector<int64_t> shape = {1};
-  for (int64_t d : env->observation_shape()) shape.push_back(d);
-  torch::Tensor obs = torch::zeros(shape);
-  double total = 0;
-  for (int e = 0; e < o.eval_episodes; ++e) {
-    env->reset(Rng::derive(o.seed, 77 + static_cast<uint64_t>(e)), obs.data_ptr<float>());
-    double ret = 0;
-    for (int t = 0; t < 100000; ++t) {
-      int a = static_cast<int>(net->forward(obs).argmax(1).item<int64_t>());
-      StepResult r = env->step(a, obs.data_ptr<float>());
-      ret += r.reward;
-      if (r.terminated || r.truncated) break;
-    }
-    std::printf("episode %d: return %.0f\n", e + 1, ret);
-    total += ret;
-  }
-  std::printf("mean return over %d greedy episodes: %.1f\n", o.eval_episodes, total / o.eval_episodes);
-  return 0;
+  return play_greedy(o.env, o.seed, o.eval_episodes,
+                     [&](const torch::Tensor& obs) { return static_cast<int>(net->forward(obs).argmax(1).item<int64_t>()); });
 }
 
 }  // namespace engram::agents::apex

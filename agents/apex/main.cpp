@@ -1,7 +1,5 @@
 // engram-apex: Ape-X DQN (Horgan et al. 2018) through engram. See
 // engram-apex --help, and README, "Reference agents".
-#include <unistd.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -9,17 +7,11 @@
 #include <engram/engram.hpp>
 
 #include "agents/apex/roles.hpp"
+#include "agents/common/children.hpp"
 
 int main(int argc, char** argv) {
   using namespace engram::agents::apex;
-  // OpenBLAS sizes its thread pool when it loads, before main: one thread
-  // per process (nets.hpp, single_threaded) needs the variable set before then,
-  // so the first start sets it and starts again.
-  if (!std::getenv("OPENBLAS_NUM_THREADS")) {
-    ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
-    ::setenv("OMP_NUM_THREADS", "1", 0);
-    ::execv("/proc/self/exe", argv);
-  }
+  engram::agents::restart_with_one_blas_thread(argv);
   Options o;
   if (!parse(argc, argv, &o)) return 2;
   try {

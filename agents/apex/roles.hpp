@@ -12,6 +12,5 @@ int run_eval(const Options& o);
 
 // The tables' names and columns, shared by both sides.
 inline constexpr const char* kReplayTable = "replay";
-inline constexpr const char* kEpisodesTable = "episodes";
 
 }  // namespace engram::agents::apex

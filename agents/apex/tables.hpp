@@ -6,9 +6,7 @@
 //             float32 for CartPole and uint8 planes for Breakout (4x10x10,
 //             0 or 1: a quarter of the memory). Prioritized (alpha), FIFO
 //             eviction, a SampleToInsertRatio rate limiter.
-//   episodes  one item per finished episode, read once by the learner: the
-//             env's global index (int32), its epsilon (float32), the return
-//             and the length (float32, int32).
+//   episodes  one item per finished episode (agents/common/episodes.hpp).
 #pragma once
 
 #include <engram/engram.hpp>
@@ -33,12 +31,6 @@ inline api::Columns replay_columns(const Options& o, const std::vector<int64_t>&
   add_obs("obs");
   c.add("action", ENGRAM_INT32).add("reward", ENGRAM_FLOAT32).add("discount", ENGRAM_FLOAT32);
   add_obs("next_obs");
-  return c;
-}
-
-inline api::Columns episode_columns() {
-  api::Columns c;
-  c.add("env", ENGRAM_INT32).add("epsilon", ENGRAM_FLOAT32).add("return", ENGRAM_FLOAT32).add("length", ENGRAM_INT32);
   return c;
 }
 

@@ -5,33 +5,46 @@
 
 namespace engram::agents {
 
-DuelingQImpl::DuelingQImpl(const std::string& env, const std::vector<int64_t>& obs_shape, int64_t actions) {
-  int64_t hidden = 128;
+Torso::Torso(torch::nn::Module& owner, const std::string& env, const std::vector<int64_t>& obs_shape) {
   if (env == "breakout") {
     conv_ = true;
-    conv = register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(obs_shape[0], 16, 3).stride(1)));
+    conv = owner.register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(obs_shape[0], 16, 3).stride(1)));
     int64_t side = obs_shape[1] - 2;
-    fc1 = register_module("fc1", torch::nn::Linear(16 * side * side, hidden));
+    fc1 = owner.register_module("fc1", torch::nn::Linear(16 * side * side, kFeatures));
   } else {
     int64_t in = 1;
     for (int64_t d : obs_shape) in *= d;
-    fc1 = register_module("fc1", torch::nn::Linear(in, hidden));
-    fc2 = register_module("fc2", torch::nn::Linear(hidden, hidden));
+    fc1 = owner.register_module("fc1", torch::nn::Linear(in, kFeatures));
+    fc2 = owner.register_module("fc2", torch::nn::Linear(kFeatures, kFeatures));
   }
-  value = register_module("value", torch::nn::Linear(hidden, 1));
-  advantage = register_module("advantage", torch::nn::Linear(hidden, actions));
 }
 
-torch::Tensor DuelingQImpl::forward(torch::Tensor x) {
-  if (conv_) {
-    x = torch::relu(conv(x)).flatten(1);
-    x = torch::relu(fc1(x));
-  } else {
-    x = torch::relu(fc1(x));
-    x = torch::relu(fc2(x));
-  }
+torch::Tensor Torso::forward(torch::Tensor x) {
+  if (conv_) return torch::relu(fc1(torch::relu(conv(x)).flatten(1)));
+  return torch::relu(fc2(torch::relu(fc1(x))));
+}
+
+DuelingQImpl::DuelingQImpl(const std::string& env, const std::vector<int64_t>& obs_shape, int64_t actions)
+    : torso_(*this, env, obs_shape) {
+  value = register_module("value", torch::nn::Linear(Torso::kFeatures, 1));
+  advantage = register_module("advantage", torch::nn::Linear(Torso::kFeatures, actions));
+}
+
+torch::Tensor DuelingQImpl::forward(torch::Tensor obs) {
+  torch::Tensor x = torso_.forward(obs);
   torch::Tensor a = advantage(x);
   return value(x) + a - a.mean(1, /*keepdim=*/true);
+}
+
+PolicyValueImpl::PolicyValueImpl(const std::string& env, const std::vector<int64_t>& obs_shape, int64_t actions)
+    : torso_(*this, env, obs_shape) {
+  policy = register_module("policy", torch::nn::Linear(Torso::kFeatures, actions));
+  value = register_module("value", torch::nn::Linear(Torso::kFeatures, 1));
+}
+
+std::pair<torch::Tensor, torch::Tensor> PolicyValueImpl::forward(torch::Tensor obs) {
+  torch::Tensor x = torso_.forward(obs);
+  return {policy(x), value(x).squeeze(1)};
 }
 
 size_t parameter_count(torch::nn::Module& m) {

@@ -7,25 +7,53 @@
 #include <torch/torch.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace engram::agents {
 
-// A dueling Q-network (Wang et al. 2016): a torso, then a value head and an
-// advantage head, Q = V + A - mean(A). CartPole: an MLP of two 128-unit
-// layers. Breakout: MinAtar's small network, one 3x3 convolution of 16
-// channels and a 128-unit layer.
+// The torso both networks share, 128 features out. CartPole: an MLP of
+// two 128-unit layers. Breakout: MinAtar's small network, one 3x3
+// convolution of 16 channels and a 128-unit layer. Its parameters come
+// first in named_parameters() order, as the parameter table carries them.
+class Torso {
+ public:
+  static constexpr int64_t kFeatures = 128;
+  Torso(torch::nn::Module& owner, const std::string& env, const std::vector<int64_t>& obs_shape);
+  torch::Tensor forward(torch::Tensor obs);
+
+ private:
+  bool conv_ = false;
+  torch::nn::Conv2d conv{nullptr};
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+};
+
+// A dueling Q-network (Wang et al. 2016): the torso, then a value head and
+// an advantage head, Q = V + A - mean(A).
 class DuelingQImpl : public torch::nn::Module {
  public:
   DuelingQImpl(const std::string& env, const std::vector<int64_t>& obs_shape, int64_t actions);
   torch::Tensor forward(torch::Tensor obs);
 
  private:
-  bool conv_ = false;
-  torch::nn::Conv2d conv{nullptr};
-  torch::nn::Linear fc1{nullptr}, fc2{nullptr}, value{nullptr}, advantage{nullptr};
+  Torso torso_;
+  torch::nn::Linear value{nullptr}, advantage{nullptr};
 };
 TORCH_MODULE(DuelingQ);
+
+// An actor-critic network (IMPALA): the torso, then a policy head (logits
+// over actions) and a value head.
+class PolicyValueImpl : public torch::nn::Module {
+ public:
+  PolicyValueImpl(const std::string& env, const std::vector<int64_t>& obs_shape, int64_t actions);
+  // obs [N, ...] -> logits [N, A] and values [N].
+  std::pair<torch::Tensor, torch::Tensor> forward(torch::Tensor obs);
+
+ private:
+  Torso torso_;
+  torch::nn::Linear policy{nullptr}, value{nullptr};
+};
+TORCH_MODULE(PolicyValue);
 
 // The parameters as one flat vector, and back (sizes must match).
 std::vector<float> flatten_parameters(torch::nn::Module& m);

@@ -1,0 +1,109 @@
+// An agent's actor processes: started by fork+exec of the running program
+// (never fork alone: LibTorch's threads do not survive a fork), watched,
+// and stopped. An actor stopped with SIGTERM writes its counts to
+// OUT/actor-K.json: {"frames": .., "wall_s": .., "cpu_s": ..,
+// "engram_wall_s": .., "engram_cpu_s": ..}.
+#pragma once
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agents/common/call_clock.hpp"
+
+namespace engram::agents {
+
+// OpenBLAS sizes its thread pool when it loads, before main: one thread
+// per process (nets.hpp, single_threaded) needs OPENBLAS_NUM_THREADS set
+// before then, so an agent's first start sets it and starts itself again.
+// Call first thing in main.
+inline void restart_with_one_blas_thread(char** argv) {
+  if (std::getenv("OPENBLAS_NUM_THREADS")) return;
+  ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
+  ::setenv("OMP_NUM_THREADS", "1", 0);
+  ::execv("/proc/self/exe", argv);
+}
+
+// Starts /proc/self/exe with `args` (argv[1..]); its pid.
+inline pid_t start_child(const std::vector<std::string>& args) {
+  std::vector<std::string> a = {"/proc/self/exe"};
+  a.insert(a.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& s : a) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execv("/proc/self/exe", argv.data());
+    std::_Exit(127);
+  }
+  if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+  return pid;
+}
+
+// Reaps the children that ended (their pid becomes -1) and says so; the
+// others go on.
+inline void reap_children(std::vector<pid_t>& pids, const char* program) {
+  for (pid_t& pid : pids) {
+    int st = 0;
+    if (pid > 0 && ::waitpid(pid, &st, WNOHANG) == pid) {
+      std::fprintf(stderr, "%s: actor pid %d ended (%s %d); training goes on with the others\n", program, pid,
+                   WIFSIGNALED(st) ? "signal" : "status", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+      pid = -1;
+    }
+  }
+}
+
+// SIGTERM to each child; one that has not ended after 5 s is killed.
+inline void stop_children(std::vector<pid_t>& pids) {
+  for (pid_t pid : pids)
+    if (pid > 0) ::kill(pid, SIGTERM);
+  double deadline = wall_s() + 5;
+  for (pid_t& pid : pids) {
+    while (pid > 0 && ::waitpid(pid, nullptr, WNOHANG) != pid) {
+      if (wall_s() > deadline) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    pid = -1;
+  }
+}
+
+// The counts of actors 0..n-1 from OUT/actor-K.json, summed: frames,
+// wall_s, cpu_s, engram_wall_s, engram_cpu_s.
+inline std::vector<double> actor_counts(const std::string& out, int n) {
+  std::vector<double> sum(5, 0.0);
+  for (int k = 0; k < n; ++k) {
+    std::ifstream in(out + "/actor-" + std::to_string(k) + ".json");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const char* keys[5] = {"\"frames\": ", "\"wall_s\": ", "\"cpu_s\": ", "\"engram_wall_s\": ", "\"engram_cpu_s\": "};
+    for (int i = 0; i < 5; ++i) {
+      size_t at = text.find(keys[i]);
+      if (at != std::string::npos) sum[static_cast<size_t>(i)] += std::atof(text.c_str() + at + std::strlen(keys[i]));
+    }
+  }
+  return sum;
+}
+
+// Writes this actor's counts where actor_counts reads them.
+inline void write_actor_counts(const std::string& out, int actor_id, int64_t frames, double wall, double cpu,
+                               const CallClock& in_engram) {
+  std::ofstream(out + "/actor-" + std::to_string(actor_id) + ".json")
+      << "{\"frames\": " << frames << ", \"wall_s\": " << wall << ", \"cpu_s\": " << cpu
+      << ", \"engram_wall_s\": " << in_engram.wall() << ", \"engram_cpu_s\": " << in_engram.cpu() << "}\n";
+}
+
+}  // namespace engram::agents

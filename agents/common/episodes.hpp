@@ -1,0 +1,131 @@
+// The episodes table, which every reference agent's actors write and its
+// learner reads for the learning curve: one item per finished episode,
+// read once (FIFO, max_times_sampled 1), with four columns:
+//   env      int32    the env's global index (0..N-1 over all actors)
+//   epsilon  float32  its exploration rate (Ape-X), 0 for a policy's own
+//                     sampling (IMPALA)
+//   return   float32  the episode's undiscounted return
+//   length   int32    its steps
+// Also: the trailing-100 means drawn from it, and the curve's plot.
+#pragma once
+
+#include <engram/engram.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <fstream>
+#include <numeric>
+#include <string>
+#include <vector>
+
+namespace engram::agents {
+
+inline constexpr const char* kEpisodesTable = "episodes";
+
+inline api::Columns episode_columns() {
+  api::Columns c;
+  c.add("env", ENGRAM_INT32).add("epsilon", ENGRAM_FLOAT32).add("return", ENGRAM_FLOAT32).add("length", ENGRAM_INT32);
+  return c;
+}
+
+inline api::TableOptions episodes_table() {
+  api::TableOptions e;
+  e.name = kEpisodesTable;
+  e.max_size = 100000;
+  e.sampler = ENGRAM_FIFO;
+  e.max_times_sampled = 1;
+  e.columns = episode_columns();
+  return e;
+}
+
+// Trailing-100 means of finished episodes: of all envs and of those whose
+// epsilon is at most 0.01 (the greedy end of Ape-X's spread; every env of
+// an agent that does not explore by epsilon).
+struct Curve {
+  std::deque<float> all, low;
+  uint64_t episodes = 0, low_episodes = 0;
+  void add(float ret, float eps) {
+    ++episodes;
+    all.push_back(ret);
+    if (all.size() > 100) all.pop_front();
+    if (eps <= 0.01f) {
+      ++low_episodes;
+      low.push_back(ret);
+      if (low.size() > 100) low.pop_front();
+    }
+  }
+  static double mean(const std::deque<float>& d) {
+    return d.empty() ? 0.0 : std::accumulate(d.begin(), d.end(), 0.0) / static_cast<double>(d.size());
+  }
+};
+
+// Reads every finished episode there is into *curve; never waits.
+inline void drain_episodes(api::Table& t, Curve* curve) {
+  std::vector<int32_t> env(256), len(256);
+  std::vector<float> eps(256), ret(256);
+  std::vector<void*> bufs = {env.data(), eps.data(), ret.data(), len.data()};
+  for (;;) {
+    uint32_t n = 0;
+    try {
+      n = t.sample(api::sample_options(256, 1, 0), bufs);
+    } catch (const api::Error& e) {
+      if (e.code() == ENGRAM_E_RATE_LIMITED || e.code() == ENGRAM_E_TIMEOUT) return;
+      throw;
+    }
+    for (uint32_t i = 0; i < n; ++i) curve->add(ret[i], eps[i]);
+    if (n < 256) return;
+  }
+}
+
+// OUT/curve.png from OUT/curve.csv (columns: wall_s, env_steps, updates,
+// episodes, mean100_low, mean100_all) with gnuplot; says so if it cannot.
+inline void plot_curve(const std::string& out, const char* program, const char* low_title) {
+  std::ofstream gp(out + "/curve.gp");
+  gp << "set terminal png size 900,500\nset output '" << out << "/curve.png'\n"
+     << "set datafile separator ','\nset key bottom right\nset xlabel 'env steps'\n"
+     << "set ylabel 'trailing-100 mean return'\nset grid\n"
+     << "plot '" << out << "/curve.csv' every ::1 using 2:5 with lines lw 2 title '" << low_title << "'";
+  if (low_title != std::string("all actors")) gp << ", '' every ::1 using 2:6 with lines title 'all actors'";
+  gp << "\n";
+  gp.close();
+  if (std::system(("gnuplot " + out + "/curve.gp 2>/dev/null").c_str()) != 0)
+    std::fprintf(stderr, "%s: gnuplot failed or is missing; the curve is in %s/curve.csv\n", program, out.c_str());
+}
+
+// The progress line, once a second, and OUT/curve.csv beside it: wall
+// seconds, env steps, updates, episodes and the trailing-100 means.
+class Progress {
+ public:
+  Progress(const std::string& out, double t0, const char* low_label)
+      : csv_(out + "/curve.csv"), t0_(t0), last_(t0), low_label_(low_label) {
+    csv_ << "wall_s,env_steps,updates,episodes,mean100_low_epsilon,mean100_all\n";
+  }
+  bool due(double now) const { return now - last_ >= 1.0; }
+  // `queued`: the items the learner has not consumed (a replay's size, a
+  // queue's length), named by `what`.
+  void report(double now, int64_t steps, uint64_t updates, const Curve& c, uint64_t queued, const char* what) {
+    double dt = now - last_;
+    double low = Curve::mean(c.low), all = Curve::mean(c.all);
+    std::printf("%7.1f s  steps %9lld  %7.0f steps/s  %6.0f updates/s  episodes %6llu  mean100 %6.1f (%s) %6.1f (all)  %s %llu\n",
+                now - t0_, static_cast<long long>(steps), static_cast<double>(steps - last_steps_) / dt,
+                static_cast<double>(updates - last_updates_) / dt, static_cast<unsigned long long>(c.episodes), low,
+                low_label_, all, what, static_cast<unsigned long long>(queued));
+    std::fflush(stdout);
+    csv_ << now - t0_ << ',' << steps << ',' << updates << ',' << c.episodes << ',' << low << ',' << all << '\n';
+    csv_.flush();
+    last_ = now;
+    last_updates_ = updates;
+    last_steps_ = steps;
+  }
+  void close() { csv_.close(); }
+
+ private:
+  std::ofstream csv_;
+  double t0_, last_;
+  const char* low_label_;
+  uint64_t last_updates_ = 0;
+  int64_t last_steps_ = 0;
+};
+
+}  // namespace engram::agents

@@ -1,0 +1,41 @@
+// Plays a trained policy greedily and prints each episode's return and the
+// mean: the agents' --eval. `act` maps an observation batch of one to the
+// action to take.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agents/common/env.hpp"
+#include "agents/common/rng.hpp"
+
+namespace engram::agents {
+
+template <typename Act>
+int play_greedy(const std::string& env_name, uint64_t seed, int episodes, Act act) {
+  torch::NoGradGuard no_grad;
+  std::unique_ptr<Env> env = make_env(env_name);
+  std::vector<int64_t> shape = {1};
+  for (int64_t d : env->observation_shape()) shape.push_back(d);
+  torch::Tensor obs = torch::zeros(shape);
+  double total = 0;
+  for (int e = 0; e < episodes; ++e) {
+    env->reset(Rng::derive(seed, 77 + static_cast<uint64_t>(e)), obs.data_ptr<float>());
+    double ret = 0;
+    for (int t = 0; t < 100000; ++t) {
+      StepResult r = env->step(act(obs), obs.data_ptr<float>());
+      ret += r.reward;
+      if (r.terminated || r.truncated) break;
+    }
+    std::printf("episode %d: return %.0f\n", e + 1, ret);
+    total += ret;
+  }
+  std::printf("mean return over %d greedy episodes: %.1f\n", episodes, total / episodes);
+  return 0;
+}
+
+}  // namespace engram::agents

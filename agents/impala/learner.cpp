@@ -1,0 +1,358 @@
+// The IMPALA learner: starts the server (unless given one) and the actor
+// processes, takes batches of unrolls from the queue, learns with V-trace
+// (vtrace.hpp), publishes its parameters after every update, and reports
+// progress once a second. With --reproducible it learns from whole
+// rollouts in env order, one update per rollout, and logs a hash of its
+// parameters after each update. Also: playing a saved model.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "agents/common/call_clock.hpp"
+#include "agents/common/children.hpp"
+#include "agents/common/env.hpp"
+#include "agents/common/episodes.hpp"
+#include "agents/common/evaluate.hpp"
+#include "agents/common/nets.hpp"
+#include "agents/common/params.hpp"
+#include "agents/common/rng.hpp"
+#include "agents/impala/roles.hpp"
+#include "agents/impala/tables.hpp"
+#include "agents/impala/vtrace.hpp"
+
+namespace engram::agents::impala {
+
+namespace {
+
+// Unrolls as engram copies them out: item-major, [n, T + 1, ...] per column.
+struct Unrolls {
+  int64_t n = 0, steps = 0, obs_size = 0, actions = 0;
+  std::vector<float> obs;
+  std::vector<uint8_t> obs_b;
+  std::vector<int32_t> action, env, rollout;
+  std::vector<float> reward, discount, logits;
+
+  Unrolls(int64_t n_, int64_t steps_, int64_t obs_size_, int64_t actions_, bool bytes)
+      : n(n_), steps(steps_), obs_size(obs_size_), actions(actions_) {
+    size_t ns = static_cast<size_t>(n * steps);
+    (bytes ? obs_b.resize(ns * static_cast<size_t>(obs_size)) : obs.resize(ns * static_cast<size_t>(obs_size)));
+    action.resize(ns);
+    env.resize(ns);
+    rollout.resize(ns);
+    reward.resize(ns);
+    discount.resize(ns);
+    logits.resize(ns * static_cast<size_t>(actions));
+  }
+  std::vector<void*> buffers() {
+    return {obs_b.empty() ? static_cast<void*>(obs.data()) : obs_b.data(), action.data(), reward.data(),
+            discount.data(), logits.data(), env.data(), rollout.data()};
+  }
+  int32_t env_of(int64_t i) const { return env[static_cast<size_t>(i * steps)]; }
+  int32_t rollout_of(int64_t i) const { return rollout[static_cast<size_t>(i * steps + steps - 1)]; }
+  // Whether item i is one env's whole unroll: one env throughout, and steps
+  // 1..T of one rollout (tables.hpp). Anything else is a broken stream.
+  bool whole(int64_t i) const {
+    for (int64_t s = 1; s < steps; ++s) {
+      size_t at = static_cast<size_t>(i * steps + s);
+      if (env[at] != env_of(i) || rollout[at] != rollout_of(i)) return false;
+    }
+    return true;
+  }
+  // Copies item i of `from` into slot `to` of this.
+  void copy_item(const Unrolls& from, int64_t i, int64_t to) {
+    auto cp = [&](auto& dst, const auto& src, int64_t per_step) {
+      size_t len = static_cast<size_t>(steps * per_step);
+      std::copy_n(src.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(i) * len), len,
+                  dst.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(to) * len));
+    };
+    if (obs_b.empty()) cp(obs, from.obs, obs_size);
+    else cp(obs_b, from.obs_b, obs_size);
+    cp(action, from.action, 1);
+    cp(env, from.env, 1);
+    cp(rollout, from.rollout, 1);
+    cp(reward, from.reward, 1);
+    cp(discount, from.discount, 1);
+    cp(logits, from.logits, actions);
+  }
+};
+
+uint64_t fnv1a(const std::vector<float>& v) {
+  uint64_t h = 1469598103934665603ULL;
+  const auto* p = reinterpret_cast<const unsigned char*>(v.data());
+  for (size_t i = 0; i < v.size() * sizeof(float); ++i) h = (h ^ p[i]) * 1099511628211ULL;
+  return h;
+}
+
+// The embedded server's config: blocks for the unrolls' chunks (two per
+// queued item, the open ones of every env's writer, and its spares), the
+// episodes and the parameters.
+std::string server_toml(const Options& o, size_t params) {
+  uint64_t chunks = 4 * static_cast<uint64_t>(queue_size(o)) + 8 * static_cast<uint64_t>(o.envs) + 1024;
+  uint64_t param_block = (params * 4 + 4096 + 63) / 64 * 64;
+  return "[arena]\nclasses = [ { block_size = 512, count = 120000 }, { block_size = " +
+         std::string(byte_observations(o) ? "16384" : "2048") + ", count = " + std::to_string(chunks) +
+         " }, { block_size = " + std::to_string(param_block) + ", count = 64 } ]\n";
+}
+
+void create_tables(api::Client& c, const Options& o, const std::vector<int64_t>& shape, int actions, size_t params) {
+  for (const char* name : {kUnrollTable, kEpisodesTable, kParamsTable}) {
+    try {
+      c.drop_table(name);  // a previous run's, on a server that outlived it
+    } catch (const api::Error& e) {
+      if (e.code() != ENGRAM_E_NOT_FOUND) throw;
+    }
+  }
+  api::TableOptions q;
+  q.name = kUnrollTable;
+  q.max_size = static_cast<uint64_t>(queue_size(o));
+  q.sampler = ENGRAM_FIFO;
+  q.remover = ENGRAM_FIFO;
+  q.max_times_sampled = 1;
+  q.rate_limiter = api::RateLimiter::queue(queue_size(o));
+  q.columns = unroll_columns(o, shape, actions);
+  c.create_table(q);
+  c.create_table(episodes_table());
+  c.create_table(params_table(params));
+}
+
+std::vector<pid_t> start_actors(const Options& o, const std::string& socket) {
+  std::vector<pid_t> pids;
+  for (int k = 0; k < o.actors; ++k)
+    pids.push_back(start_child({"--role", "actor", "--actor-id", std::to_string(k), "--env", o.env, "--actors",
+                                std::to_string(o.actors), "--envs", std::to_string(o.envs), "--seed",
+                                std::to_string(o.seed), "--socket", socket, "--out", o.out, "--reproducible",
+                                o.reproducible ? "1" : "0", "--micro-batch", std::to_string(o.micro_batch),
+                                "--unroll", std::to_string(o.unroll)}));
+  return pids;
+}
+
+// Takes unrolls from the queue: `batch` of them in arrival order, or with
+// --reproducible all E of rollout k in env order (items of rollout k + 1
+// that come first are kept for the next call).
+class Source {
+ public:
+  Source(const Options& o, api::Table& t, int64_t obs_size, int64_t actions)
+      : o_(o), t_(t), obs_size_(obs_size), actions_(actions) {}
+  // The next batch, or nullptr if `stop()` said so while waiting.
+  template <typename Stop>
+  std::unique_ptr<Unrolls> next(Stop stop) {
+    const int64_t steps = o_.unroll + 1;
+    auto batch = std::make_unique<Unrolls>(o_.batch, steps, obs_size_, actions_, byte_observations(o_));
+    std::vector<bool> have(static_cast<size_t>(o_.batch), false);
+    int64_t filled = 0;
+    if (o_.reproducible) {  // what came early for this rollout
+      auto it = early_.find(rollout_);
+      if (it != early_.end()) {
+        for (auto& [env, u] : it->second) place(*batch, have, *u, 0, &filled);
+        early_.erase(it);
+      }
+    }
+    while (filled < o_.batch) {
+      if (stop()) return nullptr;
+      Unrolls got(o_.batch - filled, steps, obs_size_, actions_, byte_observations(o_));
+      std::vector<void*> bufs = got.buffers();
+      uint32_t n = 0;
+      try {
+        n = t_.sample(api::sample_options(static_cast<uint32_t>(got.n), static_cast<uint32_t>(steps), 200), bufs);
+      } catch (const api::Error& e) {
+        if (e.code() == ENGRAM_E_TIMEOUT) continue;  // actors have not caught up: look at stop() again
+        throw;
+      }
+      for (uint32_t i = 0; i < n; ++i) {
+        if (!got.whole(i))
+          throw std::runtime_error("unroll of env " + std::to_string(got.env_of(i)) + " is not one env's " +
+                                   std::to_string(o_.unroll + 1) + " consecutive steps");
+        if (!o_.reproducible) {
+          batch->copy_item(got, i, filled);
+          ++filled;
+        } else if (got.rollout_of(i) == rollout_) {
+          place(*batch, have, got, i, &filled);
+        } else if (got.rollout_of(i) == rollout_ + 1) {
+          auto u = std::make_unique<Unrolls>(1, steps, obs_size_, actions_, byte_observations(o_));
+          u->copy_item(got, i, 0);
+          early_[rollout_ + 1][got.env_of(i)] = std::move(u);
+        } else {
+          throw std::runtime_error("rollout " + std::to_string(got.rollout_of(i)) + " of env " +
+                                   std::to_string(got.env_of(i)) + " while learning from rollout " +
+                                   std::to_string(rollout_));
+        }
+      }
+    }
+    ++rollout_;
+    return batch;
+  }
+
+ private:
+  void place(Unrolls& batch, std::vector<bool>& have, const Unrolls& from, int64_t i, int64_t* filled) {
+    int32_t env = from.env_of(i);
+    if (env < 0 || env >= o_.envs || have[static_cast<size_t>(env)])
+      throw std::runtime_error("env " + std::to_string(env) + " twice or out of range in rollout " +
+                               std::to_string(rollout_));
+    batch.copy_item(from, i, env);
+    have[static_cast<size_t>(env)] = true;
+    ++*filled;
+  }
+
+  const Options& o_;
+  api::Table& t_;
+  int64_t obs_size_, actions_;
+  int32_t rollout_ = 0;
+  std::map<int32_t, std::map<int32_t, std::unique_ptr<Unrolls>>> early_;
+};
+
+}  // namespace
+
+int run_learner(const Options& o) {
+  single_threaded();
+  torch::manual_seed(o.seed);
+  ::mkdir(o.out.c_str(), 0755);
+  std::unique_ptr<Env> probe = make_env(o.env);
+  const std::vector<int64_t> shape = probe->observation_shape();
+  const int64_t obs_size = static_cast<int64_t>(probe->observation_size());
+  const int actions = probe->num_actions();
+  PolicyValue net(o.env, shape, actions);
+  const size_t params = parameter_count(*net);
+  torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(o.lr));
+
+  std::unique_ptr<api::Server> server;
+  std::string socket = o.socket;
+  if (socket.empty()) {
+    char abs[4096];
+    socket = std::string(::realpath(o.out.c_str(), abs) ? abs : o.out.c_str()) + "/engram.sock";
+    server = std::make_unique<api::Server>(server_toml(o, params), socket);
+  }
+  api::Client c = api::Client::connect(socket);
+  create_tables(c, o, shape, actions, params);
+  ParamPublisher publisher(c, params);
+  std::vector<float> flat = flatten_parameters(*net);
+  publisher.publish(1, flat);  // version = updates + 1
+  std::ofstream hashes(o.out + "/param_hashes.txt");
+  hashes << "0 " << std::hex << fnv1a(flat) << std::dec << '\n';
+  api::Table queue = c.open_table(kUnrollTable);
+  api::Table episodes = c.open_table(kEpisodesTable);
+
+  std::vector<pid_t> actors = start_actors(o, socket);
+  double t0 = wall_s();
+  Progress progress(o.out, t0, "actors");
+  std::printf("engram-impala: %s, %d actors x %d envs, learner batch %d unrolls of %d%s; curve in %s/curve.csv\n",
+              o.env.c_str(), o.actors, o.envs_per_actor(), o.batch, o.unroll,
+              o.reproducible ? " (reproducible)" : "", o.out.c_str());
+
+  Curve curve;
+  CallClock in_engram;
+  double cpu0 = thread_cpu_s();
+  uint64_t updates = 0;
+  bool solved = false;
+  int64_t steps = 0;
+  Source source(o, queue, obs_size, actions);
+  const int64_t T = o.unroll, B = o.batch;
+  std::vector<int64_t> obs_shape = {B, T + 1};
+  obs_shape.insert(obs_shape.end(), shape.begin(), shape.end());
+  std::vector<int64_t> flat_obs = {B * (T + 1)};
+  flat_obs.insert(flat_obs.end(), shape.begin(), shape.end());
+  auto report = [&] {
+    double now = wall_s();
+    if (!progress.due(now)) return;
+    engram_table_info info = in_engram([&] {
+      drain_episodes(episodes, &curve);
+      return c.info(kUnrollTable);
+    });
+    steps = static_cast<int64_t>(info.inserts) * T;
+    progress.report(now, steps, updates, curve, info.size, "queued");
+    solved = curve.all.size() >= 100 && Curve::mean(curve.all) >= o.solved;
+    reap_children(actors, "engram-impala");
+  };
+  auto done = [&] { return solved || steps >= o.steps || (o.updates > 0 && static_cast<int64_t>(updates) >= o.updates); };
+
+  while (!done()) {
+    std::unique_ptr<Unrolls> u = in_engram([&] {
+      return source.next([&] {
+        report();
+        return done();
+      });
+    });
+    if (!u) break;
+    // Time-major: [B, T + 1, ...] -> [T + 1, B, ...].
+    torch::Tensor obs = byte_observations(o) ? torch::from_blob(u->obs_b.data(), obs_shape, torch::kUInt8).to(torch::kFloat32)
+                                              : torch::from_blob(u->obs.data(), obs_shape, torch::kFloat32);
+    obs = obs.transpose(0, 1).reshape(flat_obs);
+    auto steps_1_to_T = [&](torch::Tensor x) { return x.slice(1, 1, T + 1).transpose(0, 1); };
+    torch::Tensor action = steps_1_to_T(torch::from_blob(u->action.data(), {B, T + 1}, torch::kInt32)).to(torch::kLong);
+    torch::Tensor reward = steps_1_to_T(torch::from_blob(u->reward.data(), {B, T + 1}, torch::kFloat32));
+    torch::Tensor discount = steps_1_to_T(torch::from_blob(u->discount.data(), {B, T + 1}, torch::kFloat32));
+    torch::Tensor behaviour = steps_1_to_T(torch::from_blob(u->logits.data(), {B, T + 1, actions}, torch::kFloat32));
+
+    auto [logits_all, values_all] = net->forward(obs);
+    torch::Tensor logits = logits_all.view({T + 1, B, actions}).slice(0, 0, T);
+    torch::Tensor values_tb = values_all.view({T + 1, B});
+    torch::Tensor values = values_tb.slice(0, 0, T);
+    torch::Tensor log_rhos;
+    {
+      torch::NoGradGuard no_grad;
+      auto chosen = [&](const torch::Tensor& l) { return torch::log_softmax(l, -1).gather(-1, action.unsqueeze(-1)).squeeze(-1); };
+      log_rhos = chosen(logits.detach()) - chosen(behaviour);
+    }
+    VTrace targets = vtrace(log_rhos, discount, reward, values, values_tb[T]);
+    Loss loss = impala_loss(logits, action, values, targets, o.baseline_cost, o.entropy_cost);
+    adam.zero_grad();
+    (loss.total / static_cast<double>(T * B)).backward();
+    torch::nn::utils::clip_grad_norm_(net->parameters(), o.clip_grad_norm);
+    adam.step();
+    ++updates;
+    flat = flatten_parameters(*net);
+    in_engram([&] { publisher.publish(static_cast<int64_t>(updates) + 1, flat); });
+    hashes << updates << ' ' << std::hex << fnv1a(flat) << std::dec << '\n';
+    report();
+  }
+  hashes.close();
+  double wall = wall_s() - t0;
+  double main_cpu = thread_cpu_s() - cpu0;
+  // Actors first stop waiting for the queue: each sees SIGTERM at its next step.
+  c.set_rate_limiter(kUnrollTable, api::RateLimiter::min_size(1));
+  stop_children(actors);
+  std::vector<double> act = actor_counts(o.out, o.actors);
+  double learner_cpu_share = in_engram.cpu() / std::max(1e-9, main_cpu);
+  double actor_cpu_share = act[4] / std::max(1e-9, act[2]);
+  torch::save(net, o.out + "/model.pt");
+  progress.close();
+  plot_curve(o.out, "engram-impala", "all actors");
+  std::ofstream(o.out + "/summary.json") << "{\"env\": \"" << o.env << "\", \"seed\": " << o.seed << ", \"actors\": "
+                                        << o.actors << ", \"envs\": " << o.envs << ", \"reproducible\": "
+                                        << (o.reproducible ? "true" : "false") << ", \"solved\": "
+                                        << (solved ? "true" : "false") << ", \"env_steps\": " << steps
+                                        << ", \"updates\": " << updates << ", \"wall_s\": " << wall
+                                        << ", \"episodes\": " << curve.episodes
+                                        << ", \"mean100\": " << Curve::mean(curve.all)
+                                        << ", \"actor_frames\": " << act[0]
+                                        << ", \"learner_engram_cpu_share\": " << learner_cpu_share
+                                        << ", \"actor_engram_cpu_share\": " << actor_cpu_share << "}\n";
+  std::printf("engram-impala: time in engram calls: learner %.1f%% of CPU, actors %.1f%% of CPU\n",
+              100 * learner_cpu_share, 100 * actor_cpu_share);
+  std::printf("engram-impala: %s after %lld env steps, %llu updates, %.1f s; trailing-100 mean %.1f\n",
+              solved ? "solved" : "stopped", static_cast<long long>(steps), static_cast<unsigned long long>(updates),
+              wall, Curve::mean(curve.all));
+  std::printf("engram-impala: curve %s/curve.csv, plot %s/curve.png, model %s/model.pt\n", o.out.c_str(),
+              o.out.c_str(), o.out.c_str());
+  return 0;
+}
+
+int run_eval(const Options& o) {
+  single_threaded();
+  std::unique_ptr<Env> probe = make_env(o.env);
+  PolicyValue net(o.env, probe->observation_shape(), probe->num_actions());
+  torch::load(net, o.eval);
+  return play_greedy(o.env, o.seed, o.eval_episodes,
+                     [&](const torch::Tensor& obs) { return static_cast<int>(net->forward(obs).first.argmax(1).item<int64_t>()); });
+}
+
+}  // namespace engram::agents::impala

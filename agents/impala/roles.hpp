@@ -1,0 +1,13 @@
+// The processes of engram-impala: one learner (which starts the actors)
+// and K actors, and the evaluation of a saved model.
+#pragma once
+
+#include "agents/impala/options.hpp"
+
+namespace engram::agents::impala {
+
+int run_learner(const Options& o);
+int run_actor(const Options& o);
+int run_eval(const Options& o);
+
+}  // namespace engram::agents::impala
