@@ -3,9 +3,7 @@
 // next while this one trains), learns with double Q-learning on a dueling
 // network, writes new priorities back by key, publishes its parameters,
 // and reports progress once a second. Also: playing a saved model.
-#include <signal.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,12 +12,8 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <deque>
-#include <iterator>
 #include <fstream>
 #include <mutex>
-#include <numeric>
 #include <optional>
 #include <thread>
 #include <vector>

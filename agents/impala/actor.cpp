@@ -1,15 +1,15 @@
 // An IMPALA actor: M envs stepped together, the policy sampled per env
-// from its own random stream, each env a stream of steps in engram with
-// an item per unroll (tables.hpp). Parameters come from the parameter
-// table: the newest before each unroll, or, with --reproducible, exactly
-// those of update k - 1 for rollout k. It runs until it is stopped
-// (SIGTERM: it writes its counts to OUT/actor-K.json and exits 0) or the
-// server goes away.
+// from its own random stream, each env a stream of steps with an unroll
+// every T steps (tables.hpp), written through an ActorPort (port.hpp):
+// engram's here, or the in-process baseline's (handoff.hpp). Parameters
+// come before each unroll: the newest, or, with --reproducible, exactly
+// those of update k - 1 for rollout k. A process actor runs until it is
+// stopped (SIGTERM: it writes its counts to OUT/actor-K.json and exits 0)
+// or the server goes away.
 #include <signal.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -21,6 +21,7 @@
 #include "agents/common/nets.hpp"
 #include "agents/common/params.hpp"
 #include "agents/common/rng.hpp"
+#include "agents/impala/port.hpp"
 #include "agents/impala/roles.hpp"
 #include "agents/impala/tables.hpp"
 
@@ -30,16 +31,6 @@ namespace {
 
 volatile sig_atomic_t g_stop = 0;
 void on_term(int) { g_stop = 1; }
-
-// Waits until the parameter table holds version `want` or newer (0: any);
-// the version read, or `have` when stopped first.
-int64_t wait_parameters(ParamReader& reader, int64_t have, int64_t want, std::vector<float>* params) {
-  for (;;) {
-    int64_t v = reader.read(have, params);
-    if ((v > 0 && v >= want) || g_stop) return v;
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-}
 
 // One env's stream: what its next step carries besides the observation.
 struct Stream {
@@ -52,16 +43,73 @@ struct Stream {
   std::vector<float> logits;
 };
 
+// An actor process's port: a writer per env into the unrolls table.
+class EngramPort : public ActorPort {
+ public:
+  EngramPort(const Options& o, api::Client& c, size_t envs, const Env& probe)
+      : o_(o), reader_(c), unrolls_(c.open_table(kUnrollTable)), episodes_(c.open_table(kEpisodesTable)),
+        bytes_(probe.observation_size()) {
+    // Chunks of T steps end on an unroll's last step, so that an item
+    // (T + 1 steps over two chunks) goes out the moment it is created:
+    // the first chunk holds step 0 alone (started()).
+    api::WriterOptions wo;
+    wo.columns = unroll_columns(o, probe.observation_shape(), probe.num_actions());
+    wo.chunk_length = static_cast<uint32_t>(o.unroll);
+    wo.max_item_steps = static_cast<uint32_t>(o.unroll + 1);
+    for (size_t j = 0; j < envs; ++j) writers_.push_back(c.writer(wo));
+    api::WriterOptions eo;
+    eo.columns = episode_columns();
+    episode_writer_ = c.writer(eo);
+  }
+  int64_t parameters(int64_t have, int64_t want, std::vector<float>* out) override {
+    for (;;) {
+      int64_t v = reader_.read(have, out);
+      if ((v > 0 && v >= want) || g_stop) return v;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+  void step(size_t j, const float* x, int32_t action, float reward, float discount, const float* logits, int32_t env,
+            int32_t rollout, bool item) override {
+    const void* ob = x;
+    if (byte_observations(o_)) {
+      for (size_t k = 0; k < bytes_.size(); ++k) bytes_[k] = static_cast<uint8_t>(x[k]);
+      ob = bytes_.data();
+    }
+    writers_[j].append({ob, &action, &reward, &discount, logits, &env, &rollout});
+    if (item) writers_[j].create_item(unrolls_, static_cast<uint32_t>(o_.unroll + 1), 1.0);
+  }
+  void started() override {
+    for (auto& w : writers_) w.flush(-1);  // step 0 alone in the first chunk
+  }
+  void unrolled() override {
+    // The queue's rate limiter holds items, not writers: without this wait
+    // an actor runs on with its items queued in its request ring, and the
+    // learner learns from data many updates old (CartPole rose to 250 and
+    // fell back to 9). Each flush sends nothing new (the chunk ended with
+    // the item) and returns once the item is in the queue.
+    for (auto& w : writers_) w.flush(-1);
+  }
+  void episode(int32_t env, float ret, int32_t length) override {
+    float eps = 0;
+    episode_writer_.append({&env, &eps, &ret, &length});
+    episode_writer_.create_item(episodes_, 1, 1.0);
+  }
+  bool stopped() const override { return g_stop; }
+
+ private:
+  const Options& o_;
+  ParamReader reader_;
+  api::Table unrolls_, episodes_;
+  std::vector<api::Writer> writers_;
+  api::Writer episode_writer_;
+  std::vector<uint8_t> bytes_;  // Breakout's planes as bytes
+};
+
 }  // namespace
 
-int run_actor(const Options& o) {
-  single_threaded();
-  ::signal(SIGTERM, on_term);
+void act(const Options& o, ActorPort& port, ActorCounts* counts) {
   torch::NoGradGuard no_grad;
-  api::Client client = api::Client::connect(o.socket);
-  api::Table unrolls = client.open_table(kUnrollTable);
-  api::Table episodes = client.open_table(kEpisodesTable);
-
+  CallClock& in_port = counts->in_port;
   const size_t m = static_cast<size_t>(o.envs_per_actor());
   std::vector<Stream> envs(m);
   for (size_t j = 0; j < m; ++j) {
@@ -72,24 +120,10 @@ int run_actor(const Options& o) {
   const size_t obs_size = envs[0].env->observation_size();
   const int actions = envs[0].env->num_actions();
   PolicyValue net(o.env, shape, actions);
-  ParamReader reader(client);
   std::vector<float> params(parameter_count(*net));
-  int64_t version = wait_parameters(reader, 0, 1, &params);
-  if (g_stop) return 0;
+  int64_t version = in_port([&] { return port.parameters(0, 1, &params); });
+  if (port.stopped()) return;
   load_parameters(*net, params.data(), params.size());
-
-  // One writer per env. Chunks of T steps end on an unroll's last step, so
-  // that an item (T + 1 steps over two chunks) goes out the moment it is
-  // created: the first chunk holds step 0 alone.
-  std::vector<api::Writer> writers;
-  api::WriterOptions wo;
-  wo.columns = unroll_columns(o, shape, actions);
-  wo.chunk_length = static_cast<uint32_t>(o.unroll);
-  wo.max_item_steps = static_cast<uint32_t>(o.unroll + 1);
-  for (size_t j = 0; j < m; ++j) writers.push_back(client.writer(wo));
-  api::WriterOptions eo;
-  eo.columns = episode_columns();
-  api::Writer episode_writer = client.writer(eo);
 
   std::vector<int64_t> batch_shape = {static_cast<int64_t>(m)};
   batch_shape.insert(batch_shape.end(), shape.begin(), shape.end());
@@ -101,34 +135,20 @@ int run_actor(const Options& o) {
     s.rng.reseed(Rng::derive(o.seed, (1ULL << 32) + static_cast<uint64_t>(s.global)));
     s.logits.assign(static_cast<size_t>(actions), 0.0f);
   }
-  std::vector<uint8_t> bytes(obs_size);
   std::vector<float> final_obs(obs_size), next(obs_size);
   int32_t rollout = 0;
-  // Step s of env j into its stream (tables.hpp); an item at each unroll's end.
   auto append = [&](size_t j, bool item) {
-    Stream& s = envs[j];
-    const float* x = obs_p + j * obs_size;
-    const void* ob = x;
-    if (byte_observations(o)) {
-      for (size_t k = 0; k < obs_size; ++k) bytes[k] = static_cast<uint8_t>(x[k]);
-      ob = bytes.data();
-    }
-    writers[j].append({ob, &s.action, &s.reward, &s.discount, s.logits.data(), &s.global, &rollout});
-    if (item) writers[j].create_item(unrolls, static_cast<uint32_t>(o.unroll + 1), 1.0);
+    const Stream& s = envs[j];
+    port.step(j, obs_p + j * obs_size, s.action, s.reward, s.discount, s.logits.data(), s.global, rollout, item);
   };
-  CallClock in_engram;  // appends, items and parameter reads
-  in_engram([&] {
-    for (size_t j = 0; j < m; ++j) {
-      append(j, false);
-      writers[j].flush(-1);  // step 0 alone in the first chunk
-    }
+  in_port([&] {
+    for (size_t j = 0; j < m; ++j) append(j, false);
+    port.started();
   });
 
-  int64_t frames = 0;
-  double wall0 = wall_s(), cpu0 = thread_cpu_s();
   const int64_t micro = o.micro();
-  while (!g_stop) {
-    for (int t = 0; t < o.unroll && !g_stop; ++t) {
+  while (!port.stopped()) {
+    for (int t = 0; t < o.unroll && !port.stopped(); ++t) {
       // Inference in fixed micro-batches under --reproducible: LibTorch's
       // last bits depend on the batch's shape, which must not change with K.
       std::vector<torch::Tensor> parts;
@@ -158,11 +178,7 @@ int run_actor(const Options& o) {
         ++s.length;
         if (r.terminated || r.truncated) {
           if (r.truncated) final_obs = next;  // a time limit: bootstrap below from the state it cut off
-          float eps = 0;
-          in_engram([&] {
-            episode_writer.append({&s.global, &eps, &s.ret, &s.length});
-            episode_writer.create_item(episodes, 1, 1.0);
-          });
+          in_port([&] { port.episode(s.global, s.ret, s.length); });
           s.ret = 0;
           s.length = 0;
           s.env->reset(x);
@@ -178,36 +194,41 @@ int run_actor(const Options& o) {
           std::copy(next.begin(), next.end(), x);
         }
       }
-      frames += static_cast<int64_t>(m);
+      counts->frames += static_cast<int64_t>(m);
       bool last = t == o.unroll - 1;
       if (last && o.reproducible && rollout >= 1) {
-        // Rollout k + 1 acts with update k's parameters (table version
-        // k + 1), read before rollout k goes out: update k + 1, which needs
+        // Rollout k + 1 acts with update k's parameters (version k + 1),
+        // read before rollout k goes out: update k + 1, which needs
         // rollout k, cannot have replaced them yet.
-        int64_t v = in_engram([&] { return wait_parameters(reader, version, rollout + 1, &params); });
-        if (g_stop) break;
+        int64_t v = in_port([&] { return port.parameters(version, rollout + 1, &params); });
+        if (port.stopped()) break;
         if (v != version) load_parameters(*net, params.data(), params.size());
         version = v;
       }
-      in_engram([&] {
+      in_port([&] {
         for (size_t j = 0; j < m; ++j) append(j, last);
-        // The queue's rate limiter holds items, not the writer: without a
-        // wait here an actor runs on with its items queued in its request
-        // ring, and learns the learner from data many updates old. Each
-        // flush sends nothing new (the chunk ended with the item) and
-        // returns once the item is in the queue.
-        if (last)
-          for (size_t j = 0; j < m; ++j) writers[j].flush(-1);
+        if (last) port.unrolled();
       });
     }
     ++rollout;
     if (!o.reproducible) {
-      int64_t v = in_engram([&] { return reader.read(version, &params); });
+      int64_t v = in_port([&] { return port.parameters(version, 0, &params); });
       if (v != version) load_parameters(*net, params.data(), params.size());
       version = v;
     }
   }
-  write_actor_counts(o.out, o.actor_id, frames, wall_s() - wall0, thread_cpu_s() - cpu0, in_engram);
+}
+
+int run_actor(const Options& o) {
+  single_threaded();
+  ::signal(SIGTERM, on_term);
+  api::Client client = api::Client::connect(o.socket);
+  std::unique_ptr<Env> probe = make_env(o.env);
+  EngramPort port(o, client, static_cast<size_t>(o.envs_per_actor()), *probe);
+  ActorCounts counts;
+  double wall0 = wall_s(), cpu0 = thread_cpu_s();
+  act(o, port, &counts);
+  write_actor_counts(o.out, o.actor_id, counts.frames, wall_s() - wall0, thread_cpu_s() - cpu0, counts.in_port);
   return 0;
 }
 

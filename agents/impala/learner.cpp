@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <thread>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -27,64 +29,15 @@
 #include "agents/common/params.hpp"
 #include "agents/common/rng.hpp"
 #include "agents/impala/roles.hpp"
+#include "agents/impala/handoff.hpp"
+#include "agents/impala/port.hpp"
 #include "agents/impala/tables.hpp"
+#include "agents/impala/unrolls.hpp"
 #include "agents/impala/vtrace.hpp"
 
 namespace engram::agents::impala {
 
 namespace {
-
-// Unrolls as engram copies them out: item-major, [n, T + 1, ...] per column.
-struct Unrolls {
-  int64_t n = 0, steps = 0, obs_size = 0, actions = 0;
-  std::vector<float> obs;
-  std::vector<uint8_t> obs_b;
-  std::vector<int32_t> action, env, rollout;
-  std::vector<float> reward, discount, logits;
-
-  Unrolls(int64_t n_, int64_t steps_, int64_t obs_size_, int64_t actions_, bool bytes)
-      : n(n_), steps(steps_), obs_size(obs_size_), actions(actions_) {
-    size_t ns = static_cast<size_t>(n * steps);
-    (bytes ? obs_b.resize(ns * static_cast<size_t>(obs_size)) : obs.resize(ns * static_cast<size_t>(obs_size)));
-    action.resize(ns);
-    env.resize(ns);
-    rollout.resize(ns);
-    reward.resize(ns);
-    discount.resize(ns);
-    logits.resize(ns * static_cast<size_t>(actions));
-  }
-  std::vector<void*> buffers() {
-    return {obs_b.empty() ? static_cast<void*>(obs.data()) : obs_b.data(), action.data(), reward.data(),
-            discount.data(), logits.data(), env.data(), rollout.data()};
-  }
-  int32_t env_of(int64_t i) const { return env[static_cast<size_t>(i * steps)]; }
-  int32_t rollout_of(int64_t i) const { return rollout[static_cast<size_t>(i * steps + steps - 1)]; }
-  // Whether item i is one env's whole unroll: one env throughout, and steps
-  // 1..T of one rollout (tables.hpp). Anything else is a broken stream.
-  bool whole(int64_t i) const {
-    for (int64_t s = 1; s < steps; ++s) {
-      size_t at = static_cast<size_t>(i * steps + s);
-      if (env[at] != env_of(i) || rollout[at] != rollout_of(i)) return false;
-    }
-    return true;
-  }
-  // Copies item i of `from` into slot `to` of this.
-  void copy_item(const Unrolls& from, int64_t i, int64_t to) {
-    auto cp = [&](auto& dst, const auto& src, int64_t per_step) {
-      size_t len = static_cast<size_t>(steps * per_step);
-      std::copy_n(src.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(i) * len), len,
-                  dst.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(to) * len));
-    };
-    if (obs_b.empty()) cp(obs, from.obs, obs_size);
-    else cp(obs_b, from.obs_b, obs_size);
-    cp(action, from.action, 1);
-    cp(env, from.env, 1);
-    cp(rollout, from.rollout, 1);
-    cp(reward, from.reward, 1);
-    cp(discount, from.discount, 1);
-    cp(logits, from.logits, actions);
-  }
-};
 
 uint64_t fnv1a(const std::vector<float>& v) {
   uint64_t h = 1469598103934665603ULL;
@@ -210,6 +163,136 @@ class Source {
   std::map<int32_t, std::map<int32_t, std::unique_ptr<Unrolls>>> early_;
 };
 
+// What the learner trains through: engram, or the in-process baseline.
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  // The next batch, or nullptr once stop() (asked while waiting) says so.
+  virtual std::unique_ptr<Unrolls> next(const std::function<bool()>& stop) = 0;
+  virtual void publish(int64_t version, const std::vector<float>& flat) = 0;
+  // Takes finished episodes into *curve; sets the unrolls queued in all
+  // and those waiting now.
+  virtual void poll(Curve* curve, int64_t* unrolls, uint64_t* queued) = 0;
+  // Stops the actors; their counts summed (children.hpp, actor_counts).
+  virtual std::vector<double> stop() = 0;
+};
+
+// Actor processes writing into engram: the embedded server, or --socket's.
+class EngramTransport : public Transport {
+ public:
+  EngramTransport(const Options& o, const std::vector<int64_t>& shape, int actions, size_t params)
+      : o_(o),
+        socket_(o.socket.empty() ? embedded_socket(o) : o.socket),
+        server_(o.socket.empty() ? std::make_unique<api::Server>(server_toml(o, params), socket_) : nullptr),
+        c_(api::Client::connect(socket_)) {
+    create_tables(c_, o, shape, actions, params);
+    publisher_ = std::make_unique<ParamPublisher>(c_, params);
+    queue_ = c_.open_table(kUnrollTable);
+    episodes_ = c_.open_table(kEpisodesTable);
+    int64_t obs_size = 1;
+    for (int64_t d : shape) obs_size *= d;
+    source_ = std::make_unique<Source>(o, queue_, obs_size, actions);
+  }
+  void start() { actors_ = start_actors(o_, socket_); }
+  std::unique_ptr<Unrolls> next(const std::function<bool()>& stop) override {
+    return in_engram_([&] { return source_->next(stop); });
+  }
+  void publish(int64_t version, const std::vector<float>& flat) override {
+    in_engram_([&] { publisher_->publish(version, flat); });
+  }
+  void poll(Curve* curve, int64_t* unrolls, uint64_t* queued) override {
+    engram_table_info info = in_engram_([&] {
+      drain_episodes(episodes_, curve);
+      return c_.info(kUnrollTable);
+    });
+    *unrolls = static_cast<int64_t>(info.inserts);
+    *queued = info.size;
+    reap_children(actors_, "engram-impala");
+  }
+  std::vector<double> stop() override {
+    // Actors first stop waiting for the queue: each sees SIGTERM at its next step.
+    c_.set_rate_limiter(kUnrollTable, api::RateLimiter::min_size(1));
+    stop_children(actors_);
+    return actor_counts(o_.out, o_.actors);
+  }
+  const CallClock& in_engram() const { return in_engram_; }
+
+ private:
+  static std::string embedded_socket(const Options& o) {
+    char abs[4096];
+    return std::string(::realpath(o.out.c_str(), abs) ? abs : o.out.c_str()) + "/engram.sock";
+  }
+
+  const Options& o_;
+  std::string socket_;
+  std::unique_ptr<api::Server> server_;
+  api::Client c_;
+  std::unique_ptr<ParamPublisher> publisher_;
+  api::Table queue_, episodes_;
+  std::unique_ptr<Source> source_;
+  std::vector<pid_t> actors_;
+  CallClock in_engram_;
+};
+
+// Actors as threads of this process, handing unrolls over in memory.
+class HandoffTransport : public Transport {
+ public:
+  HandoffTransport(const Options& o, int64_t obs_size, int actions) : o_(o), h_(o, obs_size, actions) {}
+  ~HandoffTransport() override { (void)stop(); }
+  void start() {
+    counts_.resize(static_cast<size_t>(o_.actors));
+    for (int k = 0; k < o_.actors; ++k)
+      threads_.emplace_back([this, k] {
+        Options mine = o_;
+        mine.actor_id = k;
+        HandoffPort port(h_, static_cast<size_t>(o_.envs_per_actor()));
+        Counts& c = counts_[static_cast<size_t>(k)];
+        double wall0 = wall_s(), cpu0 = thread_cpu_s();
+        act(mine, port, &c.counts);
+        c.wall = wall_s() - wall0;
+        c.cpu = thread_cpu_s() - cpu0;
+      });
+  }
+  std::unique_ptr<Unrolls> next(const std::function<bool()>& stop) override {
+    for (;;) {
+      if (stop()) return nullptr;
+      if (auto b = h_.take(o_.batch, std::chrono::milliseconds(200))) return b;
+    }
+  }
+  void publish(int64_t version, const std::vector<float>& flat) override { h_.publish(version, flat); }
+  void poll(Curve* curve, int64_t* unrolls, uint64_t* queued) override {
+    std::lock_guard<std::mutex> lk(h_.mu);
+    for (float r : h_.returns) curve->add(r, 0.0f);
+    h_.returns.clear();
+    *unrolls = h_.pushed;
+    *queued = h_.queue.size();
+  }
+  std::vector<double> stop() override {
+    h_.stop_all();
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+    std::vector<double> sum(5, 0.0);
+    for (const Counts& c : counts_) {
+      sum[0] += static_cast<double>(c.counts.frames);
+      sum[1] += c.wall;
+      sum[2] += c.cpu;
+      sum[3] += c.counts.in_port.wall();
+      sum[4] += c.counts.in_port.cpu();
+    }
+    return sum;
+  }
+
+ private:
+  struct Counts {
+    ActorCounts counts;
+    double wall = 0, cpu = 0;
+  };
+  const Options& o_;
+  Handoff h_;
+  std::vector<Counts> counts_;
+  std::vector<std::thread> threads_;
+};
+
 }  // namespace
 
 int run_learner(const Options& o) {
@@ -224,37 +307,35 @@ int run_learner(const Options& o) {
   const size_t params = parameter_count(*net);
   torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(o.lr));
 
-  std::unique_ptr<api::Server> server;
-  std::string socket = o.socket;
-  if (socket.empty()) {
-    char abs[4096];
-    socket = std::string(::realpath(o.out.c_str(), abs) ? abs : o.out.c_str()) + "/engram.sock";
-    server = std::make_unique<api::Server>(server_toml(o, params), socket);
+  std::unique_ptr<Transport> transport;
+  EngramTransport* engram = nullptr;
+  HandoffTransport* handoff = nullptr;
+  if (o.handoff) {
+    transport = std::make_unique<HandoffTransport>(o, obs_size, actions);
+    handoff = static_cast<HandoffTransport*>(transport.get());
+  } else {
+    transport = std::make_unique<EngramTransport>(o, shape, actions, params);
+    engram = static_cast<EngramTransport*>(transport.get());
   }
-  api::Client c = api::Client::connect(socket);
-  create_tables(c, o, shape, actions, params);
-  ParamPublisher publisher(c, params);
   std::vector<float> flat = flatten_parameters(*net);
-  publisher.publish(1, flat);  // version = updates + 1
+  transport->publish(1, flat);  // version = updates + 1
   std::ofstream hashes(o.out + "/param_hashes.txt");
   hashes << "0 " << std::hex << fnv1a(flat) << std::dec << '\n';
-  api::Table queue = c.open_table(kUnrollTable);
-  api::Table episodes = c.open_table(kEpisodesTable);
 
-  std::vector<pid_t> actors = start_actors(o, socket);
+  if (engram) engram->start();
+  else handoff->start();
   double t0 = wall_s();
   Progress progress(o.out, t0, "actors");
-  std::printf("engram-impala: %s, %d actors x %d envs, learner batch %d unrolls of %d%s; curve in %s/curve.csv\n",
+  std::printf("engram-impala: %s, %d actors x %d envs, learner batch %d unrolls of %d%s%s; curve in %s/curve.csv\n",
               o.env.c_str(), o.actors, o.envs_per_actor(), o.batch, o.unroll,
-              o.reproducible ? " (reproducible)" : "", o.out.c_str());
+              o.reproducible ? " (reproducible)" : "", o.handoff ? " (actors as threads, no engram)" : "",
+              o.out.c_str());
 
   Curve curve;
-  CallClock in_engram;
   double cpu0 = thread_cpu_s();
   uint64_t updates = 0;
   bool solved = false;
   int64_t steps = 0;
-  Source source(o, queue, obs_size, actions);
   const int64_t T = o.unroll, B = o.batch;
   std::vector<int64_t> obs_shape = {B, T + 1};
   obs_shape.insert(obs_shape.end(), shape.begin(), shape.end());
@@ -263,23 +344,19 @@ int run_learner(const Options& o) {
   auto report = [&] {
     double now = wall_s();
     if (!progress.due(now)) return;
-    engram_table_info info = in_engram([&] {
-      drain_episodes(episodes, &curve);
-      return c.info(kUnrollTable);
-    });
-    steps = static_cast<int64_t>(info.inserts) * T;
-    progress.report(now, steps, updates, curve, info.size, "queued");
+    int64_t unrolls = 0;
+    uint64_t queued = 0;
+    transport->poll(&curve, &unrolls, &queued);
+    steps = unrolls * T;
+    progress.report(now, steps, updates, curve, queued, "queued");
     solved = curve.all.size() >= 100 && Curve::mean(curve.all) >= o.solved;
-    reap_children(actors, "engram-impala");
   };
   auto done = [&] { return solved || steps >= o.steps || (o.updates > 0 && static_cast<int64_t>(updates) >= o.updates); };
 
   while (!done()) {
-    std::unique_ptr<Unrolls> u = in_engram([&] {
-      return source.next([&] {
-        report();
-        return done();
-      });
+    std::unique_ptr<Unrolls> u = transport->next([&] {
+      report();
+      return done();
     });
     if (!u) break;
     // Time-major: [B, T + 1, ...] -> [T + 1, B, ...].
@@ -310,18 +387,17 @@ int run_learner(const Options& o) {
     adam.step();
     ++updates;
     flat = flatten_parameters(*net);
-    in_engram([&] { publisher.publish(static_cast<int64_t>(updates) + 1, flat); });
+    transport->publish(static_cast<int64_t>(updates) + 1, flat);
     hashes << updates << ' ' << std::hex << fnv1a(flat) << std::dec << '\n';
     report();
   }
   hashes.close();
   double wall = wall_s() - t0;
   double main_cpu = thread_cpu_s() - cpu0;
-  // Actors first stop waiting for the queue: each sees SIGTERM at its next step.
-  c.set_rate_limiter(kUnrollTable, api::RateLimiter::min_size(1));
-  stop_children(actors);
-  std::vector<double> act = actor_counts(o.out, o.actors);
-  double learner_cpu_share = in_engram.cpu() / std::max(1e-9, main_cpu);
+  std::vector<double> act = transport->stop();
+  // The learner's share: engram's calls (the handoff's queue waits are not
+  // counted; its actors' share is their time in the handoff's calls).
+  double learner_cpu_share = engram ? engram->in_engram().cpu() / std::max(1e-9, main_cpu) : 0.0;
   double actor_cpu_share = act[4] / std::max(1e-9, act[2]);
   torch::save(net, o.out + "/model.pt");
   progress.close();
@@ -334,10 +410,11 @@ int run_learner(const Options& o) {
                                         << ", \"episodes\": " << curve.episodes
                                         << ", \"mean100\": " << Curve::mean(curve.all)
                                         << ", \"actor_frames\": " << act[0]
+                                        << ", \"frames_per_s\": " << static_cast<double>(steps) / std::max(1e-9, wall)
                                         << ", \"learner_engram_cpu_share\": " << learner_cpu_share
                                         << ", \"actor_engram_cpu_share\": " << actor_cpu_share << "}\n";
-  std::printf("engram-impala: time in engram calls: learner %.1f%% of CPU, actors %.1f%% of CPU\n",
-              100 * learner_cpu_share, 100 * actor_cpu_share);
+  std::printf("engram-impala: time in %s calls: learner %.1f%% of CPU, actors %.1f%% of CPU\n",
+              o.handoff ? "handoff" : "engram", 100 * learner_cpu_share, 100 * actor_cpu_share);
   std::printf("engram-impala: %s after %lld env steps, %llu updates, %.1f s; trailing-100 mean %.1f\n",
               solved ? "solved" : "stopped", static_cast<long long>(steps), static_cast<unsigned long long>(updates),
               wall, Curve::mean(curve.all));

@@ -19,7 +19,7 @@ namespace {
 const char* kHelp =
     "usage: engram-impala [--env cartpole|breakout] [--actors K] [--envs E | --envs-per-actor M]\n"
     "                     [--steps N] [--updates U] [--seed S] [--socket PATH] [--out DIR]\n"
-    "                     [--reproducible 1 [--micro-batch N]]\n"
+    "                     [--reproducible 1 [--micro-batch N]] [--handoff 1]\n"
     "       engram-impala --eval MODEL [--env ...] [--episodes N] [--seed S]\n"
     "Trains IMPALA: K actor processes step E envs in all and write unrolls of 20 steps\n"
     "into an engram queue; the learner trains on batches of them with V-trace. Stops at\n"
@@ -28,7 +28,9 @@ const char* kHelp =
     "it, it uses that one (engramd). --reproducible 1 is Cleanba's mode: the learner\n"
     "trains on all E envs' rollout k, acted with the parameters of update k-1, so that\n"
     "the parameters (their hashes in DIR/param_hashes.txt) do not depend on K; the\n"
-    "actors infer --micro-batch envs at a time (it must divide E/K). Writes\n"
+    "actors infer --micro-batch envs at a time (it must divide E/K). --handoff 1 is the\n"
+    "baseline for measurements: the actors run as threads of the learner and hand\n"
+    "unrolls over in memory, without engram. Writes\n"
     "DIR/curve.csv, DIR/curve.png, DIR/model.pt and DIR/summary.json.\n";
 
 bool number(const char* flag, const char* v, double* out) {
@@ -82,6 +84,7 @@ bool parse(int argc, char** argv, Options* o) {
       else if (f == "--actor-id") o->actor_id = static_cast<int>(d);
       else if (f == "--reproducible") o->reproducible = d != 0;
       else if (f == "--micro-batch") o->micro_batch = static_cast<int>(d);
+      else if (f == "--handoff") o->handoff = d != 0;
       else if (f == "--lr") o->lr = d;
       else if (f == "--batch") o->batch = static_cast<int>(d);
       else if (f == "--unroll") o->unroll = static_cast<int>(d);
@@ -107,6 +110,10 @@ bool parse(int argc, char** argv, Options* o) {
   if (o->reproducible && o->envs_per_actor() % o->micro_batch) {
     std::fprintf(stderr, "engram-impala: --micro-batch %d must divide the envs per actor (%d)\n", o->micro_batch,
                  o->envs_per_actor());
+    return false;
+  }
+  if (o->handoff && (o->reproducible || !o->socket.empty())) {
+    std::fprintf(stderr, "engram-impala: --handoff 1 (actors as threads, no engram) goes with neither --reproducible nor --socket\n");
     return false;
   }
   if (o->reproducible) o->batch = o->envs;  // one update learns from one whole rollout

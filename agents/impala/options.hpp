@@ -22,6 +22,7 @@ struct Options {
   int eval_episodes = 10;
   bool reproducible = false;  // Cleanba's mode (README, "Reference agents")
   int micro_batch = 1;        // --reproducible: envs per forward pass in the actors
+  bool handoff = false;       // the baseline: actors as threads, no engram (handoff.hpp)
   // Set by the learner for the actor processes it starts.
   std::string role = "learner";
   int actor_id = 0;
