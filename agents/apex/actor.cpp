@@ -45,7 +45,7 @@ int64_t first_parameters(ParamReader& reader, std::vector<float>* params) {
 }  // namespace
 
 int run_actor(const Options& o) {
-  single_threaded();
+  setup_process();
   ::signal(SIGTERM, on_term);
   torch::NoGradGuard no_grad;
   api::Client client = api::Client::connect(o.socket);

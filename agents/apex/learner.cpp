@@ -187,7 +187,7 @@ std::vector<double> stop_actors(api::Client& c, std::vector<pid_t>& actors, cons
 }  // namespace
 
 int run_learner(const Options& o) {
-  single_threaded();
+  setup_process();
   torch::manual_seed(o.seed);
   ::mkdir(o.out.c_str(), 0755);
   std::unique_ptr<Env> probe = make_env(o.env);
@@ -352,7 +352,7 @@ int run_learner(const Options& o) {
 }
 
 int run_eval(const Options& o) {
-  single_threaded();
+  setup_process();
   std::unique_ptr<Env> probe = make_env(o.env);
   DuelingQ net(o.env, probe->observation_shape(), probe->num_actions());
   torch::load(net, o.eval);

@@ -25,7 +25,7 @@
 namespace engram::agents {
 
 // OpenBLAS sizes its thread pool when it loads, before main: one thread
-// per process (nets.hpp, single_threaded) needs OPENBLAS_NUM_THREADS set
+// per process (nets.hpp, setup_process) needs OPENBLAS_NUM_THREADS set
 // before then, so an agent's first start sets it and starts itself again.
 // Call first thing in main.
 inline void restart_with_one_blas_thread(char** argv) {

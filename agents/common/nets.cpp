@@ -1,5 +1,7 @@
 #include "agents/common/nets.hpp"
 
+#include <malloc.h>
+
 #include <cstring>
 #include <stdexcept>
 
@@ -83,9 +85,13 @@ void copy_parameters(torch::nn::Module& from, torch::nn::Module& to) {
   for (size_t i = 0; i < src.size(); ++i) dst[i].copy_(src[i]);
 }
 
-void single_threaded() {
+void setup_process() {
   torch::set_num_threads(1);
   torch::set_num_interop_threads(1);
+  // Large enough for any agent's tensors; mallopt's int caps it below 2 GiB.
+  constexpr int kKeep = 1 << 30;
+  (void)mallopt(M_TRIM_THRESHOLD, kKeep);
+  (void)mallopt(M_MMAP_THRESHOLD, kKeep);
 }
 
 }  // namespace engram::agents

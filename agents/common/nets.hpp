@@ -62,12 +62,18 @@ size_t parameter_count(torch::nn::Module& m);
 // Copies every parameter of `from` into `to` (the target network).
 void copy_parameters(torch::nn::Module& from, torch::nn::Module& to);
 
-// One thread per process, for LibTorch and OpenBLAS alike: the agents run
-// several processes on few cores, and a second thread per process only
-// competes with them (updates were 1.6-4.8x slower with two threads each
-// on two cores). Call first thing in main. OpenBLAS sizes its pool when
-// it loads, before main, so OPENBLAS_NUM_THREADS must already be set then
-// (engram-apex's main starts itself again with it).
-void single_threaded();
+// Sets up an agent's process for LibTorch; call first thing in main.
+// - One thread per process, for LibTorch and OpenBLAS alike: the agents run
+//   several processes on few cores, and a second thread per process only
+//   competes with them (updates were 1.6-4.8x slower with two threads each
+//   on two cores). OpenBLAS sizes its pool when it loads, before main, so
+//   OPENBLAS_NUM_THREADS must already be set then (children.hpp,
+//   restart_with_one_blas_thread).
+// - A heap that keeps what it got: every update frees and allocates the
+//   same large tensors, and glibc gave the main thread's freed top back to
+//   the kernel (trim) or mapped large blocks afresh, so each update
+//   faulted its pages in and OpenBLAS zeroed them again: a third of
+//   IMPALA's learner in perf, 117k against 181k CartPole frames/s.
+void setup_process();
 
 }  // namespace engram::agents

@@ -220,7 +220,7 @@ void act(const Options& o, ActorPort& port, ActorCounts* counts) {
 }
 
 int run_actor(const Options& o) {
-  single_threaded();
+  setup_process();
   ::signal(SIGTERM, on_term);
   api::Client client = api::Client::connect(o.socket);
   std::unique_ptr<Env> probe = make_env(o.env);

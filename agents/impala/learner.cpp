@@ -296,7 +296,7 @@ class HandoffTransport : public Transport {
 }  // namespace
 
 int run_learner(const Options& o) {
-  single_threaded();
+  setup_process();
   torch::manual_seed(o.seed);
   ::mkdir(o.out.c_str(), 0755);
   std::unique_ptr<Env> probe = make_env(o.env);
@@ -403,7 +403,8 @@ int run_learner(const Options& o) {
   progress.close();
   plot_curve(o.out, "engram-impala", "all actors");
   std::ofstream(o.out + "/summary.json") << "{\"env\": \"" << o.env << "\", \"seed\": " << o.seed << ", \"actors\": "
-                                        << o.actors << ", \"envs\": " << o.envs << ", \"reproducible\": "
+                                        << o.actors << ", \"envs\": " << o.envs << ", \"handoff\": " << (o.handoff ? "true" : "false")
+                                        << ", \"reproducible\": "
                                         << (o.reproducible ? "true" : "false") << ", \"solved\": "
                                         << (solved ? "true" : "false") << ", \"env_steps\": " << steps
                                         << ", \"updates\": " << updates << ", \"wall_s\": " << wall
@@ -424,7 +425,7 @@ int run_learner(const Options& o) {
 }
 
 int run_eval(const Options& o) {
-  single_threaded();
+  setup_process();
   std::unique_ptr<Env> probe = make_env(o.env);
   PolicyValue net(o.env, probe->observation_shape(), probe->num_actions());
   torch::load(net, o.eval);
