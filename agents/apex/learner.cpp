@@ -28,6 +28,7 @@
 #include "agents/common/env.hpp"
 #include "agents/common/nets.hpp"
 #include "agents/common/params.hpp"
+#include "agents/common/replace_tables.hpp"
 #include "agents/common/rng.hpp"
 
 namespace engram::agents::apex {
@@ -140,13 +141,6 @@ std::string server_toml(const Options& o, size_t params) {
 }
 
 void create_tables(api::Client& c, const Options& o, const std::vector<int64_t>& shape, size_t params) {
-  for (const char* name : {kReplayTable, kEpisodesTable, kParamsTable}) {
-    try {
-      c.drop_table(name);  // a previous run's, on a server that outlived it
-    } catch (const api::Error& e) {
-      if (e.code() != ENGRAM_E_NOT_FOUND) throw;
-    }
-  }
   api::TableOptions r;
   r.name = kReplayTable;
   r.max_size = o.capacity;
@@ -161,9 +155,7 @@ void create_tables(api::Client& c, const Options& o, const std::vector<int64_t>&
                        ? api::RateLimiter::min_size(o.min_replay)
                        : api::RateLimiter::sample_to_insert_ratio(spi, o.min_replay, std::max(4.0 * o.batch, 200.0 * spi));
   r.columns = replay_columns(o, shape);
-  c.create_table(r);
-  c.create_table(episodes_table());
-  c.create_table(params_table(params));
+  replace_tables(c, {r, episodes_table(), params_table(params)});
 }
 
 std::vector<pid_t> start_actors(const Options& o, const std::string& socket) {

@@ -27,6 +27,7 @@
 #include "agents/common/evaluate.hpp"
 #include "agents/common/nets.hpp"
 #include "agents/common/params.hpp"
+#include "agents/common/replace_tables.hpp"
 #include "agents/common/rng.hpp"
 #include "agents/impala/roles.hpp"
 #include "agents/impala/handoff.hpp"
@@ -58,13 +59,6 @@ std::string server_toml(const Options& o, size_t params) {
 }
 
 void create_tables(api::Client& c, const Options& o, const std::vector<int64_t>& shape, int actions, size_t params) {
-  for (const char* name : {kUnrollTable, kEpisodesTable, kParamsTable}) {
-    try {
-      c.drop_table(name);  // a previous run's, on a server that outlived it
-    } catch (const api::Error& e) {
-      if (e.code() != ENGRAM_E_NOT_FOUND) throw;
-    }
-  }
   api::TableOptions q;
   q.name = kUnrollTable;
   q.max_size = static_cast<uint64_t>(queue_size(o));
@@ -73,9 +67,7 @@ void create_tables(api::Client& c, const Options& o, const std::vector<int64_t>&
   q.max_times_sampled = 1;
   q.rate_limiter = api::RateLimiter::queue(queue_size(o));
   q.columns = unroll_columns(o, shape, actions);
-  c.create_table(q);
-  c.create_table(episodes_table());
-  c.create_table(params_table(params));
+  replace_tables(c, {q, episodes_table(), params_table(params)});
 }
 
 std::vector<pid_t> start_actors(const Options& o, const std::string& socket) {

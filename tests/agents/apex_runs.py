@@ -25,6 +25,8 @@ import sys
 import tempfile
 import time
 
+from processes import actor_pids
+
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
@@ -78,21 +80,12 @@ def run(binary, args, out, kill_actor_after=None, python_actor=False, rust_actor
 
 
 def kill_one_actor(learner):
-    """SIGKILLs one actor process of the learner (by its command line)."""
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{pid}/cmdline") as f:
-                cmdline = f.read().split("\0")
-        except OSError:
-            continue
-        if ppid == learner and "actor" in cmdline:
-            os.kill(int(pid), signal.SIGKILL)
-            return int(pid)
-    sys.exit("found no actor process to kill")
+    """SIGKILLs one actor process of the learner."""
+    pids = actor_pids(learner)
+    if not pids:
+        sys.exit("found no actor process to kill")
+    os.kill(pids[0], signal.SIGKILL)
+    return pids[0]
 
 
 def main():

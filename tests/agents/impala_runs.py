@@ -24,6 +24,8 @@ import sys
 import tempfile
 import time
 
+from processes import actor_pids
+
 
 def run(binary, args, out, timeout=600):
     p = subprocess.run([binary, *args, "--out", out], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -40,24 +42,6 @@ def run(binary, args, out, timeout=600):
 def hashes(out):
     with open(os.path.join(out, "param_hashes.txt")) as f:
         return [line.split()[1] for line in f if line.strip()]
-
-
-def actors_of(learner):
-    """The pids of the learner's actor processes."""
-    pids = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{pid}/cmdline") as f:
-                cmdline = f.read().split("\0")
-        except OSError:
-            continue
-        if ppid == learner and "actor" in cmdline:
-            pids.append(int(pid))
-    return pids
 
 
 def table_info(ctl, socket, name):
@@ -97,7 +81,7 @@ def queue_case(binary, out):
             sys.exit(f"the queue did not hold the actors back: size {a['size']} of {a['max_size']}, "
                      f"inserts {a['counters']['inserts']} then {b['counters']['inserts']}")
         time.sleep(1.5)
-        victims = actors_of(learner.pid)
+        victims = actor_pids(learner.pid)
         if len(victims) != 2:
             learner.kill()
             sys.exit(f"expected 2 actor processes, found {victims}")
