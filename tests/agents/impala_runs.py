@@ -68,7 +68,14 @@ def queue_case(binary, out):
         learner = subprocess.Popen([binary, "--env", "cartpole", "--actors", "2", "--envs", "16", "--batch", "8",
                                     "--steps", "400000", "--seed", "3", "--socket", socket, "--out", out],
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        time.sleep(4)
+        # Until the learner is training (its tables exist, unrolls flow),
+        # however long a loaded machine takes to start it.
+        for _ in range(600):
+            p = subprocess.run([ctl, "--socket", socket, "info", "unrolls", "--json"], capture_output=True, text=True)
+            if p.returncode == 0 and json.loads(p.stdout)["counters"]["samples"] > 0:
+                break
+            time.sleep(0.1)
+        time.sleep(1)
         learner.send_signal(signal.SIGSTOP)
         time.sleep(1.5)  # the queue fills; then the actors wait
         a = table_info(ctl, socket, "unrolls")
