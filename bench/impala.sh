@@ -54,8 +54,9 @@ for n in names:
     r["run"] = n
     with open(os.path.join(d, "curve.csv")) as f:
         r["curve"] = [[float(x) for x in row] for row in list(csv.reader(f))[1:]]
-    with open(os.path.join(d, "param_hashes.txt")) as f:
-        r["param_hashes_first_21"] = [line.split()[1] for line in f][:21]
+    if r["reproducible"]:
+        with open(os.path.join(d, "param_hashes.txt")) as f:
+            r["param_hashes_first_21"] = [line.split()[1] for line in f][:21]
     # Seconds and env steps at which the trailing-100 mean first reached 475.
     hit = next((row for row in r["curve"] if row[5] >= 475), None)
     r["solved_at_s"], r["solved_at_steps"] = (hit[0], hit[1]) if hit else (None, None)

@@ -32,16 +32,6 @@ namespace {
 volatile sig_atomic_t g_stop = 0;
 void on_term(int) { g_stop = 1; }
 
-// Waits for the learner's first parameters: an actor acts only with them.
-int64_t first_parameters(ParamReader& reader, std::vector<float>* params) {
-  while (!g_stop) {
-    int64_t v = reader.read(0, params);
-    if (v > 0) return v;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return 0;
-}
-
 }  // namespace
 
 int run_actor(const Options& o) {
@@ -71,7 +61,8 @@ int run_actor(const Options& o) {
   DuelingQ net(o.env, shape, actions);
   ParamReader reader(client);
   std::vector<float> params(parameter_count(*net));
-  int64_t version = first_parameters(reader, &params);
+  // An actor acts only with the learner's first parameters.
+  int64_t version = reader.wait(0, 1, &params, [] { return g_stop != 0; }, std::chrono::milliseconds(10));
   if (g_stop) return 0;
   load_parameters(*net, params.data(), params.size());
 

@@ -194,8 +194,7 @@ int run_learner(const Options& o) {
   std::unique_ptr<api::Server> server;
   std::string socket = o.socket;
   if (socket.empty()) {
-    char abs[4096];
-    socket = std::string(::realpath(o.out.c_str(), abs) ? abs : o.out.c_str()) + "/engram.sock";
+    socket = embedded_socket(o.out);
     server = std::make_unique<api::Server>(server_toml(o, params), socket);
   }
   api::Client c = api::Client::connect(socket);
@@ -338,8 +337,7 @@ int run_learner(const Options& o) {
   std::printf("engram-apex: %s after %lld env steps, %llu updates, %.1f s; trailing-100 mean %.1f (eps<=0.01)\n",
               solved ? "solved" : "stopped", static_cast<long long>(steps), static_cast<unsigned long long>(updates), wall,
               Curve::mean(curve.low));
-  std::printf("engram-apex: curve %s/curve.csv, plot %s/curve.png, model %s/model.pt\n", o.out.c_str(), o.out.c_str(),
-              o.out.c_str());
+  say_outputs("engram-apex", o.out);
   return 0;
 }
 

@@ -1,5 +1,7 @@
 #include "agents/apex/options.hpp"
 
+#include "agents/common/command_line.hpp"
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -36,66 +38,34 @@ const char* kHelp =
     "actor: actors in any language connect to the socket (DIR/engram.sock without\n"
     "--socket), e.g. bindings/python/examples/apex_actor.py.\n";
 
-bool number(const char* flag, const char* v, double* out) {
-  char* end = nullptr;
-  *out = std::strtod(v, &end);
-  if (end == v || *end) {
-    std::fprintf(stderr, "engram-apex: %s wants a number, not \"%s\"\n", flag, v);
-    return false;
-  }
-  return true;
-}
 }  // namespace
 
 bool parse(int argc, char** argv, Options* o) {
-  for (int i = 1; i < argc; ++i)  // the env first: its defaults, then the flags over them
-    if (!std::strcmp(argv[i], "--env") && i + 1 < argc) defaults_for(argv[i + 1], o);
-  for (int i = 1; i < argc; ++i) {
-    std::string f = argv[i];
-    if (f == "--help" || f == "-h") {
-      std::fputs(kHelp, stdout);
-      return false;
-    }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "engram-apex: %s needs a value (--help)\n", f.c_str());
-      return false;
-    }
-    const char* v = argv[++i];
+  const char* me = "engram-apex";
+  bool ok = walk_flags(argc, argv, me, kHelp, [&](const char* env) { defaults_for(env, o); },
+                       [&](const std::string& f, const char* v) {
     double d = 0;
-    if (f == "--env") {
-      if (std::strcmp(v, "cartpole") && std::strcmp(v, "breakout")) {
-        std::fprintf(stderr, "engram-apex: --env is cartpole or breakout, not \"%s\"\n", v);
-        return false;
-      }
-    } else if (f == "--socket") {
-      o->socket = v;
-    } else if (f == "--out") {
-      o->out = v;
-    } else if (f == "--eval") {
-      o->eval = v;
-    } else if (f == "--role") {
-      o->role = v;
-    } else if (number(f.c_str(), v, &d)) {
-      if (f == "--actors") o->actors = static_cast<int>(d);
-      else if (f == "--envs-per-actor") o->envs_per_actor = static_cast<int>(d);
-      else if (f == "--steps") o->steps = static_cast<int64_t>(d);
-      else if (f == "--seed") o->seed = static_cast<uint64_t>(d);
-      else if (f == "--episodes") o->eval_episodes = static_cast<int>(d);
-      else if (f == "--actor-id") o->actor_id = static_cast<int>(d);
-      else if (f == "--lr") o->lr = d;
-      else if (f == "--batch") o->batch = static_cast<int>(d);
-      else if (f == "--samples-per-insert") o->samples_per_insert = d;
-      else if (f == "--target-every") o->target_every = static_cast<int>(d);
-      else if (f == "--learner") o->train = d != 0;
-      else if (f == "--free-running") o->free_running = d != 0;
-      else {
-        std::fprintf(stderr, "engram-apex: unknown flag %s (--help)\n", f.c_str());
-        return false;
-      }
-    } else {
-      return false;
-    }
-  }
+    if (f == "--socket") o->socket = v;
+    else if (f == "--out") o->out = v;
+    else if (f == "--eval") o->eval = v;
+    else if (f == "--role") o->role = v;
+    else if (!flag_number(me, f, v, &d)) return false;
+    else if (f == "--actors") o->actors = static_cast<int>(d);
+    else if (f == "--envs-per-actor") o->envs_per_actor = static_cast<int>(d);
+    else if (f == "--steps") o->steps = static_cast<int64_t>(d);
+    else if (f == "--seed") o->seed = static_cast<uint64_t>(d);
+    else if (f == "--episodes") o->eval_episodes = static_cast<int>(d);
+    else if (f == "--actor-id") o->actor_id = static_cast<int>(d);
+    else if (f == "--lr") o->lr = d;
+    else if (f == "--batch") o->batch = static_cast<int>(d);
+    else if (f == "--samples-per-insert") o->samples_per_insert = d;
+    else if (f == "--target-every") o->target_every = static_cast<int>(d);
+    else if (f == "--learner") o->train = d != 0;
+    else if (f == "--free-running") o->free_running = d != 0;
+    else return unknown_flag(me, f);
+    return true;
+  });
+  if (!ok) return false;
   if (o->actors < 0 || o->envs_per_actor < 1 || o->steps < 1 || o->batch < 1) {
     std::fprintf(stderr, "engram-apex: --envs-per-actor, --steps and --batch must be at least 1, --actors at least 0\n");
     return false;

@@ -33,16 +33,27 @@ class CallClock {
   double cpu() const { return cpu_; }
 
  private:
+  // A call timed inside another (a wait whose callback reports progress,
+  // which reads the tables) counts once, in the outer call.
   struct Scope {
-    explicit Scope(CallClock* c) : c_(c), w0_(wall_s()), c0_(thread_cpu_s()) {}
+    explicit Scope(CallClock* c) : c_(c), outer_(c->depth_++ == 0) {
+      if (outer_) {
+        w0_ = wall_s();
+        c0_ = thread_cpu_s();
+      }
+    }
     ~Scope() {
+      --c_->depth_;
+      if (!outer_) return;
       c_->wall_ += wall_s() - w0_;
       c_->cpu_ += thread_cpu_s() - c0_;
     }
     CallClock* c_;
-    double w0_, c0_;
+    bool outer_;
+    double w0_ = 0, c0_ = 0;
   };
   double wall_ = 0, cpu_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace engram::agents

@@ -35,6 +35,14 @@ inline void restart_with_one_blas_thread(char** argv) {
   ::execv("/proc/self/exe", argv);
 }
 
+// Where a learner's embedded server listens, so that the actors it starts
+// (and actors in other languages, by hand) find it: OUT/engram.sock, as an
+// absolute path.
+inline std::string embedded_socket(const std::string& out) {
+  char abs[4096];
+  return std::string(::realpath(out.c_str(), abs) ? abs : out.c_str()) + "/engram.sock";
+}
+
 // Starts /proc/self/exe with `args` (argv[1..]); its pid.
 inline pid_t start_child(const std::vector<std::string>& args) {
   std::vector<std::string> a = {"/proc/self/exe"};

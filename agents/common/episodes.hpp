@@ -44,13 +44,12 @@ inline api::TableOptions episodes_table() {
 // an agent that does not explore by epsilon).
 struct Curve {
   std::deque<float> all, low;
-  uint64_t episodes = 0, low_episodes = 0;
+  uint64_t episodes = 0;
   void add(float ret, float eps) {
     ++episodes;
     all.push_back(ret);
     if (all.size() > 100) all.pop_front();
     if (eps <= 0.01f) {
-      ++low_episodes;
       low.push_back(ret);
       if (low.size() > 100) low.pop_front();
     }
@@ -80,21 +79,29 @@ inline void drain_episodes(api::Table& t, Curve* curve) {
 
 // OUT/curve.png from OUT/curve.csv (columns: wall_s, env_steps, updates,
 // episodes, mean100_low, mean100_all) with gnuplot; says so if it cannot.
+// `low_title` names the low-epsilon curve; nullptr: an agent without
+// epsilons, whose two means are one, draws only "all actors".
 inline void plot_curve(const std::string& out, const char* program, const char* low_title) {
   std::ofstream gp(out + "/curve.gp");
   gp << "set terminal png size 900,500\nset output '" << out << "/curve.png'\n"
      << "set datafile separator ','\nset key bottom right\nset xlabel 'env steps'\n"
-     << "set ylabel 'trailing-100 mean return'\nset grid\n"
-     << "plot '" << out << "/curve.csv' every ::1 using 2:5 with lines lw 2 title '" << low_title << "'";
-  if (low_title != std::string("all actors")) gp << ", '' every ::1 using 2:6 with lines title 'all actors'";
-  gp << "\n";
+     << "set ylabel 'trailing-100 mean return'\nset grid\nplot ";
+  if (low_title) gp << "'" << out << "/curve.csv' every ::1 using 2:5 with lines lw 2 title '" << low_title << "', ";
+  gp << "'" << out << "/curve.csv' every ::1 using 2:6 with lines title 'all actors'\n";
   gp.close();
   if (std::system(("gnuplot " + out + "/curve.gp 2>/dev/null").c_str()) != 0)
     std::fprintf(stderr, "%s: gnuplot failed or is missing; the curve is in %s/curve.csv\n", program, out.c_str());
 }
 
+// The last line of a training run: where its outputs are.
+inline void say_outputs(const char* program, const std::string& out) {
+  std::printf("%s: curve %s/curve.csv, plot %s/curve.png, model %s/model.pt\n", program, out.c_str(), out.c_str(),
+              out.c_str());
+}
+
 // The progress line, once a second, and OUT/curve.csv beside it: wall
-// seconds, env steps, updates, episodes and the trailing-100 means.
+// seconds, env steps, updates, episodes and the trailing-100 means (the
+// line shows the low-epsilon one only with a `low_label`, see plot_curve).
 class Progress {
  public:
   Progress(const std::string& out, double t0, const char* low_label)
@@ -107,10 +114,11 @@ class Progress {
   void report(double now, int64_t steps, uint64_t updates, const Curve& c, uint64_t queued, const char* what) {
     double dt = now - last_;
     double low = Curve::mean(c.low), all = Curve::mean(c.all);
-    std::printf("%7.1f s  steps %9lld  %7.0f steps/s  %6.0f updates/s  episodes %6llu  mean100 %6.1f (%s) %6.1f (all)  %s %llu\n",
-                now - t0_, static_cast<long long>(steps), static_cast<double>(steps - last_steps_) / dt,
-                static_cast<double>(updates - last_updates_) / dt, static_cast<unsigned long long>(c.episodes), low,
-                low_label_, all, what, static_cast<unsigned long long>(queued));
+    std::printf("%7.1f s  steps %9lld  %7.0f steps/s  %6.0f updates/s  episodes %6llu  mean100", now - t0_,
+                static_cast<long long>(steps), static_cast<double>(steps - last_steps_) / dt,
+                static_cast<double>(updates - last_updates_) / dt, static_cast<unsigned long long>(c.episodes));
+    if (low_label_) std::printf(" %6.1f (%s)", low, low_label_);
+    std::printf(" %6.1f (all)  %s %llu\n", all, what, static_cast<unsigned long long>(queued));
     std::fflush(stdout);
     csv_ << now - t0_ << ',' << steps << ',' << updates << ',' << c.episodes << ',' << low << ',' << all << '\n';
     csv_.flush();

@@ -12,8 +12,10 @@
 
 #include <engram/engram.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace engram::agents {
@@ -69,6 +71,18 @@ class ParamReader {
     const float* p = static_cast<const float*>(v.data);
     out->assign(p, p + out->size());
     return version;
+  }
+  // As read, but waits (polling every `poll`) until the version read is at
+  // least `want` (1: any published one), or until stopped() says so; then
+  // it returns whatever read returns.
+  template <typename Stopped>
+  int64_t wait(int64_t have, int64_t want, std::vector<float>* out, Stopped stopped,
+               std::chrono::microseconds poll = std::chrono::microseconds(200)) {
+    for (;;) {
+      int64_t v = read(have, out);
+      if (v >= want || stopped()) return v;
+      std::this_thread::sleep_for(poll);
+    }
   }
 
  private:

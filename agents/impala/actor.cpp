@@ -62,11 +62,7 @@ class EngramPort : public ActorPort {
     episode_writer_ = c.writer(eo);
   }
   int64_t parameters(int64_t have, int64_t want, std::vector<float>* out) override {
-    for (;;) {
-      int64_t v = reader_.read(have, out);
-      if ((v > 0 && v >= want) || g_stop) return v;
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
+    return reader_.wait(have, std::max<int64_t>(want, 1), out, [] { return g_stop != 0; });
   }
   void step(size_t j, const float* x, int32_t action, float reward, float discount, const float* logits, int32_t env,
             int32_t rollout, bool item) override {

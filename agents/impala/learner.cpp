@@ -15,11 +15,13 @@
 #include <functional>
 #include <thread>
 #include <map>
+#include <optional>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "core/fnv.hpp"
 #include "agents/common/call_clock.hpp"
 #include "agents/common/children.hpp"
 #include "agents/common/env.hpp"
@@ -40,12 +42,10 @@ namespace engram::agents::impala {
 
 namespace {
 
-uint64_t fnv1a(const std::vector<float>& v) {
-  uint64_t h = 1469598103934665603ULL;
-  const auto* p = reinterpret_cast<const unsigned char*>(v.data());
-  for (size_t i = 0; i < v.size() * sizeof(float); ++i) h = (h ^ p[i]) * 1099511628211ULL;
-  return h;
-}
+// The parameters' fingerprint, logged after every update under
+// --reproducible only: hashing them bytewise after every update costs the
+// learner a few percent (bench/NOTES.md, "IMPALA").
+uint64_t param_hash(const std::vector<float>& v) { return fnv1a(kFnvOffset, v.data(), v.size() * sizeof(float)); }
 
 // The embedded server's config: blocks for the unrolls' chunks (two per
 // queued item, the open ones of every env's writer, and its spares), the
@@ -104,21 +104,26 @@ class Source {
     }
     while (filled < o_.batch) {
       if (stop()) return nullptr;
-      Unrolls got(o_.batch - filled, steps, obs_size_, actions_, byte_observations(o_));
-      std::vector<void*> bufs = got.buffers();
+      // In arrival order the batch is sampled into as it is; the
+      // reproducible order goes through `got`, to be placed by env.
+      std::optional<Unrolls> staging;
+      if (o_.reproducible) staging.emplace(o_.batch - filled, steps, obs_size_, actions_, byte_observations(o_));
+      Unrolls& got = o_.reproducible ? *staging : *batch;
+      int64_t first = o_.reproducible ? 0 : filled;
+      std::vector<void*> bufs = got.buffers(first);
       uint32_t n = 0;
       try {
-        n = t_.sample(api::sample_options(static_cast<uint32_t>(got.n), static_cast<uint32_t>(steps), 200), bufs);
+        n = t_.sample(api::sample_options(static_cast<uint32_t>(o_.batch - filled), static_cast<uint32_t>(steps), 200),
+                      bufs);
       } catch (const api::Error& e) {
         if (e.code() == ENGRAM_E_TIMEOUT) continue;  // actors have not caught up: look at stop() again
         throw;
       }
-      for (uint32_t i = 0; i < n; ++i) {
+      for (int64_t i = first; i < first + n; ++i) {
         if (!got.whole(i))
           throw std::runtime_error("unroll of env " + std::to_string(got.env_of(i)) + " is not one env's " +
                                    std::to_string(o_.unroll + 1) + " consecutive steps");
         if (!o_.reproducible) {
-          batch->copy_item(got, i, filled);
           ++filled;
         } else if (got.rollout_of(i) == rollout_) {
           place(*batch, have, got, i, &filled);
@@ -165,6 +170,7 @@ class Transport {
   // Takes finished episodes into *curve; sets the unrolls queued in all
   // and those waiting now.
   virtual void poll(Curve* curve, int64_t* unrolls, uint64_t* queued) = 0;
+  virtual void start() = 0;  // the actors
   // Stops the actors; their counts summed (children.hpp, actor_counts).
   virtual std::vector<double> stop() = 0;
 };
@@ -174,7 +180,7 @@ class EngramTransport : public Transport {
  public:
   EngramTransport(const Options& o, const std::vector<int64_t>& shape, int actions, size_t params)
       : o_(o),
-        socket_(o.socket.empty() ? embedded_socket(o) : o.socket),
+        socket_(o.socket.empty() ? embedded_socket(o.out) : o.socket),
         server_(o.socket.empty() ? std::make_unique<api::Server>(server_toml(o, params), socket_) : nullptr),
         c_(api::Client::connect(socket_)) {
     create_tables(c_, o, shape, actions, params);
@@ -185,7 +191,7 @@ class EngramTransport : public Transport {
     for (int64_t d : shape) obs_size *= d;
     source_ = std::make_unique<Source>(o, queue_, obs_size, actions);
   }
-  void start() { actors_ = start_actors(o_, socket_); }
+  void start() override { actors_ = start_actors(o_, socket_); }
   std::unique_ptr<Unrolls> next(const std::function<bool()>& stop) override {
     return in_engram_([&] { return source_->next(stop); });
   }
@@ -210,11 +216,6 @@ class EngramTransport : public Transport {
   const CallClock& in_engram() const { return in_engram_; }
 
  private:
-  static std::string embedded_socket(const Options& o) {
-    char abs[4096];
-    return std::string(::realpath(o.out.c_str(), abs) ? abs : o.out.c_str()) + "/engram.sock";
-  }
-
   const Options& o_;
   std::string socket_;
   std::unique_ptr<api::Server> server_;
@@ -231,7 +232,7 @@ class HandoffTransport : public Transport {
  public:
   HandoffTransport(const Options& o, int64_t obs_size, int actions) : o_(o), h_(o, obs_size, actions) {}
   ~HandoffTransport() override { (void)stop(); }
-  void start() {
+  void start() override {
     counts_.resize(static_cast<size_t>(o_.actors));
     for (int k = 0; k < o_.actors; ++k)
       threads_.emplace_back([this, k] {
@@ -300,24 +301,25 @@ int run_learner(const Options& o) {
   torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(o.lr));
 
   std::unique_ptr<Transport> transport;
-  EngramTransport* engram = nullptr;
-  HandoffTransport* handoff = nullptr;
+  EngramTransport* engram = nullptr;  // for its clock: the handoff has no engram calls
   if (o.handoff) {
     transport = std::make_unique<HandoffTransport>(o, obs_size, actions);
-    handoff = static_cast<HandoffTransport*>(transport.get());
   } else {
-    transport = std::make_unique<EngramTransport>(o, shape, actions, params);
-    engram = static_cast<EngramTransport*>(transport.get());
+    auto e = std::make_unique<EngramTransport>(o, shape, actions, params);
+    engram = e.get();
+    transport = std::move(e);
   }
   std::vector<float> flat = flatten_parameters(*net);
   transport->publish(1, flat);  // version = updates + 1
-  std::ofstream hashes(o.out + "/param_hashes.txt");
-  hashes << "0 " << std::hex << fnv1a(flat) << std::dec << '\n';
+  std::ofstream hashes;
+  if (o.reproducible) {
+    hashes.open(o.out + "/param_hashes.txt");
+    hashes << "0 " << std::hex << param_hash(flat) << std::dec << '\n';
+  }
 
-  if (engram) engram->start();
-  else handoff->start();
+  transport->start();
   double t0 = wall_s();
-  Progress progress(o.out, t0, "actors");
+  Progress progress(o.out, t0, nullptr);
   std::printf("engram-impala: %s, %d actors x %d envs, learner batch %d unrolls of %d%s%s; curve in %s/curve.csv\n",
               o.env.c_str(), o.actors, o.envs_per_actor(), o.batch, o.unroll,
               o.reproducible ? " (reproducible)" : "", o.handoff ? " (actors as threads, no engram)" : "",
@@ -380,7 +382,7 @@ int run_learner(const Options& o) {
     ++updates;
     flat = flatten_parameters(*net);
     transport->publish(static_cast<int64_t>(updates) + 1, flat);
-    hashes << updates << ' ' << std::hex << fnv1a(flat) << std::dec << '\n';
+    if (o.reproducible) hashes << updates << ' ' << std::hex << param_hash(flat) << std::dec << '\n';
     report();
   }
   hashes.close();
@@ -393,7 +395,7 @@ int run_learner(const Options& o) {
   double actor_cpu_share = act[4] / std::max(1e-9, act[2]);
   torch::save(net, o.out + "/model.pt");
   progress.close();
-  plot_curve(o.out, "engram-impala", "all actors");
+  plot_curve(o.out, "engram-impala", nullptr);
   std::ofstream(o.out + "/summary.json") << "{\"env\": \"" << o.env << "\", \"seed\": " << o.seed << ", \"actors\": "
                                         << o.actors << ", \"envs\": " << o.envs << ", \"handoff\": " << (o.handoff ? "true" : "false")
                                         << ", \"reproducible\": "
@@ -411,8 +413,7 @@ int run_learner(const Options& o) {
   std::printf("engram-impala: %s after %lld env steps, %llu updates, %.1f s; trailing-100 mean %.1f\n",
               solved ? "solved" : "stopped", static_cast<long long>(steps), static_cast<unsigned long long>(updates),
               wall, Curve::mean(curve.all));
-  std::printf("engram-impala: curve %s/curve.csv, plot %s/curve.png, model %s/model.pt\n", o.out.c_str(),
-              o.out.c_str(), o.out.c_str());
+  say_outputs("engram-impala", o.out);
   return 0;
 }
 

@@ -1,5 +1,7 @@
 #include "agents/impala/options.hpp"
 
+#include "agents/common/command_line.hpp"
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -33,70 +35,38 @@ const char* kHelp =
     "unrolls over in memory, without engram. Writes\n"
     "DIR/curve.csv, DIR/curve.png, DIR/model.pt and DIR/summary.json.\n";
 
-bool number(const char* flag, const char* v, double* out) {
-  char* end = nullptr;
-  *out = std::strtod(v, &end);
-  if (end == v || *end) {
-    std::fprintf(stderr, "engram-impala: %s wants a number, not \"%s\"\n", flag, v);
-    return false;
-  }
-  return true;
-}
 }  // namespace
 
 bool parse(int argc, char** argv, Options* o) {
-  for (int i = 1; i < argc; ++i)  // the env first: its defaults, then the flags over them
-    if (!std::strcmp(argv[i], "--env") && i + 1 < argc) defaults_for(argv[i + 1], o);
+  const char* me = "engram-impala";
   int per_actor = 0;
-  for (int i = 1; i < argc; ++i) {
-    std::string f = argv[i];
-    if (f == "--help" || f == "-h") {
-      std::fputs(kHelp, stdout);
-      return false;
-    }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "engram-impala: %s needs a value (--help)\n", f.c_str());
-      return false;
-    }
-    const char* v = argv[++i];
+  bool ok = walk_flags(argc, argv, me, kHelp, [&](const char* env) { defaults_for(env, o); },
+                       [&](const std::string& f, const char* v) {
     double d = 0;
-    if (f == "--env") {
-      if (std::strcmp(v, "cartpole") && std::strcmp(v, "breakout")) {
-        std::fprintf(stderr, "engram-impala: --env is cartpole or breakout, not \"%s\"\n", v);
-        return false;
-      }
-    } else if (f == "--socket") {
-      o->socket = v;
-    } else if (f == "--out") {
-      o->out = v;
-    } else if (f == "--eval") {
-      o->eval = v;
-    } else if (f == "--role") {
-      o->role = v;
-    } else if (number(f.c_str(), v, &d)) {
-      if (f == "--actors") o->actors = static_cast<int>(d);
-      else if (f == "--envs") o->envs = static_cast<int>(d);
-      else if (f == "--envs-per-actor") per_actor = static_cast<int>(d);
-      else if (f == "--steps") o->steps = static_cast<int64_t>(d);
-      else if (f == "--updates") o->updates = static_cast<int64_t>(d);
-      else if (f == "--seed") o->seed = static_cast<uint64_t>(d);
-      else if (f == "--episodes") o->eval_episodes = static_cast<int>(d);
-      else if (f == "--actor-id") o->actor_id = static_cast<int>(d);
-      else if (f == "--reproducible") o->reproducible = d != 0;
-      else if (f == "--micro-batch") o->micro_batch = static_cast<int>(d);
-      else if (f == "--handoff") o->handoff = d != 0;
-      else if (f == "--lr") o->lr = d;
-      else if (f == "--batch") o->batch = static_cast<int>(d);
-      else if (f == "--unroll") o->unroll = static_cast<int>(d);
-      else if (f == "--entropy-cost") o->entropy_cost = d;
-      else {
-        std::fprintf(stderr, "engram-impala: unknown flag %s (--help)\n", f.c_str());
-        return false;
-      }
-    } else {
-      return false;
-    }
-  }
+    if (f == "--socket") o->socket = v;
+    else if (f == "--out") o->out = v;
+    else if (f == "--eval") o->eval = v;
+    else if (f == "--role") o->role = v;
+    else if (!flag_number(me, f, v, &d)) return false;
+    else if (f == "--actors") o->actors = static_cast<int>(d);
+    else if (f == "--envs") o->envs = static_cast<int>(d);
+    else if (f == "--envs-per-actor") per_actor = static_cast<int>(d);
+    else if (f == "--steps") o->steps = static_cast<int64_t>(d);
+    else if (f == "--updates") o->updates = static_cast<int64_t>(d);
+    else if (f == "--seed") o->seed = static_cast<uint64_t>(d);
+    else if (f == "--episodes") o->eval_episodes = static_cast<int>(d);
+    else if (f == "--actor-id") o->actor_id = static_cast<int>(d);
+    else if (f == "--reproducible") o->reproducible = d != 0;
+    else if (f == "--micro-batch") o->micro_batch = static_cast<int>(d);
+    else if (f == "--handoff") o->handoff = d != 0;
+    else if (f == "--lr") o->lr = d;
+    else if (f == "--batch") o->batch = static_cast<int>(d);
+    else if (f == "--unroll") o->unroll = static_cast<int>(d);
+    else if (f == "--entropy-cost") o->entropy_cost = d;
+    else return unknown_flag(me, f);
+    return true;
+  });
+  if (!ok) return false;
   if (per_actor > 0) o->envs = per_actor * o->actors;
   if (o->actors < 1 || o->envs < 1 || o->steps < 1 || o->batch < 1 || o->unroll < 1 || o->micro_batch < 1) {
     std::fprintf(stderr, "engram-impala: --actors, --envs, --steps, --batch, --unroll and --micro-batch must be at least 1\n");

@@ -28,10 +28,14 @@ struct Unrolls {
     discount.resize(ns);
     logits.resize(ns * static_cast<size_t>(actions));
   }
-  // The column buffers in unroll_columns' order, for engram's sample.
-  std::vector<void*> buffers() {
-    return {obs_b.empty() ? static_cast<void*>(obs.data()) : obs_b.data(), action.data(), reward.data(),
-            discount.data(), logits.data(), env.data(), rollout.data()};
+  // The column buffers in unroll_columns' order from item `first` on, for
+  // engram's sample.
+  std::vector<void*> buffers(int64_t first = 0) {
+    size_t at = static_cast<size_t>(first * steps);
+    size_t o = at * static_cast<size_t>(obs_size);
+    return {obs_b.empty() ? static_cast<void*>(obs.data() + o) : obs_b.data() + o, action.data() + at,
+            reward.data() + at, discount.data() + at, logits.data() + at * static_cast<size_t>(actions),
+            env.data() + at, rollout.data() + at};
   }
   int32_t env_of(int64_t i) const { return env[static_cast<size_t>(i * steps)]; }
   int32_t rollout_of(int64_t i) const { return rollout[static_cast<size_t>(i * steps + steps - 1)]; }

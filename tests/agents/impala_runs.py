@@ -24,19 +24,14 @@ import sys
 import tempfile
 import time
 
-from processes import actor_pids
+from processes import actor_pids, finished
 
 
 def run(binary, args, out, timeout=600):
     p = subprocess.run([binary, *args, "--out", out], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                        timeout=timeout)
     print(p.stdout)
-    if p.returncode != 0:
-        sys.exit(f"engram-impala exited with {p.returncode}")
-    with open(os.path.join(out, "summary.json")) as f:
-        summary = json.load(f)
-    print("summary:", summary)
-    return summary, p.stdout
+    return finished("engram-impala", p.returncode, out), p.stdout
 
 
 def hashes(out):
@@ -95,12 +90,9 @@ def queue_case(binary, out):
         os.kill(victims[0], signal.SIGKILL)
         log, _ = learner.communicate(timeout=600)
         print(log)
-        if learner.returncode != 0:
-            sys.exit(f"engram-impala exited with {learner.returncode} after an actor was killed")
+        s = finished("engram-impala", learner.returncode, out)
         if f"actor pid {victims[0]} ended" not in log:
             sys.exit(f"the learner did not notice actor {victims[0]}'s death")
-        with open(os.path.join(out, "summary.json")) as f:
-            s = json.load(f)
         # Training goes on to its end: the step limit, or CartPole solved
         # (since the learner keeps its heap, some runs solve before 400k).
         if not s["solved"] and s["env_steps"] < 400000:

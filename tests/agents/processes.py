@@ -1,5 +1,17 @@
-"""The agents' processes as the test scripts see them."""
+"""The agents' processes and their results as the test scripts see them."""
+import json
 import os
+import sys
+
+
+def finished(program, returncode, out):
+    """The run's OUT/summary.json, after checking that PROGRAM exited 0."""
+    if returncode != 0:
+        sys.exit(f"{program} exited with {returncode}")
+    with open(os.path.join(out, "summary.json")) as f:
+        summary = json.load(f)
+    print("summary:", summary)
+    return summary
 
 
 def actor_pids(learner):
