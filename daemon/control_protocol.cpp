@@ -1,0 +1,308 @@
+// The control socket's messages (core/control_message.hpp), one handler
+// each, on the control thread. Every payload is untrusted: sizes are
+// checked before it is read, names are read with a bound and quoted
+// escaped, and a malformed message gets an error reply, never a crash. A
+// client must say hello (versions, layout hashes, credentials) before
+// anything else.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/name.hpp"
+#include "daemon/log.hpp"
+#include "daemon/server_impl.hpp"
+
+#ifndef ENGRAM_VERSION_STRING
+#define ENGRAM_VERSION_STRING "0.0.0"
+#endif
+
+namespace engram {
+namespace {
+
+template <typename T>
+bool read_payload(const std::vector<char>& p, T* out) {
+  if (p.size() != sizeof(T)) return false;
+  std::memcpy(out, p.data(), sizeof(T));
+  return true;
+}
+
+const Status kMalformed{Errc::invalid_argument, "malformed request"};
+
+}  // namespace
+
+std::string Server::Impl::who(const Client& c) const {
+  return "client " + std::to_string(c.id) + " (pid " + std::to_string(c.cred.pid) + ", uid " +
+         std::to_string(c.cred.uid) + ")";
+}
+
+bool Server::Impl::reply(Client& c, ControlType t, const Status& s, const void* payload, size_t size) {
+  if (!s.ok()) return send_message(c.fd, t, static_cast<int32_t>(s.code()), s.message().data(), s.message().size()).ok();
+  return send_message(c.fd, t, 0, payload, size).ok();
+}
+
+bool Server::Impl::serve(Client& c) {
+  ControlHeader h;
+  std::vector<char> p;
+  Status s = recv_message(c.fd, &h, &p, 0);
+  if (s.code() == Errc::timeout) return true;
+  if (!s.ok()) {
+    if (s.message() != "peer hung up") log_warn(who(c) + ": " + s.message() + "; disconnecting it");
+    return false;
+  }
+  auto type = static_cast<ControlType>(h.type);
+  if (!c.attached && type != ControlType::hello) {
+    reply(c, type, {Errc::invalid_argument, "say hello first"});
+    return false;
+  }
+  switch (type) {
+    case ControlType::hello: return hello(c, p);
+    case ControlType::create_table: return create_table(c, p);
+    case ControlType::open_table: return open_table(c, p);
+    case ControlType::close_table: return close_table(c, p);
+    case ControlType::drop_table:
+    case ControlType::reset_table:
+    case ControlType::table_info: return named_table_request(c, type, p);
+    case ControlType::list_tables: {
+      std::vector<TableInfoWire> all;
+      for (auto& [n, e] : tables->all()) all.push_back(e.owner->info());
+      return reply(c, type, Status::Ok(), all.data(), all.size() * sizeof(TableInfoWire));
+    }
+    case ControlType::set_rate_limiter: return set_rate_limiter(c, p);
+    case ControlType::status: return status(c);
+    case ControlType::checkpoint:
+      checkpoints->request(c.fd);  // answered when written
+      return true;
+    case ControlType::grant_blocks: return grant_blocks(c, p);
+    case ControlType::return_blocks: return return_blocks(c, p);
+    case ControlType::goodbye: return false;
+  }
+  return reply(c, type, {Errc::invalid_argument, "unknown control message type " + std::to_string(h.type)});
+}
+
+bool Server::Impl::hello(Client& c, const std::vector<char>& p) {
+  HelloRequest rq;
+  if (c.attached) return reply(c, ControlType::hello, {Errc::invalid_argument, "hello sent twice"});
+  if (!read_payload(p, &rq)) {
+    reply(c, ControlType::hello, {Errc::layout_mismatch, "malformed hello"});
+    return false;
+  }
+  if (!access->permits(c.cred)) {
+    log_warn("refused pid " + std::to_string(c.cred.pid) + " uid " + std::to_string(c.cred.uid) + " gid " +
+             std::to_string(c.cred.gid) + ": not the server's user and not in group " + access->group_name());
+    reply(c, ControlType::hello, {Errc::permission_denied, access->refusal(c.cred)});
+    return false;
+  }
+  if (rq.protocol_version != kProtocolVersion || rq.layout_version != kLayoutVersion ||
+      rq.arena_hash != kArenaLayoutHash || rq.channel_hash != kChannelLayoutHash || rq.bells_hash != kBellsLayoutHash) {
+    reply(c, ControlType::hello,
+          {Errc::layout_mismatch, "client speaks protocol " + std::to_string(rq.protocol_version) + " with layout " +
+                                      std::to_string(rq.layout_version) + ", server protocol " +
+                                      std::to_string(kProtocolVersion) + " with layout " +
+                                      std::to_string(kLayoutVersion) + " (or the same version built differently)"});
+    return false;
+  }
+  auto id = arena_ids.take("client");
+  if (!id.ok()) {
+    reply(c, ControlType::hello, {Errc::full, "too many clients (" + std::to_string(kArenaMaxClients) + " at most)"});
+    return false;
+  }
+  c.id = *id;
+  c.attached = true;
+  log_info(who(c) + " attached (gid " + std::to_string(c.cred.gid) + ")");
+  HelloReply hr{};
+  hr.client_id = c.id;
+  hr.ring_records = config.ring_records;
+  hr.max_batch = config.ring_records;
+  hr.arena_size = arena_seg.size();
+  hr.bells_size = bells_seg.size();
+  hr.server_pid = static_cast<uint64_t>(::getpid());
+  hr.num_classes = arena.num_classes();
+  for (uint32_t k = 0; k < arena.num_classes(); ++k) hr.classes[k] = {arena.size_class(k).block_size, arena.size_class(k).count};
+  int fds[2] = {arena_seg.fd(), bells_seg.fd()};
+  return send_message(c.fd, ControlType::hello, 0, &hr, sizeof hr, fds, 2).ok();
+}
+
+bool Server::Impl::create_table(Client& c, const std::vector<char>& p) {
+  TableSpec spec;
+  if (!read_payload(p, &spec)) return reply(c, ControlType::create_table, {Errc::invalid_argument, "malformed table spec"});
+  spec.name[sizeof spec.name - 1] = '\0';
+  TableOptions o = from_spec(spec);
+  o.signature.resize(std::min<size_t>(spec.num_columns, kMaxColumns));
+  if (spec.num_columns > kMaxColumns)
+    return reply(c, ControlType::create_table,
+                 {Errc::invalid_argument, "more than " + std::to_string(kMaxColumns) + " columns"});
+  Status s = tables->create(o);
+  if (s.ok()) log_info(who(c) + " created table " + o.name);
+  return reply(c, ControlType::create_table, s);
+}
+
+bool Server::Impl::open_table(Client& c, const std::vector<char>& p) {
+  NameRequest n;
+  if (!read_payload(p, &n)) return reply(c, ControlType::open_table, kMalformed);
+  std::string name = fixed_string(n.name, sizeof n.name);
+  TableEntry* e = tables->find(name);
+  if (!e) return reply(c, ControlType::open_table, tables->no_such_table(name));
+  if (c.channels.count(e->id))
+    return reply(c, ControlType::open_table,
+                 {Errc::already_exists, "table " + name + " is already open on this connection; use that handle"});
+  auto seg = ShmSegment::create_sealed(prefix + ".channel" + std::to_string(c.id) + "." + std::to_string(e->id),
+                                       Channel::bytes_needed(config.ring_records), ShmSegment::Sealing::fixed_size);
+  if (!seg.ok()) return reply(c, ControlType::open_table, seg.status());
+  auto chan = Channel::format(seg->data(), seg->size(), e->id, config.ring_records);
+  if (!chan.ok()) return reply(c, ControlType::open_table, chan.status());
+  e->owner->attach(c.id, *chan);
+  OpenReply r{};
+  r.table_id = e->id;
+  r.channel_size = seg->size();
+  r.spec = e->owner->info().spec;
+  int fd = seg->fd();
+  bool sent = send_message(c.fd, ControlType::open_table, 0, &r, sizeof r, &fd, 1).ok();
+  seg->close_fd();  // the client holds it now; the mapping here stays
+  c.channels.emplace(e->id, std::move(*seg));
+  return sent;
+}
+
+bool Server::Impl::close_table(Client& c, const std::vector<char>& p) {
+  NameRequest n;
+  if (!read_payload(p, &n)) return reply(c, ControlType::close_table, kMalformed);
+  TableEntry* e = tables->find(fixed_string(n.name, sizeof n.name));
+  if (e && c.channels.count(e->id)) {
+    e->owner->detach(c.id, ChannelClosed::table_dropped);
+    c.channels.erase(e->id);
+  }
+  return reply(c, ControlType::close_table, Status::Ok());
+}
+
+// drop_table, reset_table, table_info: a table by name.
+bool Server::Impl::named_table_request(Client& c, ControlType type, const std::vector<char>& p) {
+  NameRequest n;
+  if (!read_payload(p, &n)) return reply(c, type, kMalformed);
+  std::string name = fixed_string(n.name, sizeof n.name);
+  TableEntry* e = tables->find(name);
+  if (!e) return reply(c, type, tables->no_such_table(name));
+  if (type == ControlType::drop_table) {
+    log_info(who(c) + " drops table " + name);
+    drop_table(name);
+    return reply(c, type, Status::Ok());
+  }
+  if (type == ControlType::reset_table) {
+    e->owner->reset();
+    log_info(who(c) + " reset table " + name);
+    return reply(c, type, Status::Ok());
+  }
+  TableInfoWire w = e->owner->info();
+  return reply(c, type, Status::Ok(), &w, sizeof w);
+}
+
+void Server::Impl::drop_table(const std::string& name) {
+  TableEntry* e = tables->find(name);
+  if (!e) return;
+  uint32_t id = e->id;
+  tables->drop(name);
+  for (auto& [fd, c] : clients) c.channels.erase(id);
+}
+
+bool Server::Impl::set_rate_limiter(Client& c, const std::vector<char>& p) {
+  RateLimiterRequest rq;
+  if (!read_payload(p, &rq)) return reply(c, ControlType::set_rate_limiter, kMalformed);
+  std::string name = fixed_string(rq.name, sizeof rq.name);
+  TableEntry* e = tables->find(name);
+  if (!e) return reply(c, ControlType::set_rate_limiter, tables->no_such_table(name));
+  Status s = e->owner->set_rate_limiter(rq.limiter);
+  if (s.ok()) log_info(who(c) + " changed the rate limiter of table " + name);
+  return reply(c, ControlType::set_rate_limiter, s);
+}
+
+bool Server::Impl::status(Client& c) {
+  StatusReply st{};
+  st.pid = static_cast<uint64_t>(::getpid());
+  st.uptime_ms = static_cast<uint64_t>((monotonic_ns() - started_ns) / 1000000);
+  st.clients = static_cast<uint32_t>(clients.size());
+  st.tables = static_cast<uint32_t>(tables->size());
+  st.arena_bytes = arena_seg.size();
+  st.blocks_total = arena.total_blocks();
+  for (uint32_t i = 0; i < arena.total_blocks(); ++i) {
+    BlockKind k = arena.kind(i);
+    (k == BlockKind::free ? st.blocks_free : k == BlockKind::reserved ? st.blocks_reserved : st.blocks_sealed)++;
+  }
+  std::strncpy(st.version, ENGRAM_VERSION_STRING, sizeof st.version - 1);
+  return reply(c, ControlType::status, Status::Ok(), &st, sizeof st);
+}
+
+// Blocks for a client's writers, reserved by it: taken here, with the
+// control thread's id, and handed over.
+bool Server::Impl::grant_blocks(Client& c, const std::vector<char>& p) {
+  GrantRequest rq;
+  if (!read_payload(p, &rq)) return reply(c, ControlType::grant_blocks, kMalformed);
+  if (rq.size_class >= arena.num_classes() || rq.count == 0 || rq.count > kMaxBlockGrant)
+    return reply(c, ControlType::grant_blocks,
+                 {Errc::invalid_argument, "a grant is of 1 to " + std::to_string(kMaxBlockGrant) + " blocks of one of the " +
+                                              std::to_string(arena.num_classes()) + " size classes"});
+  std::vector<BlockRef> granted;
+  granted.reserve(rq.count);
+  Status why = Status::Ok();
+  while (granted.size() < rq.count) {
+    auto b = arena.alloc(kArenaDaemonClient, rq.size_class);
+    if (!b.ok()) {
+      why = b.status();
+      break;
+    }
+    if (Status s = arena.hand_over(kArenaDaemonClient, c.id, *b); !s.ok()) {
+      why = s;
+      break;
+    }
+    granted.push_back(*b);
+  }
+  if (granted.empty()) return reply(c, ControlType::grant_blocks, why);
+  if (!why.ok() && why.code() != Errc::out_of_memory) log_error("granting blocks to " + who(c) + ": " + why.message());
+  return reply(c, ControlType::grant_blocks, Status::Ok(), granted.data(), granted.size() * sizeof(BlockRef));
+}
+
+// Blocks a client no longer needs. Only those it holds reserved come
+// back; any other (another's, sealed, free, a stale generation) is
+// refused and changes nothing.
+bool Server::Impl::return_blocks(Client& c, const std::vector<char>& p) {
+  size_t n = p.size() / sizeof(BlockRef);
+  if (p.size() % sizeof(BlockRef) != 0 || n == 0 || n > kMaxBlockGrant)
+    return reply(c, ControlType::return_blocks,
+                 {Errc::invalid_argument, "a return is of 1 to " + std::to_string(kMaxBlockGrant) + " blocks"});
+  std::vector<BlockRef> back(n);
+  std::memcpy(back.data(), p.data(), p.size());
+  size_t refused = 0;
+  BlockRef first_refused{};
+  std::vector<BlockRef> ours;
+  for (BlockRef b : back) {
+    if (b.index < arena.total_blocks() && arena.hand_over(c.id, kArenaDaemonClient, b).ok()) {
+      ours.push_back(b);
+    } else if (refused++ == 0) {
+      first_refused = b;
+    }
+  }
+  order_for_freeing(&ours);
+  for (BlockRef b : ours)
+    if (Status s = arena.free_reserved(kArenaDaemonClient, b); !s.ok()) log_error("returning a block: " + s.message());
+  if (refused == 0) return reply(c, ControlType::return_blocks, Status::Ok());
+  return reply(c, ControlType::return_blocks,
+               {Errc::invalid_argument, std::to_string(refused) + " of " + std::to_string(n) + " blocks (the first: block " +
+                                            std::to_string(first_refused.index) + " generation " +
+                                            std::to_string(first_refused.generation) +
+                                            ") are not reserved by this client; the others came back"});
+}
+
+void Server::Impl::disconnect(Client& c) {
+  int64_t t0 = monotonic_ns();
+  for (auto& [tid, ch] : c.channels)
+    if (TableEntry* e = tables->find(tid)) e->owner->detach(c.id, ChannelClosed::protocol_error);
+  if (c.attached) {
+    auto freed = arena.reclaim(c.id);
+    if (!freed.ok()) log_error(who(c) + ": reclaim failed: " + freed.status().message());
+    arena_ids.give(c.id);
+    log_info(who(c) + " detached; reclaimed " + std::to_string(freed.ok() ? *freed : 0) + " reserved blocks and " +
+             std::to_string(c.channels.size()) + " channels in " + std::to_string((monotonic_ns() - t0) / 1000) + " us");
+  }
+  ::close(c.fd);
+  clients.erase(c.fd);
+}
+
+}  // namespace engram

@@ -1,0 +1,121 @@
+// The state of a running server, shared by the files that make it up:
+// server.cpp (start-up, the shared segments, the control loop, reload,
+// health, shutdown) and control_protocol.cpp (one handler per control
+// message). Tables live in the TableRegistry, checkpoints are the
+// CheckpointScheduler's, and who may connect is AccessControl's.
+//
+// Threads: the control thread owns everything here but the few fields
+// marked otherwise; each table's owner thread owns its table
+// (table_owner.hpp); the checkpoint worker touches only what the
+// scheduler hands it.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/channel.hpp"
+#include "core/chunk_arena.hpp"
+#include "core/control_message.hpp"
+#include "core/futex.hpp"
+#include "core/shm.hpp"
+#include "daemon/access_control.hpp"
+#include "daemon/checkpoint_scheduler.hpp"
+#include "daemon/id_pool.hpp"
+#include "daemon/server.hpp"
+#include "daemon/table_registry.hpp"
+
+namespace engram {
+
+// One connection on the control socket.
+struct Client {
+  int fd = -1;
+  uint32_t id = 0;  // arena client id, after hello
+  ucred cred{};
+  bool attached = false;
+  // By table id: the daemon's mapping of each channel the client opened
+  // (its descriptor went to the client with the open reply).
+  std::map<uint32_t, ShmSegment> channels;
+};
+
+struct Server::Impl {
+  ServerConfig config;
+  std::string prefix;  // of the segments' names
+  std::optional<AccessControl> access;
+  int listen_fd = -1;
+  int wake_fd = -1;  // eventfd: stop, reload, probes, a finished checkpoint
+  std::thread thread;
+  std::atomic<bool> stopping{false};
+  std::atomic<bool> stopped{false};
+  Server::Progress progress;  // may be empty
+  int64_t started_ns = monotonic_ns();
+
+  // Requests from other threads, taken by the control thread when woken.
+  std::mutex requests_mu;
+  std::unique_ptr<ServerConfig> pending_reload;
+  struct HealthProbe {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    Server::Health h;
+    int timeout_ms = 0;
+  };
+  std::vector<std::shared_ptr<HealthProbe>> pending_probes;
+
+  ShmSegment arena_seg, bells_seg;
+  // The arena's allocation state: in this process's memory, out of every
+  // client's reach (ChunkArena).
+  std::unique_ptr<void, decltype(&std::free)> arena_meta{nullptr, &std::free};
+  ChunkArena arena;
+  BellsHeader* bells = nullptr;
+  IdPool arena_ids{1, kArenaMaxClients};
+  std::unique_ptr<TableRegistry> tables;
+  std::unique_ptr<CheckpointScheduler> checkpoints;
+  std::map<int, Client> clients;  // by fd
+
+  ~Impl();
+
+  // --- server.cpp: start-up, segments, the loop, shutdown -----------------
+  Status init(const ServerConfig& c);
+  Status claim_socket_path();
+  Status make_arena();
+  Status listen_socket();
+  void control_loop();
+  void accept_clients();
+  void apply_reload();
+  void answer_probes();
+  void shutdown();
+  void wake();
+
+  // --- control_protocol.cpp: the messages of the control socket -----------
+  // Serves one message; false when the client is gone or must go.
+  bool serve(Client& c);
+  bool hello(Client& c, const std::vector<char>& p);
+  bool create_table(Client& c, const std::vector<char>& p);
+  bool open_table(Client& c, const std::vector<char>& p);
+  bool close_table(Client& c, const std::vector<char>& p);
+  bool named_table_request(Client& c, ControlType type, const std::vector<char>& p);
+  bool set_rate_limiter(Client& c, const std::vector<char>& p);
+  bool status(Client& c);
+  bool grant_blocks(Client& c, const std::vector<char>& p);
+  bool return_blocks(Client& c, const std::vector<char>& p);
+  bool reply(Client& c, ControlType t, const Status& s, const void* payload = nullptr, size_t size = 0);
+  // Drops a table and closes every client's channel to it.
+  void drop_table(const std::string& name);
+  // Everything the client held comes back: its channels' pins and holds,
+  // its reserved blocks.
+  void disconnect(Client& c);
+  std::string who(const Client& c) const;
+};
+
+}  // namespace engram
