@@ -4,7 +4,6 @@
 #include <string>
 
 #include "capi/client.hpp"
-#include "capi/writer.hpp"
 
 using namespace engram;
 

@@ -48,6 +48,13 @@ struct Owed {  // one request whose responses are still to come
   uint64_t chunks[kRecordRefs] = {};  //  by the writer's chunk sequence number
 };
 
+// The writer's side of a table handle (writer.cpp), so that a channel
+// needs no more of the writer than this: the answer to an insert that w
+// sent (its key, or why it failed), and, before table t closes, the items
+// that c's writers hold for t until their chunk is finalized.
+void writer_on_ack(engram_writer* w, engram_table* t, const Status& s, uint64_t key, const Owed& o);
+void writers_send_pending(engram_client* c, engram_table* t);
+
 const engram_table* engram_batch_table(const engram_batch* b) noexcept;
 // The columns of a C signature with their compression (comp may be NULL:
 // none), validated.
@@ -130,7 +137,7 @@ struct engram_client {
   bool alive();
   engram_table* table_by_id(uint32_t id);
   // Keeps a spare that is surely reserved by this client, from a grant or
-  // an insert ack (up to spare_limit of its class, see client.cpp, and only
+  // an insert ack (up to spare_limit of its class, see spare_blocks.cpp, and only
   // while a writer is open; the rest go back to the server).
   void keep_spare(engram::BlockRef b);
   // A block of class k for a writer's chunk: a spare, else one of a grant
@@ -143,7 +150,7 @@ struct engram_client {
   // Should an insert whose newest chunk is of class k ask for a spare with
   // its ack? While the spares and those `coming` are under the limit.
   bool wants_spare(uint32_t k, uint32_t coming) const;
-  // Asks the server for blocks of class k, up to the spare limit (see client.cpp).
+  // Asks the server for blocks of class k, up to the spare limit (see spare_blocks.cpp).
   engram::Status grant(uint32_t k, int wait_ms = 0, uint32_t coming = 0);
   // Keeps the blocks of a grant's reply as spares.
   engram::Status keep_granted(const std::vector<char>& reply);

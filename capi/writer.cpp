@@ -24,6 +24,12 @@ constexpr size_t kStreamStepBytes = 1024;
 }  // namespace
 
 namespace engram {
+void writers_send_pending(engram_client* c, engram_table* t) {
+  for (engram_writer* w : c->writers)
+    if (std::any_of(w->pending.begin(), w->pending.end(), [t](const auto& p) { return p.table == t; }))
+      (void)w->send_pending(true);
+}
+
 void writer_on_ack(engram_writer* w, engram_table* t, const Status& s, uint64_t key, const Owed& o) {
   if (w) w->on_ack(t, s, key, o);
 }

@@ -122,7 +122,3 @@ struct engram_writer {
   // Gives chunk seq back if it left the history and nothing awaits an ack.
   void retire(uint64_t seq);
 };
-
-namespace engram {
-void writer_on_ack(engram_writer* w, engram_table* t, const Status& s, uint64_t key, const Owed& o);
-}

@@ -25,18 +25,18 @@ int64_t deadline_after_ms(int32_t ms) noexcept;
 inline constexpr int32_t kCoarseDeadlineMs = 100;
 
 // Rounds a waiter spins before it sleeps, yielding the core every 64
-// rounds. With more runnable threads than cores (two writers and a table
-// owner on 2 cores), long pure spinning starves the thread being waited
-// for; the yields hand it the core. bench/throughput.sh, two writers at
-// 400 B: 1.48M items/s with 200 rounds of pure spinning (git 8e35bd8),
-// 1.81M with this (git e62a5bf).
+// rounds. Spinning saves the futex round trip when the wait is short; with
+// more runnable threads than cores (two writers and a table owner on two
+// cores), pure spinning starves the thread being waited for, and the
+// yields hand it the core. The measurements: bench/NOTES.md, "Tuned
+// constants".
 inline constexpr int kDefaultSpin = 500;
 // Rounds a waiter spins when it knows its wait is short: a client waiting
 // for the answer to its own request, or a table owner holding a client's
 // request back for the rate limiter (the request that lets it proceed is
-// what the blocked client waits for). About 0.1 ms here, where a thread
-// asleep for 100 us took 66-80 us at the median to run again once woken
-// (bench/NOTES.md, "The VM's stalls").
+// what the blocked client waits for). Long enough (about 0.1 ms) to outlast
+// a typical wake-up from futex sleep, which it would otherwise pay
+// (bench/NOTES.md, "Tuned constants").
 inline constexpr int kAnswerSpin = 4000;
 
 // A doorbell: a sequence word the producer rings and a flag that says

@@ -44,15 +44,15 @@ size_t plan(const SelectorOptions& o, uint32_t cap, SelectorHeader* h) {
     case SelectorKind::uniform:
     case SelectorKind::fifo:
     case SelectorKind::lifo:
-      h->off_a = take(size_t{cap} * 4);
-      h->off_b = take(size_t{cap} * 4);
+      h->off_order = take(size_t{cap} * 4);
+      h->off_back = take(size_t{cap} * 4);
       break;
     case SelectorKind::max_heap:
     case SelectorKind::min_heap:
-      h->off_a = take(size_t{cap} * 4);
-      h->off_b = take(size_t{cap} * 4);
-      h->off_c = take(size_t{cap} * 8);
-      h->off_d = take(size_t{cap} * 8);
+      h->off_order = take(size_t{cap} * 4);
+      h->off_back = take(size_t{cap} * 4);
+      h->off_heap_priority = take(size_t{cap} * 8);
+      h->off_heap_seq = take(size_t{cap} * 8);
       break;
   }
   h->region_size = off;
@@ -109,8 +109,8 @@ Result<Selector> Selector::attach(void* mem, size_t size) {
     return Status{Errc::corrupt, "selector header has an invalid kind, exponent or capacity"};
   SelectorHeader expect;
   size_t need = plan(o, h->capacity, &expect);
-  if (need > size || h->region_size != need || h->off_a != expect.off_a || h->off_b != expect.off_b ||
-      h->off_c != expect.off_c || h->off_d != expect.off_d || h->off_tree != expect.off_tree)
+  if (need > size || h->region_size != need || h->off_order != expect.off_order || h->off_back != expect.off_back ||
+      h->off_heap_priority != expect.off_heap_priority || h->off_heap_seq != expect.off_heap_seq || h->off_tree != expect.off_tree)
     return Status{Errc::corrupt, "selector header is inconsistent with its capacity"};
   if (o.kind == SelectorKind::prioritized) {
     auto t = PrioritizedTree::attach(static_cast<char*>(mem) + h->off_tree, need - h->off_tree);
@@ -127,15 +127,15 @@ Selector::Selector(SelectorHeader* h) : h_(h) {
     tree_ = PrioritizedTree::attach(base + h->off_tree, h->region_size - h->off_tree).value();
     return;
   }
-  a_ = reinterpret_cast<uint32_t*>(base + h->off_a);
-  b_ = reinterpret_cast<uint32_t*>(base + h->off_b);
+  order_ = reinterpret_cast<uint32_t*>(base + h->off_order);
+  back_ = reinterpret_cast<uint32_t*>(base + h->off_back);
   if (is_heap(kind())) {
-    prio_ = reinterpret_cast<double*>(base + h->off_c);
-    seq_ = reinterpret_cast<uint64_t*>(base + h->off_d);
+    prio_ = reinterpret_cast<double*>(base + h->off_heap_priority);
+    seq_ = reinterpret_cast<uint64_t*>(base + h->off_heap_seq);
   }
 }
 
-DenseSet Selector::uniform_set() const noexcept { return {a_, b_, &h_->count}; }
+DenseSet Selector::uniform_set() const noexcept { return {order_, back_, &h_->count}; }
 
 double Selector::weight_of(double priority) const noexcept { return priority_weight(priority, h_->exponent); }
 
@@ -149,9 +149,9 @@ bool Selector::contains(uint32_t slot) const noexcept {
     case SelectorKind::prioritized: return tree_.is_occupied(slot);
     case SelectorKind::uniform: return uniform_set().contains(slot);
     case SelectorKind::fifo:
-    case SelectorKind::lifo: return b_[slot] != kNone || h_->head == slot;
+    case SelectorKind::lifo: return back_[slot] != kNone || h_->head == slot;
     case SelectorKind::max_heap:
-    case SelectorKind::min_heap: return b_[slot] != kNone;
+    case SelectorKind::min_heap: return back_[slot] != kNone;
   }
   return false;
 }
@@ -184,20 +184,20 @@ Status Selector::insert(uint32_t slot, double priority) {
     case SelectorKind::prioritized: tree_.set(slot, weight_of(priority)); break;
     case SelectorKind::uniform: uniform_set().insert(slot); break;
     case SelectorKind::fifo:
-    case SelectorKind::lifo:  // append at the tail; a_ = next, b_ = prev
-      a_[slot] = kNone;
-      b_[slot] = h_->tail;
-      if (h_->tail != kNone) a_[h_->tail] = slot;
+    case SelectorKind::lifo:  // append at the tail; order_ = next, back_ = prev
+      order_[slot] = kNone;
+      back_[slot] = h_->tail;
+      if (h_->tail != kNone) order_[h_->tail] = slot;
       else h_->head = slot;
       h_->tail = slot;
-      // b_[head] is kNone, so contains() also checks head == slot.
+      // back_[head] is kNone, so contains() also checks head == slot.
       ++h_->count;
       break;
     case SelectorKind::max_heap:
     case SelectorKind::min_heap: {
       uint32_t i = h_->count++;
-      a_[i] = slot;
-      b_[slot] = i;
+      order_[i] = slot;
+      back_[slot] = i;
       prio_[slot] = priority;
       seq_[slot] = h_->seq++;
       heap_up(i);
@@ -216,7 +216,7 @@ Status Selector::insert_with_seq(uint32_t slot, double priority, uint64_t seq) {
   if (Status s = insert(slot, priority); !s.ok()) return s;
   if (kind() == SelectorKind::max_heap || kind() == SelectorKind::min_heap) {
     seq_[slot] = seq;
-    heap_fix(b_[slot]);
+    heap_fix(back_[slot]);
   }
   return Status::Ok();
 }
@@ -233,7 +233,7 @@ Status Selector::update(uint32_t slot, double priority) {
     case SelectorKind::min_heap:
       prio_[slot] = priority;
       seq_[slot] = h_->seq++;
-      heap_fix(b_[slot]);
+      heap_fix(back_[slot]);
       break;
   }
   return Status::Ok();
@@ -246,24 +246,24 @@ void Selector::remove(uint32_t slot) noexcept {
     case SelectorKind::uniform: uniform_set().erase(slot); break;
     case SelectorKind::fifo:
     case SelectorKind::lifo: {
-      uint32_t next = a_[slot], prev = b_[slot];
-      if (prev != kNone) a_[prev] = next;
+      uint32_t next = order_[slot], prev = back_[slot];
+      if (prev != kNone) order_[prev] = next;
       else h_->head = next;
-      if (next != kNone) b_[next] = prev;
+      if (next != kNone) back_[next] = prev;
       else h_->tail = prev;
-      a_[slot] = b_[slot] = kNone;
+      order_[slot] = back_[slot] = kNone;
       --h_->count;
       break;
     }
     case SelectorKind::max_heap:
     case SelectorKind::min_heap: {
-      uint32_t i = b_[slot], last = --h_->count;
+      uint32_t i = back_[slot], last = --h_->count;
       if (i != last) {
         heap_swap(i, last);
-        b_[slot] = kNone;
+        back_[slot] = kNone;
         heap_fix(i);
       } else {
-        b_[slot] = kNone;
+        back_[slot] = kNone;
       }
       break;
     }
@@ -283,7 +283,7 @@ Result<Sampled> Selector::sample(double u) const {
     case SelectorKind::fifo: return Sampled{h_->head, 1.0};
     case SelectorKind::lifo: return Sampled{h_->tail, 1.0};
     case SelectorKind::max_heap:
-    case SelectorKind::min_heap: return Sampled{a_[0], 1.0};
+    case SelectorKind::min_heap: return Sampled{order_[0], 1.0};
   }
   return Status{Errc::corrupt, "selector kind is invalid"};
 }
@@ -317,15 +317,15 @@ void Selector::clear() noexcept {
     case SelectorKind::uniform: uniform_set().clear(h_->capacity); break;
     case SelectorKind::fifo:
     case SelectorKind::lifo:
-      std::fill(a_, a_ + h_->capacity, kNone);
-      std::fill(b_, b_ + h_->capacity, kNone);
+      std::fill(order_, order_ + h_->capacity, kNone);
+      std::fill(back_, back_ + h_->capacity, kNone);
       break;
     case SelectorKind::max_heap:
-    case SelectorKind::min_heap: std::fill(b_, b_ + h_->capacity, kNone); break;
+    case SelectorKind::min_heap: std::fill(back_, back_ + h_->capacity, kNone); break;
   }
 }
 
-// --- heaps: a_ = heap array of slots, b_ = slot -> heap index ---------------
+// --- heaps: order_ = heap array of slots, back_ = slot -> heap index ---------------
 
 bool Selector::heap_before(uint32_t a, uint32_t b) const noexcept {
   double pa = prio_[a], pb = prio_[b];
@@ -334,15 +334,15 @@ bool Selector::heap_before(uint32_t a, uint32_t b) const noexcept {
 }
 
 void Selector::heap_swap(uint32_t i, uint32_t j) noexcept {
-  std::swap(a_[i], a_[j]);
-  b_[a_[i]] = i;
-  b_[a_[j]] = j;
+  std::swap(order_[i], order_[j]);
+  back_[order_[i]] = i;
+  back_[order_[j]] = j;
 }
 
 void Selector::heap_up(uint32_t i) noexcept {
   while (i > 0) {
     uint32_t p = (i - 1) / 2;
-    if (!heap_before(a_[i], a_[p])) break;
+    if (!heap_before(order_[i], order_[p])) break;
     heap_swap(i, p);
     i = p;
   }
@@ -352,8 +352,8 @@ void Selector::heap_down(uint32_t i) noexcept {
   uint32_t n = h_->count;
   for (;;) {
     uint32_t best = i, l = 2 * i + 1, r = l + 1;
-    if (l < n && heap_before(a_[l], a_[best])) best = l;
-    if (r < n && heap_before(a_[r], a_[best])) best = r;
+    if (l < n && heap_before(order_[l], order_[best])) best = l;
+    if (r < n && heap_before(order_[r], order_[best])) best = r;
     if (best == i) return;
     heap_swap(i, best);
     i = best;

@@ -47,11 +47,13 @@ struct alignas(kCacheLine) SelectorHeader {
   uint32_t head;         // list: oldest member, or kNone
   uint32_t tail;         // list: newest member, or kNone
   uint32_t pad_;
-  uint64_t off_a;        // Uniform: dense | lists: next  | heaps: heap array
-  uint64_t off_b;        // Uniform: pos   | lists: prev  | heaps: position of slot in heap
-  uint64_t off_c;        // heaps: priority per slot (double)
-  uint64_t off_d;        // heaps: seq per slot (u64)
-  uint64_t off_tree;     // Prioritized: the SumTree region
+  // Two u32 arrays of `capacity`: the members in the selector's order, and
+  // from each slot back into that order.
+  uint64_t off_order;          // Uniform: dense array | lists: next | heaps: heap array
+  uint64_t off_back;           // Uniform: position in dense | lists: prev | heaps: position in heap
+  uint64_t off_heap_priority;  // heaps: priority per slot (double)
+  uint64_t off_heap_seq;       // heaps: insertion seq per slot (u64), the tie-break
+  uint64_t off_tree;           // Prioritized: the SumTree region
 };
 static_assert(sizeof(SelectorHeader) == 2 * kCacheLine);
 
@@ -128,8 +130,8 @@ class Selector {
   void heap_fix(uint32_t i) noexcept;
 
   SelectorHeader* h_ = nullptr;
-  uint32_t* a_ = nullptr;
-  uint32_t* b_ = nullptr;
+  uint32_t* order_ = nullptr;  // off_order: members in the selector's order
+  uint32_t* back_ = nullptr;   // off_back: slot -> its place in order_ (lists: prev)
   double* prio_ = nullptr;
   uint64_t* seq_ = nullptr;
   PrioritizedTree tree_;

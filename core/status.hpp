@@ -1,6 +1,7 @@
 // Errors as values. Core never throws on a path a client can trigger; every
-// failure is a Status with a code (stable, mapped 1:1 to ENGRAM_E_* later) and
-// a message that says what was wrong and how to fix it.
+// failure is a Status with a code and a message that says what was wrong and
+// how to fix it. The codes are finer than the C ABI's: several map to one
+// ENGRAM_E_* (capi/errors.cpp, to_code), and the message tells them apart.
 #pragma once
 
 #include <string>

@@ -221,7 +221,7 @@ TEST(SelectorLayout, AttachValidatesHeader) {
   OwnedSelector o({SelectorKind::max_heap, 1.0}, 50);
   EXPECT_TRUE(Selector::attach(o.buf.data(), o.buf.size).ok());
   EXPECT_EQ(Selector::attach(o.buf.data(), 100).status().code(), Errc::corrupt);
-  reinterpret_cast<SelectorHeader*>(o.buf.data())->off_c += 64;
+  reinterpret_cast<SelectorHeader*>(o.buf.data())->off_heap_priority += 64;
   EXPECT_EQ(Selector::attach(o.buf.data(), o.buf.size).status().code(), Errc::corrupt);
 }
 
