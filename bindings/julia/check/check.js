@@ -5,7 +5,13 @@
 // mirrored struct has the header's fields in order, with the sizes and
 // offsets the C compiler gives (LAYOUT, from a probe that run.sh compiles).
 //
-// Usage: node check.js HEADER PACKAGE_DIR LAYOUT_FILE
+// With README, its ```julia blocks must parse too, and every function they
+// call must be one the package defines (exported, if called unqualified) or
+// one of a few Base names, with keyword arguments the package's definitions
+// take: the README's snippet is checked like the package, since it cannot
+// be run here either.
+//
+// Usage: node check.js HEADER PACKAGE_DIR LAYOUT_FILE [README]
 //   LAYOUT_FILE: lines "struct size N" and "struct.field N" (offsetof).
 // Exit 0 when everything agrees; else 1, with one line per disagreement.
 'use strict';
@@ -14,7 +20,7 @@ const path = require('path');
 const Parser = require('tree-sitter');
 const Julia = require('tree-sitter-julia');
 
-const [headerPath, pkgDir, layoutPath] = process.argv.slice(2);
+const [headerPath, pkgDir, layoutPath, readmePath] = process.argv.slice(2);
 if (!layoutPath) {
   console.error('usage: node check.js HEADER PACKAGE_DIR LAYOUT_FILE');
   process.exit(2);
@@ -97,6 +103,22 @@ const jlFiles = [];
 if (!jlFiles.length) problem(`no .jl files under ${pkgDir}`);
 
 const ccalls = {};      // name -> [{ret, args, where}]
+const defined = {};     // function name -> Set of its parameter names (all definitions)
+const exported = new Set();
+// A parameter's name: `x`, `x::T`, `x = v`, `x::T = v`, `xs...`.
+function paramName(n) {
+  if (n.type === 'identifier') return n.text;
+  if (['typed_expression', 'named_argument', 'splat_expression'].includes(n.type) && n.namedChildren[0]) return paramName(n.namedChildren[0]);
+  return null;
+}
+function noteDefinition(call) {  // a call_expression that is a definition's signature
+  const callee = call.namedChildren[0];
+  if (!callee) return;
+  const name = callee.type === 'field_expression' ? callee.namedChildren[1].text : callee.text;
+  const params = defined[name] = defined[name] || new Set();
+  const args = call.namedChildren[1];
+  for (const a of args ? args.namedChildren : []) { const p = paramName(a); if (p) params.add(p); }
+}
 const jlStructs = {};   // name -> [{name, type}]
 function visit(node, file, fn) {
   fn(node, file);
@@ -109,6 +131,13 @@ for (const file of jlFiles) {
   visit(tree.rootNode, rel, (n) => {
     if (n.type === 'ERROR' || n.isMissing) {
       problem(`${rel}:${n.startPosition.row + 1}: does not parse as Julia (${n.isMissing ? 'missing ' + n.type : 'syntax error'}): ${src.slice(n.startIndex, n.startIndex + 60).split('\n')[0]}`);
+    }
+    if (n.type === 'export_statement') for (const c of n.namedChildren) exported.add(c.text);
+    if (n.type === 'signature' && n.namedChildren[0] && n.namedChildren[0].type === 'call_expression') noteDefinition(n.namedChildren[0]);
+    if (n.type === 'assignment' && n.namedChildren[0] && n.namedChildren[0].type === 'call_expression') noteDefinition(n.namedChildren[0]);
+    if (n.type === 'struct_definition') {
+      const head = n.namedChildren.find((c) => c.type === 'type_head');
+      if (head) defined[head.text.trim()] = defined[head.text.trim()] || new Set();
     }
     if (n.type === 'call_expression' && n.namedChildren[0] && n.namedChildren[0].text === 'ccall') {
       const args = n.namedChildren[1] ? n.namedChildren[1].namedChildren : [];
@@ -202,10 +231,46 @@ for (const [name, fields] of Object.entries(structs)) {
   }
 }
 
+// --- the README's Julia snippets -----------------------------------------------------------
+
+const BASE_CALLS = new Set(['fill', 'zeros', 'close', 'println', 'print', 'length', 'size', 'Float32', 'Float64',
+                            'Int32', 'Int64', 'UInt8', 'collect', 'sum', 'vec', 'append!']);
+let readmeBlocks = 0;
+if (readmePath) {
+  const text = fs.readFileSync(readmePath, 'utf8');
+  for (const m of text.matchAll(/^```julia\n([\s\S]*?)^```$/gm)) {
+    readmeBlocks++;
+    const where = `README.md julia block ${readmeBlocks}`;
+    const tree = parser.parse(m[1]);
+    visit(tree.rootNode, where, (n) => {
+      if (n.type === 'ERROR' || n.isMissing) problem(`${where}:${n.startPosition.row + 1}: does not parse as Julia: ${n.text.split('\n')[0].slice(0, 60)}`);
+      if (n.type !== 'call_expression' || !n.namedChildren[0]) return;
+      const callee = n.namedChildren[0];
+      const qualified = callee.type === 'field_expression' && callee.namedChildren[0].text === 'Engram';
+      if (callee.type !== 'identifier' && !qualified) return;
+      const name = qualified ? callee.namedChildren[1].text : callee.text;
+      const line = `${where}:${n.startPosition.row + 1}`;
+      if (!defined[name]) {
+        if (qualified || !BASE_CALLS.has(name)) problem(`${line}: calls ${qualified ? 'Engram.' : ''}${name}, which Engram.jl does not define`);
+        return;
+      }
+      if (!qualified && !exported.has(name) && !BASE_CALLS.has(name)) problem(`${line}: calls ${name} unqualified, but Engram.jl does not export it`);
+      const args = n.namedChildren[1];
+      for (const a of args ? args.namedChildren : []) {
+        if (a.type !== 'named_argument') continue;
+        const k = paramName(a);
+        if (k && !defined[name].has(k)) problem(`${line}: ${name} takes no keyword ${k}`);
+      }
+    });
+  }
+  if (!readmeBlocks) problem(`${readmePath} has no julia block`);
+}
+
 if (problems.length) {
   for (const p of problems) console.log(p);
   console.log(`julia check: ${problems.length} problems`);
   process.exit(1);
 }
 console.log(`julia check: ${jlFiles.length} files parse; ${Object.keys(functions).length} functions and ` +
-            `${Object.keys(structs).length} structs agree with engram.h and the C compiler`);
+            `${Object.keys(structs).length} structs agree with engram.h and the C compiler` +
+            (readmePath ? `; the README's ${readmeBlocks} julia block(s) parse and call what the package defines` : ''));

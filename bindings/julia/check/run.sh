@@ -40,7 +40,18 @@ PY
   "$work/layout" >"$out"
 }
 probe "$header" "$work/layout.txt"
-NODE_PATH=$work/node_modules node "$here/check.js" "$header" "$src/bindings/julia/Engram" "$work/layout.txt"
+NODE_PATH=$work/node_modules node "$here/check.js" "$header" "$src/bindings/julia/Engram" "$work/layout.txt" "$src/README.md"
+
+# The README check must be able to fail: a keyword the package does not take.
+sed 's/max_size = 10_000, sampler = :prioritized/max_size = 10_000, sampler_kind = :prioritized/' "$src/README.md" >"$work/README-changed.md"
+cmp -s "$src/README.md" "$work/README-changed.md" && { echo "julia check: the self-test's edit of README.md did not apply" >&2; exit 1; }
+if NODE_PATH=$work/node_modules node "$here/check.js" "$header" "$src/bindings/julia/Engram" "$work/layout.txt" \
+  "$work/README-changed.md" >"$work/readme-changed.log"; then
+  echo "julia check: a README snippet with a wrong keyword went unnoticed" >&2
+  exit 1
+fi
+grep -q "create_table takes no keyword sampler_kind" "$work/readme-changed.log" ||
+  { cat "$work/readme-changed.log"; echo "julia check: the wrong keyword was not the reason" >&2; exit 1; }
 
 # The check must be able to fail: engram_batch_size returning uint64_t.
 sed 's/ENGRAM_API uint32_t engram_batch_size(/ENGRAM_API uint64_t engram_batch_size(/' "$header" >"$work/changed.h"

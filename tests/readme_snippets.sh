@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The README's snippets cannot rot: its C snippet is compiled (C99, warnings
+# as errors) and its C++ snippet (C++17) against this build's libengram and
+# both are run against an engramd; every ```toml block is a complete
+# engramd.toml that `engramd --check-config` accepts. (The Python snippet
+# is run by the Python binding's tests, the Rust one compiled as a doctest,
+# the Julia one parsed and checked by bindings/julia/check.)
+# Usage: tests/readme_snippets.sh BUILD_DIR
+set -euo pipefail
+src=$(cd "$(dirname "$0")/.." && pwd)
+build=$(cd "${1:?usage: tests/readme_snippets.sh BUILD_DIR}" && pwd)
+tmp=$(mktemp -d /tmp/engram-snippet-XXXXXX)
+daemon=
+trap '[ -n "$daemon" ] && kill $daemon 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
+fail() { echo "readme_snippets: $*" >&2; exit 1; }
+
+# Block N (0-based) of language LANG, or nothing.
+block() { awk -v lang="$1" -v want="$2" '$0 == "```" lang {n++; on = (n - 1 == want); next} /^```/{on=0} on' "$src/README.md"; }
+
+block c 0 >"$tmp/snippet.c"
+[ -s "$tmp/snippet.c" ] || fail "README.md has no \`\`\`c block"
+cc -std=c99 -Wall -Wextra -Werror -I"$src/capi/include" "$tmp/snippet.c" -L"$build/capi" -lengram \
+  -Wl,-rpath,"$build/capi" -o "$tmp/snippet_c"
+block cpp 0 >"$tmp/snippet.cpp"
+[ -s "$tmp/snippet.cpp" ] || fail "README.md has no \`\`\`cpp block"
+c++ -std=c++17 -Wall -Wextra -Werror -I"$src/capi/include" "$tmp/snippet.cpp" -L"$build/capi" -lengram \
+  -Wl,-rpath,"$build/capi" -o "$tmp/snippet_cpp"
+
+"$build/daemon/engramd" --socket "$tmp/s.sock" >"$tmp/engramd.log" 2>&1 &
+daemon=$!
+for _ in $(seq 1 100); do [ -S "$tmp/s.sock" ] && break; sleep 0.05; done
+out=$(ENGRAM_SOCKET=$tmp/s.sock "$tmp/snippet_c")
+echo "C:   $out"
+[ "$out" = "sampled 32 items: success" ] || fail "the C snippet printed something unexpected"
+out=$(ENGRAM_SOCKET=$tmp/s.sock "$tmp/snippet_cpp")
+echo "C++: $out"
+[[ "$out" =~ ^"sampled 32 items; the first obs starts "[0-9]+\.[0-9]$ ]] || fail "the C++ snippet printed something unexpected"
+
+n=0
+while :; do
+  block toml $n >"$tmp/recipe.toml"
+  [ -s "$tmp/recipe.toml" ] || break
+  "$build/daemon/engramd" --check-config --config "$tmp/recipe.toml" >"$tmp/check.log" 2>&1 ||
+    { cat "$tmp/recipe.toml" "$tmp/check.log" >&2; fail "the README's toml block $((n + 1)) is not a valid engramd.toml"; }
+  n=$((n + 1))
+done
+[ $n -ge 4 ] || fail "found $n toml blocks in README.md; the recipes have at least 4"
+echo "toml: $n blocks, each a valid engramd.toml"
