@@ -53,9 +53,10 @@ static std::string shm_path(const std::string& name) { return "/dev/shm/" + name
 
 // Maps every page of a fresh mapping now, in one call. Otherwise each
 // process faults on its first touch of each page: a writer's first pass
-// over the arena pays one fault per block, which in this project's VM
-// (shadow paging) held the harness's 4 KB inserts at a small fraction of
-// their speed until every block had been touched (git 27402b9). Writers
+// over the arena pays one fault per block, which under a hypervisor that
+// shadows page tables holds small inserts at a fraction of their speed
+// until every block has been touched (bench/NOTES.md, "Page faults in
+// fresh processes"). Writers
 // and samplers reach every block in the end anyway (blocks circulate
 // through the free list), so this moves that cost to attach without adding
 // to it. Best effort, hence no error: kernels before 5.14 do not know the

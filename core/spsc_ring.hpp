@@ -121,9 +121,9 @@ class SpscRing {
     return seq(pos).load(std::memory_order_acquire) == static_cast<uint32_t>(pos + 1);
   }
   // Pushes ahead whose slot a push fetches for writing: far enough for the
-  // line to arrive (a push takes a few hundred ns, the round trip about
-  // 600 ns in this VM; 4 and 16 ran alike in trials), near enough to stay
-  // in cache; 1 to 8, at most half the ring.
+  // line to arrive (a push takes a few hundred ns, a line's round trip
+  // between cores about as long), near enough to stay in cache; at most
+  // half the ring (bench/NOTES.md, "Tuned constants").
   static constexpr uint32_t kWriteAhead = 8;
   uint32_t write_ahead() const noexcept { return std::min<uint32_t>(kWriteAhead, capacity_ / 2); }
 
