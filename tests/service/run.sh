@@ -163,8 +163,12 @@ ct systemd-analyze verify /usr/lib/systemd/system/engramd.service >"$work/verify
   { cat "$work/verify.log"; fail "systemd-analyze verify"; }
 [ -s "$work/verify.log" ] && { cat "$work/verify.log"; fail "systemd-analyze verify printed warnings"; }
 score=$(ct systemd-analyze security engramd.service --no-pager 2>/dev/null | sed -n 's/.*Overall exposure level for engramd.service: \([0-9.]*\).*/\1/p')
-promised=$(sed -n 's/.*systemd-analyze security engramd.service` rates the unit \([0-9.]*\).*/\1/p' "$src/README.md" | head -1)
+# The score the docs promise, read from README.md and docs/SERVICE.md with
+# their lines joined (a paragraph may wrap anywhere); both must agree.
+promise() { tr '\n' ' ' <"$1" | sed -n 's/.*systemd-analyze security engramd.service` *rates the unit \([0-9.]*\).*/\1/p'; }
+promised=$(promise "$src/README.md")
 [ -n "$score" ] && [ -n "$promised" ] || fail "no score (got '$score', README '$promised')"
+[ "$(promise "$src/docs/SERVICE.md")" = "$promised" ] || fail "docs/SERVICE.md and README.md promise different scores"
 echo "  exposure $score (README: $promised)"
 awk -v s="$score" -v p="$promised" 'BEGIN { exit !(s <= p) }' || fail "exposure $score is worse than the README's $promised"
 
