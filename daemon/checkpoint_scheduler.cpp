@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <latch>
 #include <limits>
 #include <memory>
@@ -248,6 +249,10 @@ void CheckpointScheduler::tick() {
 int CheckpointScheduler::poll_timeout_ms() const {
   if (due_ns_ < 0) return -1;
   return static_cast<int>(std::clamp<int64_t>((due_ns_ - monotonic_ns()) / 1'000'000 + 1, 0, 60'000));
+}
+
+void CheckpointScheduler::forget(int fd) {
+  for (std::vector<int>* w : {&waiters_, &next_waiters_}) w->erase(std::remove(w->begin(), w->end(), fd), w->end());
 }
 
 void CheckpointScheduler::shutdown() {

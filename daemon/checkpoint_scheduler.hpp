@@ -28,8 +28,8 @@ namespace engram {
 
 class CheckpointScheduler {
  public:
-  // The path written, or why not, for the client on control socket `fd`;
-  // the callee checks that the client is still there.
+  // The path written, or why not, for the client on control socket `fd`
+  // (one that asked and has not hung up: see forget).
   using Reply = std::function<void(int fd, const Status& s, const std::string& path)>;
   using Progress = std::function<void(const char* what, uint64_t done, uint64_t total)>;
 
@@ -54,6 +54,10 @@ class CheckpointScheduler {
   void tick();
   // How long the control loop may sleep before tick() has work (-1: no limit).
   int poll_timeout_ms() const;
+  // The client on `fd` hung up: it hears of no checkpoint, and a later
+  // client whose connection gets the same descriptor number hears only of
+  // its own.
+  void forget(int fd);
   // Waits for a running write and answers its waiters, then writes the
   // shutdown checkpoint if configured (progress reported on this thread).
   void shutdown();

@@ -301,6 +301,7 @@ void Server::Impl::disconnect(Client& c) {
     log_info(who(c) + " detached; reclaimed " + std::to_string(freed.ok() ? *freed : 0) + " reserved blocks and " +
              std::to_string(c.channels.size()) + " channels in " + std::to_string((monotonic_ns() - t0) / 1000) + " us");
   }
+  checkpoints->forget(c.fd);  // before its descriptor number can be another client's
   ::close(c.fd);
   clients.erase(c.fd);
 }

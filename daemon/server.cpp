@@ -57,8 +57,7 @@ Status Server::Impl::init(const ServerConfig& c) {
   if (!ck_id.ok()) return ck_id.status();
   checkpoints = std::make_unique<CheckpointScheduler>(
       config.checkpoint, arena, *ck_id, tables.get(), progress, [this] { wake(); },
-      [this](int fd, const Status& s, const std::string& path) {
-        if (!clients.count(fd)) return;  // gone meanwhile
+      [](int fd, const Status& s, const std::string& path) {
         if (s.ok()) (void)send_message(fd, ControlType::checkpoint, 0, path.data(), path.size());
         else (void)send_message(fd, ControlType::checkpoint, static_cast<int32_t>(s.code()), s.message().data(),
                                 s.message().size());

@@ -702,6 +702,45 @@ TEST_F(ServerCheckpoint, CheckpointsNeedADirectory) {
   EXPECT_NE(last().find("[checkpoint] dir"), std::string::npos) << last();
 }
 
+// A client that stopped waiting for its checkpoint and hung up is no
+// longer told of it: the next client, whose connection may take the same
+// descriptor number in the server, hears of its own checkpoint, not of
+// the one the first asked for.
+TEST_F(ServerCheckpoint, AnAnswerGoesOnlyToAClientStillThere) {
+  // Paced to 1 MB/s, 3 MiB of chunks take about 3 s to write.
+  start("max_mb_per_s = 1\n[arena]\nclasses = [ { block_size = \"4KiB\", count = 64 }, "
+        "{ block_size = \"1032KiB\", count = 16 } ]\n"
+        "[[table]]\nname = \"big\"\nmax_size = 3\n[[table.column]]\nname = \"x\"\ndtype = \"float32\"\nshape = [262144]\n");
+  {
+    engram_table* big = nullptr;
+    ASSERT_EQ(engram_table_open(c_, "big", &big), ENGRAM_OK) << last();
+    engram_writer* w = float_writer(c_, 262144);
+    ASSERT_NE(w, nullptr);
+    std::vector<float> x(262144);
+    std::mt19937 rng(1);
+    for (int i = 0; i < 3; ++i) {  // random: zstd cannot shrink it
+      for (auto& v : x) v = static_cast<float>(rng());
+      const void* d[1] = {x.data()};
+      ASSERT_EQ(engram_writer_append(w, d), ENGRAM_OK) << last();
+      ASSERT_EQ(engram_writer_create_item(w, big, 1, 1.0), ENGRAM_OK) << last();
+    }
+    ASSERT_EQ(engram_writer_flush(w, 60000), ENGRAM_OK) << last();
+    engram_writer_close(w);
+    engram_table_close(big);
+  }
+  char path[512];
+  engram_client* first = connect_c(socket_);
+  ASSERT_NE(first, nullptr);
+  ASSERT_EQ(engram_checkpoint(first, 100, path, sizeof path), ENGRAM_E_TIMEOUT) << "the checkpoint was not slow";
+  engram_disconnect(first);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the server sees the hang-up
+  engram_client* second = connect_c(socket_);
+  ASSERT_NE(second, nullptr);
+  ASSERT_EQ(engram_checkpoint(second, 60000, path, sizeof path), ENGRAM_OK) << last();
+  engram_disconnect(second);
+  EXPECT_EQ(checkpoint_sequence(path), 2u) << path << ": the answer to the first client's checkpoint";
+}
+
 // Writers and samplers go on while a checkpoint of more than 1 GiB of chunk
 // data is written; the test counts what they completed meanwhile.
 TEST_F(ServerCheckpoint, TrafficContinuesDuringACheckpointOfOneGiB) {
