@@ -87,10 +87,10 @@ bool Server::Impl::hello(Client& c, const std::vector<char>& p) {
     reply(c, ControlType::hello, {Errc::layout_mismatch, "malformed hello"});
     return false;
   }
-  if (!access->permits(c.cred)) {
+  if (!access.permits(c.cred)) {
     log_warn("refused pid " + std::to_string(c.cred.pid) + " uid " + std::to_string(c.cred.uid) + " gid " +
-             std::to_string(c.cred.gid) + ": not the server's user and not in group " + access->group_name());
-    reply(c, ControlType::hello, {Errc::permission_denied, access->refusal(c.cred)});
+             std::to_string(c.cred.gid) + ": not the server's user and not in group " + access.group_name());
+    reply(c, ControlType::hello, {Errc::permission_denied, access.refusal(c.cred)});
     return false;
   }
   if (rq.protocol_version != kProtocolVersion || rq.layout_version != kLayoutVersion ||

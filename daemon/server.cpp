@@ -142,8 +142,8 @@ Status Server::Impl::listen_socket() {
   if (r != 0) return sys_error("cannot bind " + config.socket_path);
   // Run as the group's own (systemd's Group=), the socket is born in it and
   // engramd needs no chown (its unit forbids @privileged system calls).
-  if (access->gid() != ::getegid() && ::chown(config.socket_path.c_str(), static_cast<uid_t>(-1), access->gid()) != 0)
-    return sys_error("cannot give " + config.socket_path + " to group " + access->group_name());
+  if (access.gid() != ::getegid() && ::chown(config.socket_path.c_str(), static_cast<uid_t>(-1), access.gid()) != 0)
+    return sys_error("cannot give " + config.socket_path + " to group " + access.group_name());
   if (::listen(listen_fd, 64) != 0) return sys_error("listen");
   return Status::Ok();
 }

@@ -19,7 +19,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -51,7 +50,7 @@ struct Client {
 struct Server::Impl {
   ServerConfig config;
   std::string prefix;  // of the segments' names
-  std::optional<AccessControl> access;
+  AccessControl access;
   int listen_fd = -1;
   int wake_fd = -1;  // eventfd: stop, reload, probes, a finished checkpoint
   std::thread thread;

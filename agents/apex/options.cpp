@@ -44,18 +44,10 @@ bool parse(int argc, char** argv, Options* o) {
   const char* me = "engram-apex";
   bool ok = walk_flags(argc, argv, me, kHelp, [&](const char* env) { defaults_for(env, o); },
                        [&](const std::string& f, const char* v) {
+    if (int taken = shared_flag(me, f, v, o)) return taken > 0;
     double d = 0;
-    if (f == "--socket") o->socket = v;
-    else if (f == "--out") o->out = v;
-    else if (f == "--eval") o->eval = v;
-    else if (f == "--role") o->role = v;
-    else if (!flag_number(me, f, v, &d)) return false;
-    else if (f == "--actors") o->actors = static_cast<int>(d);
+    if (!flag_number(me, f, v, &d)) return false;
     else if (f == "--envs-per-actor") o->envs_per_actor = static_cast<int>(d);
-    else if (f == "--steps") o->steps = static_cast<int64_t>(d);
-    else if (f == "--seed") o->seed = static_cast<uint64_t>(d);
-    else if (f == "--episodes") o->eval_episodes = static_cast<int>(d);
-    else if (f == "--actor-id") o->actor_id = static_cast<int>(d);
     else if (f == "--lr") o->lr = d;
     else if (f == "--batch") o->batch = static_cast<int>(d);
     else if (f == "--samples-per-insert") o->samples_per_insert = d;

@@ -57,6 +57,28 @@ inline bool flag_number(const char* program, const std::string& flag, const char
   return true;
 }
 
+// The flags both agents take, into the Options fields of the same names
+// (each agent's Options has them). 1: taken; 0: not one of them; -1: a
+// value that is not a number, said.
+template <typename Options>
+int shared_flag(const char* program, const std::string& f, const char* v, Options* o) {
+  if (f == "--socket") o->socket = v;
+  else if (f == "--out") o->out = v;
+  else if (f == "--eval") o->eval = v;
+  else if (f == "--role") o->role = v;
+  else if (f != "--actors" && f != "--steps" && f != "--seed" && f != "--episodes" && f != "--actor-id") return 0;
+  else {
+    double d = 0;
+    if (!flag_number(program, f, v, &d)) return -1;
+    if (f == "--actors") o->actors = static_cast<int>(d);
+    else if (f == "--steps") o->steps = static_cast<int64_t>(d);
+    else if (f == "--seed") o->seed = static_cast<uint64_t>(d);
+    else if (f == "--episodes") o->eval_episodes = static_cast<int>(d);
+    else o->actor_id = static_cast<int>(d);
+  }
+  return 1;
+}
+
 inline bool unknown_flag(const char* program, const std::string& flag) {
   std::fprintf(stderr, "%s: unknown flag %s (--help)\n", program, flag.c_str());
   return false;
