@@ -349,6 +349,26 @@ class ServerCheckpoint : public ::testing::Test {
     return i;
   }
 
+  // `items` items of 1 MiB of random floats (zstd cannot shrink them) into
+  // table "big", whose one column is float32 [262144].
+  void fill_big(int items) {
+    engram_table* big = nullptr;
+    ASSERT_EQ(engram_table_open(c_, "big", &big), ENGRAM_OK) << last();
+    engram_writer* w = float_writer(c_, 262144);
+    ASSERT_NE(w, nullptr);
+    std::vector<float> x(262144);
+    std::mt19937 rng(1);
+    for (int i = 0; i < items; ++i) {
+      for (auto& v : x) v = static_cast<float>(rng());
+      const void* d[1] = {x.data()};
+      ASSERT_EQ(engram_writer_append(w, d), ENGRAM_OK) << last();
+      ASSERT_EQ(engram_writer_create_item(w, big, 1, 1.0), ENGRAM_OK) << last();
+    }
+    ASSERT_EQ(engram_writer_flush(w, 60000), ENGRAM_OK) << last();
+    engram_writer_close(w);
+    engram_table_close(big);
+  }
+
   std::string dir_, socket_, toml_;
   engram_server* server_ = nullptr;
   engram_client* c_ = nullptr;
@@ -711,23 +731,7 @@ TEST_F(ServerCheckpoint, AnAnswerGoesOnlyToAClientStillThere) {
   start("max_mb_per_s = 1\n[arena]\nclasses = [ { block_size = \"4KiB\", count = 64 }, "
         "{ block_size = \"1032KiB\", count = 16 } ]\n"
         "[[table]]\nname = \"big\"\nmax_size = 3\n[[table.column]]\nname = \"x\"\ndtype = \"float32\"\nshape = [262144]\n");
-  {
-    engram_table* big = nullptr;
-    ASSERT_EQ(engram_table_open(c_, "big", &big), ENGRAM_OK) << last();
-    engram_writer* w = float_writer(c_, 262144);
-    ASSERT_NE(w, nullptr);
-    std::vector<float> x(262144);
-    std::mt19937 rng(1);
-    for (int i = 0; i < 3; ++i) {  // random: zstd cannot shrink it
-      for (auto& v : x) v = static_cast<float>(rng());
-      const void* d[1] = {x.data()};
-      ASSERT_EQ(engram_writer_append(w, d), ENGRAM_OK) << last();
-      ASSERT_EQ(engram_writer_create_item(w, big, 1, 1.0), ENGRAM_OK) << last();
-    }
-    ASSERT_EQ(engram_writer_flush(w, 60000), ENGRAM_OK) << last();
-    engram_writer_close(w);
-    engram_table_close(big);
-  }
+  ASSERT_NO_FATAL_FAILURE(fill_big(3));
   char path[512];
   engram_client* first = connect_c(socket_);
   ASSERT_NE(first, nullptr);
@@ -747,23 +751,7 @@ TEST_F(ServerCheckpoint, TrafficContinuesDuringACheckpointOfOneGiB) {
   start("[arena]\nclasses = [ { block_size = \"4KiB\", count = 8192 }, { block_size = \"1032KiB\", count = 1100 } ]\n"
         "[[table]]\nname = \"big\"\nmax_size = 1100\n[[table.column]]\nname = \"x\"\ndtype = \"float32\"\nshape = [262144]\n"
         "[[table]]\nname = \"small\"\nmax_size = 1000\n[[table.column]]\nname = \"x\"\ndtype = \"float32\"\nshape = [100]\n");
-  {
-    engram_table* big = nullptr;
-    ASSERT_EQ(engram_table_open(c_, "big", &big), ENGRAM_OK) << last();
-    engram_writer* w = float_writer(c_, 262144);
-    ASSERT_NE(w, nullptr);
-    std::vector<float> x(262144);
-    std::mt19937 rng(1);
-    for (int i = 0; i < 1050; ++i) {  // random: zstd cannot shrink it
-      for (auto& v : x) v = static_cast<float>(rng());
-      const void* d[1] = {x.data()};
-      ASSERT_EQ(engram_writer_append(w, d), ENGRAM_OK) << last();
-      ASSERT_EQ(engram_writer_create_item(w, big, 1, 1.0), ENGRAM_OK) << last();
-    }
-    ASSERT_EQ(engram_writer_flush(w, 60000), ENGRAM_OK) << last();
-    engram_writer_close(w);
-    engram_table_close(big);
-  }
+  ASSERT_NO_FATAL_FAILURE(fill_big(1050));
   ASSERT_GE(info("big").bytes_raw, uint64_t{1} << 30);
 
   std::atomic<bool> writing{false}, done{false};
