@@ -6,12 +6,50 @@
 # seed's curve).
 #   bench/apex.sh cartpole [SEEDS]     default 5 seeds, each to 300k steps or solved
 #   bench/apex.sh breakout [SEEDS]     default 3 seeds of 1M frames each (about 8 min each)
+#   bench/apex.sh actors [RUNS]        actors alone (--learner 0: no training, no rate
+#                                      limiter), CartPole: transitions inserted per second
+#                                      for K actors x M envs = 1x16, 1x64, 2x32, RUNS each
+#                                      (default 3), into bench/results/apex-actors.json
 set -euo pipefail
 cd "$(dirname "$0")/.."
-env=${1:?usage: bench/apex.sh cartpole|breakout [SEEDS]}
+env=${1:?usage: bench/apex.sh cartpole|breakout [SEEDS], or bench/apex.sh actors [RUNS]}
 build=${ENGRAM_BUILD_DIR:-build/release}
 bin=$build/agents/engram-apex
 [ -x "$bin" ] || { echo "apex: build first: cmake --build --preset release --target engram-apex" >&2; exit 1; }
+if [ "$env" = actors ]; then
+  runs=${2:-3}
+  work=$(mktemp -d /tmp/engram-apex-bench-XXXXXX)
+  trap 'rm -rf "$work"' EXIT
+  for shape in 1x16 1x64 2x32; do
+    for r in $(seq 1 "$runs"); do
+      echo "== actors alone, $shape, run $r =="
+      "$bin" --env cartpole --learner 0 --actors "${shape%x*}" --envs-per-actor "${shape#*x}" --steps 600000 \
+        --seed "$r" --out "$work/$shape-$r" | tail -2
+    done
+  done
+  python3 - "$work" "$runs" <<'PY'
+import csv, json, subprocess, sys
+work, runs = sys.argv[1], int(sys.argv[2])
+out = {"git": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip(),
+       "what": "CartPole transitions inserted per second by actors alone (engram-apex --learner 0), "
+               "from the progress lines after the first second (start-up excluded)", "configs": {}}
+for shape in ("1x16", "1x64", "2x32"):
+    rates = []
+    for r in range(1, runs + 1):
+        with open(f"{work}/{shape}-{r}/curve.csv") as f:
+            rows = [[float(x) for x in row] for row in list(csv.reader(f))[1:]]
+        first, last = rows[1], rows[-1]  # from the end of the first second
+        rates.append(round((last[1] - first[1]) / (last[0] - first[0])))
+    with open(f"{work}/{shape}-1/summary.json") as f:
+        share = json.load(f)["actor_engram_cpu_share"]
+    out["configs"][shape] = {"transitions_per_s": rates, "actor_engram_cpu_share_run1": share}
+    print(f"{shape}: {rates} transitions/s; actors' CPU in engram (run 1) {100 * share:.0f}%")
+with open("bench/results/apex-actors.json", "w") as f:
+    json.dump(out, f, indent=1)
+print("wrote bench/results/apex-actors.json")
+PY
+  exit 0
+fi
 case $env in
   cartpole) seeds=${2:-5}; steps=300000 ;;
   breakout) seeds=${2:-3}; steps=1000000 ;;
