@@ -1,7 +1,8 @@
 // An Ape-X actor: M envs stepped together, one batched forward pass per
 // step, each env exploring with its own epsilon; n-step transitions with
-// initial priorities from the actor's own network, written into engram;
-// parameters pulled from the parameter table every pull_every frames.
+// initial priorities from the actor's own network, written into engram in
+// batches; parameters pulled from the parameter table every pull_every
+// frames.
 // It runs until it is stopped (SIGTERM: it then writes its counts to
 // OUT/actor-K.json and exits 0) or the server goes away.
 #include <signal.h>
@@ -31,6 +32,12 @@ namespace {
 
 volatile sig_atomic_t g_stop = 0;
 void on_term(int) { g_stop = 1; }
+
+// Transitions go to engram in batches of at least this many (Ape-X's local
+// buffer; the paper's B is 50). A burst of inserts wakes the table's
+// sleeping owner thread once, and that wake-up is most of what engram
+// costs an actor (bench/NOTES.md, "Ape-X: time in engram calls").
+constexpr size_t kLocalBatch = 50;
 
 }  // namespace
 
@@ -94,10 +101,63 @@ int run_actor(const Options& o) {
   CallClock in_engram;  // inserts and parameter reads
   double wall0 = wall_s(), cpu0 = thread_cpu_s();
 
+  // Episodes ended since the last batch: an episode's last steps are in
+  // `done`, so they leave together, and the episodes table's owner is not
+  // woken once per episode (CartPole's first episodes last ten steps).
+  struct Ended {
+    int32_t env;
+    float epsilon;
+    float ret;
+    int32_t len;
+  };
+  std::vector<Ended> ended;
+  // Writes what `done` and `ended` hold: the transitions with initial
+  // priorities |n-step target - Q(s, a)| from one forward pass over their
+  // next observations, then the episodes.
+  auto send = [&] {
+    std::vector<int64_t> next_shape = {static_cast<int64_t>(done.size())};
+    next_shape.insert(next_shape.end(), shape.begin(), shape.end());
+    torch::Tensor nx = torch::empty(next_shape);
+    float* nx_p = nx.data_ptr<float>();
+    for (size_t i = 0; i < done.size(); ++i) std::copy(done[i].next_obs.begin(), done[i].next_obs.end(), nx_p + i * obs_size);
+    torch::Tensor best = std::get<0>(net->forward(nx).max(1));
+    auto best_a = best.accessor<float, 1>();
+    priority.resize(done.size());
+    for (size_t i = 0; i < done.size(); ++i) {
+      const Transition& t = done[i];
+      double td = t.reward + t.discount * best_a[static_cast<int64_t>(i)] - t.q;
+      priority[i] = std::isfinite(td) ? std::abs(td) + 1e-6 : 1.0;
+    }
+    // One clock reading per batch of transitions, not per call: reading a
+    // thread's CPU clock is a system call.
+    in_engram([&] {
+      for (size_t i = 0; i < done.size(); ++i) {
+        const Transition& t = done[i];
+        const void* ob = t.obs.data();
+        const void* next_ob = t.next_obs.data();
+        if (byte_observations(o)) {
+          for (size_t k = 0; k < obs_size; ++k) {
+            bytes_obs[k] = static_cast<uint8_t>(t.obs[k]);
+            bytes_next[k] = static_cast<uint8_t>(t.next_obs[k]);
+          }
+          ob = bytes_obs.data();
+          next_ob = bytes_next.data();
+        }
+        writer.append({ob, &t.action, &t.reward, &t.discount, next_ob});
+        writer.create_item(replay, 1, priority[i]);
+      }
+      for (Ended& e : ended) {
+        episode_writer.append({&e.env, &e.epsilon, &e.ret, &e.len});
+        episode_writer.create_item(episodes, 1, 1.0);
+      }
+    });
+    done.clear();
+    ended.clear();
+  };
+
   while (!g_stop) {
     torch::Tensor q = net->forward(obs);
     auto qa = q.accessor<float, 2>();
-    done.clear();
     for (size_t j = 0; j < m; ++j) {
       int32_t a = 0;
       if (rng.uniform() < eps[j]) {
@@ -112,12 +172,8 @@ int run_actor(const Options& o) {
       ++len[j];
       nstep[j].add(o_j, obs_size, a, qa[j][a], r.reward, next.data(), r.terminated, r.truncated, &done);
       if (r.terminated || r.truncated) {
-        int32_t global = static_cast<int32_t>(static_cast<size_t>(o.actor_id) * m + j);
-        float e = static_cast<float>(eps[j]);
-        in_engram([&] {
-          episode_writer.append({&global, &e, &ret[j], &len[j]});
-          episode_writer.create_item(episodes, 1, 1.0);
-        });
+        ended.push_back({static_cast<int32_t>(static_cast<size_t>(o.actor_id) * m + j), static_cast<float>(eps[j]),
+                         ret[j], len[j]});
         ret[j] = 0;
         len[j] = 0;
         envs[j]->reset(o_j);
@@ -126,42 +182,11 @@ int run_actor(const Options& o) {
       }
     }
     frames += static_cast<int64_t>(m);
-    if (!done.empty()) {
-      // Initial priorities: |n-step target - Q(s, a)| by this actor's network.
-      std::vector<int64_t> next_shape = {static_cast<int64_t>(done.size())};
-      next_shape.insert(next_shape.end(), shape.begin(), shape.end());
-      torch::Tensor nx = torch::empty(next_shape);
-      float* nx_p = nx.data_ptr<float>();
-      for (size_t i = 0; i < done.size(); ++i) std::copy(done[i].next_obs.begin(), done[i].next_obs.end(), nx_p + i * obs_size);
-      torch::Tensor best = std::get<0>(net->forward(nx).max(1));
-      auto best_a = best.accessor<float, 1>();
-      priority.resize(done.size());
-      for (size_t i = 0; i < done.size(); ++i) {
-        const Transition& t = done[i];
-        double td = t.reward + t.discount * best_a[static_cast<int64_t>(i)] - t.q;
-        priority[i] = std::isfinite(td) ? std::abs(td) + 1e-6 : 1.0;
-      }
-      // One clock reading per step's batch of transitions, not per call:
-      // reading a thread's CPU clock is a system call.
-      in_engram([&] {
-        for (size_t i = 0; i < done.size(); ++i) {
-          const Transition& t = done[i];
-          const void* ob = t.obs.data();
-          const void* next_ob = t.next_obs.data();
-          if (byte_observations(o)) {
-            for (size_t k = 0; k < obs_size; ++k) {
-              bytes_obs[k] = static_cast<uint8_t>(t.obs[k]);
-              bytes_next[k] = static_cast<uint8_t>(t.next_obs[k]);
-            }
-            ob = bytes_obs.data();
-            next_ob = bytes_next.data();
-          }
-          writer.append({ob, &t.action, &t.reward, &t.discount, next_ob});
-          writer.create_item(replay, 1, priority[i]);
-        }
-      });
-    }
-    if (frames - last_pull >= o.pull_every) {
+    // Transitions leave in batches of at least kLocalBatch (Ape-X's local
+    // buffer), and before new parameters change the network that scores them.
+    bool pull = frames - last_pull >= o.pull_every;
+    if (done.size() >= kLocalBatch || (pull && !done.empty())) send();
+    if (pull) {
       last_pull = frames;
       int64_t v = in_engram([&] { return reader.read(version, &params); });
       if (v != version) {
