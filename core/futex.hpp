@@ -51,9 +51,10 @@ inline constexpr int kAnswerSpin = 4000;
 // back its registration unless a ring already took it. Each bell has one
 // waiter (one thread per handle, one owner per table): were there two, one
 // leaving could take back the other's registration, and the other would
-// sleep until its timeout (never a hang: every wait here is bounded).
-// Words that others may scribble on (clients share the table's bell) can
-// delay a wake by as much, and no more; wake_all ignores them.
+// sleep until its timeout: never a hang, as the daemon's and the library's
+// waits all wake within 0.1 s to look again (kMaxSleepNs, kSliceNs). Words
+// that others may scribble on (clients share the table's bell) can delay a
+// wake by as much, and no more; wake_all ignores them.
 struct Doorbell {
   std::atomic<uint32_t> seq;
   std::atomic<uint32_t> sleepers;
