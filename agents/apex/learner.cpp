@@ -170,7 +170,7 @@ std::vector<pid_t> start_actors(const Options& o, const std::string& socket) {
 // Stops the actors: their inserts first stop waiting for the learner
 // (a rate limiter without an upper bound), so that each sees SIGTERM at
 // its next step and writes its counts. Returns the counts, summed.
-std::vector<double> stop_actors(api::Client& c, std::vector<pid_t>& actors, const Options& o) {
+ActorReport stop_actors(api::Client& c, std::vector<pid_t>& actors, const Options& o) {
   c.set_rate_limiter(kReplayTable, api::RateLimiter::min_size(1));
   stop_children(actors);
   return actor_counts(o.out, o.actors);
@@ -308,14 +308,14 @@ int run_learner(const Options& o) {
   }
   double wall = wall_s() - t0;
   double main_cpu = thread_cpu_s() - cpu0;
-  std::vector<double> act = stop_actors(c, actors, o);
+  ActorReport act = stop_actors(c, actors, o);
   // Shares of time in engram calls: the learner's main thread (waiting
   // for a batch included in wall, not in CPU) plus its prefetch thread
   // (all engram), and the actors' whole.
   double learner_cpu_share = (in_engram.cpu() + prefetch_cpu) / std::max(1e-9, main_cpu + prefetch_cpu);
   double learner_wall_share = in_engram.wall() / std::max(1e-9, wall);
-  double actor_cpu_share = act[4] / std::max(1e-9, act[2]);
-  double actor_wall_share = act[3] / std::max(1e-9, act[1]);
+  double actor_cpu_share = act.engram_cpu_share();
+  double actor_wall_share = act.engram_wall_share();
   torch::save(online, o.out + "/model.pt");
   progress.close();
   plot_curve(o.out, "engram-apex", "epsilon <= 0.01");
@@ -326,7 +326,7 @@ int run_learner(const Options& o) {
                                         << ", \"episodes\": " << curve.episodes
                                         << ", \"mean100_low_epsilon\": " << Curve::mean(curve.low)
                                         << ", \"mean100_all\": " << Curve::mean(curve.all)
-                                        << ", \"actor_frames\": " << act[0]
+                                        << ", \"actor_frames\": " << act.frames
                                         << ", \"learner_engram_cpu_share\": " << learner_cpu_share
                                         << ", \"learner_engram_wall_share\": " << learner_wall_share
                                         << ", \"actor_engram_cpu_share\": " << actor_cpu_share

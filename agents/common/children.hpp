@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -90,18 +91,35 @@ inline void stop_children(std::vector<pid_t>& pids) {
   }
 }
 
-// The counts of actors 0..n-1 from OUT/actor-K.json, summed: frames,
-// wall_s, cpu_s, engram_wall_s, engram_cpu_s.
-inline std::vector<double> actor_counts(const std::string& out, int n) {
-  std::vector<double> sum(5, 0.0);
+// An actor's counts (OUT/actor-K.json), or several actors' summed.
+struct ActorReport {
+  double frames = 0, wall_s = 0, cpu_s = 0, engram_wall_s = 0, engram_cpu_s = 0;
+
+  void add(const ActorReport& a) {
+    frames += a.frames;
+    wall_s += a.wall_s;
+    cpu_s += a.cpu_s;
+    engram_wall_s += a.engram_wall_s;
+    engram_cpu_s += a.engram_cpu_s;
+  }
+  // Shares of the actors' CPU and wall time spent in engram calls.
+  double engram_cpu_share() const { return engram_cpu_s / std::max(1e-9, cpu_s); }
+  double engram_wall_share() const { return engram_wall_s / std::max(1e-9, wall_s); }
+};
+
+// The counts of actors 0..n-1, summed. A missing file or key adds 0 (an
+// actor killed before it wrote them).
+inline ActorReport actor_counts(const std::string& out, int n) {
+  ActorReport sum;
   for (int k = 0; k < n; ++k) {
     std::ifstream in(out + "/actor-" + std::to_string(k) + ".json");
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const char* keys[5] = {"\"frames\": ", "\"wall_s\": ", "\"cpu_s\": ", "\"engram_wall_s\": ", "\"engram_cpu_s\": "};
-    for (int i = 0; i < 5; ++i) {
-      size_t at = text.find(keys[i]);
-      if (at != std::string::npos) sum[static_cast<size_t>(i)] += std::atof(text.c_str() + at + std::strlen(keys[i]));
-    }
+    auto number = [&](const char* key) {
+      std::string quoted = "\"" + std::string(key) + "\": ";
+      size_t at = text.find(quoted);
+      return at == std::string::npos ? 0.0 : std::atof(text.c_str() + at + quoted.size());
+    };
+    sum.add({number("frames"), number("wall_s"), number("cpu_s"), number("engram_wall_s"), number("engram_cpu_s")});
   }
   return sum;
 }

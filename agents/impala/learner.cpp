@@ -172,7 +172,7 @@ class Transport {
   virtual void poll(Curve* curve, int64_t* unrolls, uint64_t* queued) = 0;
   virtual void start() = 0;  // the actors
   // Stops the actors; their counts summed (children.hpp, actor_counts).
-  virtual std::vector<double> stop() = 0;
+  virtual ActorReport stop() = 0;
 };
 
 // Actor processes writing into engram: the embedded server, or --socket's.
@@ -207,7 +207,7 @@ class EngramTransport : public Transport {
     *queued = info.size;
     reap_children(actors_, "engram-impala");
   }
-  std::vector<double> stop() override {
+  ActorReport stop() override {
     // Actors first stop waiting for the queue: each sees SIGTERM at its next step.
     c_.set_rate_limiter(kUnrollTable, api::RateLimiter::min_size(1));
     stop_children(actors_);
@@ -260,18 +260,13 @@ class HandoffTransport : public Transport {
     *unrolls = h_.pushed;
     *queued = h_.queue.size();
   }
-  std::vector<double> stop() override {
+  ActorReport stop() override {
     h_.stop_all();
     for (auto& t : threads_) t.join();
     threads_.clear();
-    std::vector<double> sum(5, 0.0);
-    for (const Counts& c : counts_) {
-      sum[0] += static_cast<double>(c.counts.frames);
-      sum[1] += c.wall;
-      sum[2] += c.cpu;
-      sum[3] += c.counts.in_port.wall();
-      sum[4] += c.counts.in_port.cpu();
-    }
+    ActorReport sum;
+    for (const Counts& c : counts_)
+      sum.add({static_cast<double>(c.counts.frames), c.wall, c.cpu, c.counts.in_port.wall(), c.counts.in_port.cpu()});
     return sum;
   }
 
@@ -388,11 +383,11 @@ int run_learner(const Options& o) {
   hashes.close();
   double wall = wall_s() - t0;
   double main_cpu = thread_cpu_s() - cpu0;
-  std::vector<double> act = transport->stop();
+  ActorReport act = transport->stop();
   // The learner's share: engram's calls (the handoff's queue waits are not
   // counted; its actors' share is their time in the handoff's calls).
   double learner_cpu_share = engram ? engram->in_engram().cpu() / std::max(1e-9, main_cpu) : 0.0;
-  double actor_cpu_share = act[4] / std::max(1e-9, act[2]);
+  double actor_cpu_share = act.engram_cpu_share();
   torch::save(net, o.out + "/model.pt");
   progress.close();
   plot_curve(o.out, "engram-impala", nullptr);
@@ -404,7 +399,7 @@ int run_learner(const Options& o) {
                                         << ", \"updates\": " << updates << ", \"wall_s\": " << wall
                                         << ", \"episodes\": " << curve.episodes
                                         << ", \"mean100\": " << Curve::mean(curve.all)
-                                        << ", \"actor_frames\": " << act[0]
+                                        << ", \"actor_frames\": " << act.frames
                                         << ", \"frames_per_s\": " << static_cast<double>(steps) / std::max(1e-9, wall)
                                         << ", \"learner_engram_cpu_share\": " << learner_cpu_share
                                         << ", \"actor_engram_cpu_share\": " << actor_cpu_share << "}\n";
