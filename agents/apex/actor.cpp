@@ -35,8 +35,9 @@ void on_term(int) { g_stop = 1; }
 
 // Transitions go to engram in batches of at least this many (Ape-X's local
 // buffer; the paper's B is 50). A burst of inserts wakes the table's
-// sleeping owner thread once, and that wake-up is most of what engram
-// costs an actor (bench/NOTES.md, "Ape-X: time in engram calls").
+// sleeping owner thread once, and per-step bursts made those wake-ups the
+// largest part of what engram cost an actor alone (bench/NOTES.md, "Ape-X:
+// time in engram calls").
 constexpr size_t kLocalBatch = 50;
 
 }  // namespace
