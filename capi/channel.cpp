@@ -43,6 +43,12 @@ Status engram_table::pump(uint64_t id, ResponseRecord* mine, const std::function
       bool last = !(o.op == RequestOp::sample && r.status == 0 && r.count > 0 && r.index + sample_items(r) < r.count);
       bool is_mine = r.id == id && o.op != RequestOp::insert;
       if (o.op == RequestOp::insert) writer_on_ack(o.writer, this, response_status(r), 0, o);
+      if (o.unawaited) {  // engram_update_priorities_async: nobody waits for this answer
+        --unawaited;
+        if (Status e = response_status(r); !e.ok() && unawaited_error.ok())
+          unawaited_error = {e.code(), "an earlier engram_update_priorities_async on table " + name +
+                                           " was refused: " + e.message()};
+      }
       if (last) {
         // A sample whose caller gave up waiting still pinned its chunks.
         bool orphan = o.op == RequestOp::sample && !is_mine && r.status == 0 && r.count > 0;

@@ -46,6 +46,7 @@ struct Owed {  // one request whose responses are still to come
   bool want_spare = false;         // insert: asked for a spare block with its ack
   uint32_t num_chunks = 0;         // insert: the writer's chunks it references,
   uint64_t chunks[kRecordRefs] = {};  //  by the writer's chunk sequence number
+  bool unawaited = false;          // update: sent by engram_update_priorities_async
 };
 
 // The writer's side of a table handle (writer.cpp), so that a channel
@@ -182,6 +183,11 @@ struct engram_table {
   std::deque<engram::Owed> owed;
   uint32_t credit_used = 0;
   std::vector<engram::BlockRef> drops;  // chunks to give back, sent in groups
+  // Updates sent by engram_update_priorities_async and not yet answered,
+  // and the first refusal among those answered, kept until a priority
+  // call reports it.
+  uint32_t unawaited = 0;
+  engram::Status unawaited_error;
   struct Decoded {                      // one column of one chunk, decoded (engram_sample)
     uint64_t block = 0;                 // pack_block() of it; 0: none
     std::vector<char> bytes;

@@ -1,6 +1,7 @@
 // Sampling: copy-out batches and zero-copy views, priority updates, deletes.
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "capi/client.hpp"
 #include "core/chunk_format.hpp"
@@ -257,6 +258,17 @@ Status key_op(engram_table* t, RequestOp op, const uint64_t* keys, const double*
   return Status::Ok();
 }
 
+// The first refusal of an engram_update_priorities_async among the
+// answers that have arrived (all of them, with wait_all), taken: reported
+// once.
+Status unawaited_refusal(engram_table* t, bool wait_all) {
+  ResponseRecord unused;
+  Status s = wait_all ? t->pump(0, &unused, [t] { return t->unawaited == 0; }, -1)
+                      : t->pump(0, &unused, nullptr, -1);  // only what is ready
+  if (!s.ok()) return s;
+  return std::exchange(t->unawaited_error, Status::Ok());
+}
+
 }  // namespace
 
 extern "C" {
@@ -405,7 +417,32 @@ int engram_update_priorities(engram_table* t, const uint64_t* keys, const double
   for (size_t i = 0; i < n; ++i)
     if (Status s = validate_priority(priorities[i]); !s.ok())
       return fail(s.code(), "priority " + std::to_string(i) + ": " + s.message() + " (nothing applied)");
+  if (Status s = unawaited_refusal(t, /*wait_all=*/n == 0); !s.ok()) return set_error(s);
   return set_error(key_op(t, RequestOp::update, keys, priorities, n, results));
+  ENGRAM_GUARD_END
+}
+
+int engram_update_priorities_async(engram_table* t, const uint64_t* keys, const double* priorities, size_t n) {
+  ENGRAM_GUARD_BEGIN
+  if (!t || (n && (!keys || !priorities))) return fail(Errc::invalid_argument, "table, keys or priorities is NULL");
+  for (size_t i = 0; i < n; ++i)
+    if (Status s = validate_priority(priorities[i]); !s.ok())
+      return fail(s.code(), "priority " + std::to_string(i) + ": " + s.message() + " (nothing sent)");
+  if (Status s = unawaited_refusal(t, /*wait_all=*/false); !s.ok()) return set_error(s);
+  for (size_t done = 0; done < n;) {
+    uint32_t m = static_cast<uint32_t>(std::min<size_t>(kRecordUpdates, n - done));
+    RequestRecord r{};
+    r.op = static_cast<uint32_t>(RequestOp::update);
+    r.count = m;
+    r.id = t->client->next_id++;
+    for (uint32_t i = 0; i < m; ++i) r.payload.updates[i] = {keys[done + i], priorities[done + i]};
+    Owed o{RequestOp::update, r.id, 1, nullptr, {}};
+    o.unawaited = true;
+    if (Status s = t->send(r, o, -1); !s.ok()) return set_error(s);
+    ++t->unawaited;
+    done += m;
+  }
+  return ENGRAM_OK;
   ENGRAM_GUARD_END
 }
 

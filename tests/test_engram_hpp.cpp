@@ -139,6 +139,18 @@ TEST_F(Wrapper, ARoundTripThroughEveryHandle) {
   ASSERT_EQ(n, 8u);
   for (uint32_t i = 0; i < n; ++i) EXPECT_EQ(action[i], 3);
 
+  // The same without waiting: item 5 alone; the next sample sees it.
+  prio[3] = 0.0;
+  prio[5] = 2.0;
+  t.update_priorities_async(keys, prio);
+  n = t.sample(api::sample_options(8, 1, 1000), bufs);
+  ASSERT_EQ(n, 8u);
+  for (uint32_t i = 0; i < n; ++i) EXPECT_EQ(action[i], 5);
+  std::vector<double> bad(keys.size(), -1.0);
+  EXPECT_THROW(t.update_priorities_async(keys, bad), api::Error);
+  std::vector<double> short_prio(1, 1.0);
+  EXPECT_THROW(t.update_priorities_async(keys, short_prio), api::Error);
+
   std::vector<uint64_t> gone = {keys[0], keys[1]};
   t.delete_items(gone);
   EXPECT_EQ(c.info("r").size, 8u);

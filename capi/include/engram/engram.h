@@ -469,9 +469,34 @@ ENGRAM_API void engram_batch_release(engram_batch* b);
  * priority anywhere returns ENGRAM_E_PRIORITY and applies nothing. In a
  * prioritized table the weights (priority^exponent) may sum to at most half
  * the largest double: an update past that returns ENGRAM_E_PRIORITY, and
- * the entries before it are applied (the message says which), the rest not. */
+ * the entries before it are applied (the message says which), the rest not.
+ * Updates sent by engram_update_priorities_async: if the server's refusal
+ * of one has arrived, this call returns ENGRAM_E_PRIORITY and sends
+ * nothing; with n = 0 it waits until every one is answered (and so
+ * returns any refusal). */
 ENGRAM_API int engram_update_priorities(engram_table* t, const uint64_t* keys, const double* priorities, size_t n,
                              int32_t* results);
+/* Sends new priorities for n items without waiting for the answer. As
+ * engram_update_priorities, but the call returns once they are sent, and a
+ * learner goes on training while the table's owner applies them (Ape-X's
+ * learner updates priorities this way). Ordering: the server applies the
+ * requests of one table handle in the order they were made, so every later
+ * call on t (a sample, an update, a delete) sees these priorities applied.
+ * Keys of items that are gone are skipped and not reported. A NaN,
+ * infinite or negative priority returns ENGRAM_E_PRIORITY and sends
+ * nothing. The call waits only when t already has as many requests
+ * awaiting an answer as its response ring holds (then for the oldest to be
+ * answered; engram_client_interrupt ends that wait).
+ * An update the server refuses (in a prioritized table, weights summing
+ * past half the largest double) is reported by the next call of
+ * engram_update_priorities_async or engram_update_priorities on t, which
+ * then returns ENGRAM_E_PRIORITY and sends nothing; the message names the
+ * refused entry. To wait until the server has applied every update sent,
+ * call engram_update_priorities(t, NULL, NULL, 0, NULL). Updates not yet
+ * applied when the server goes away are lost; engram_table_close waits up
+ * to one second for them. Since 0.4. */
+ENGRAM_API int engram_update_priorities_async(engram_table* t, const uint64_t* keys, const double* priorities,
+                                              size_t n);
 /* Deletes n items; results as for engram_update_priorities. */
 ENGRAM_API int engram_delete_items(engram_table* t, const uint64_t* keys, size_t n, int32_t* results);
 

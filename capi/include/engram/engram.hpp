@@ -256,6 +256,14 @@ class Table {
     check(engram_update_priorities(t_.get(), keys.data(), priorities.data(), keys.size(),
                                    results.empty() ? nullptr : results.data()));
   }
+  /* New priorities by key, sent without waiting for the answer (keys of
+   * items that are gone are skipped); a refusal throws from a later
+   * update_priorities call. update_priorities({}, {}) waits for them all. */
+  void update_priorities_async(Span<const uint64_t> keys, Span<const double> priorities) {
+    if (keys.size() != priorities.size())
+      throw Error(ENGRAM_E_INVALID, "update_priorities_async: keys and priorities differ in length");
+    check(engram_update_priorities_async(t_.get(), keys.data(), priorities.data(), keys.size()));
+  }
   void delete_items(Span<const uint64_t> keys, Span<int32_t> results = {}) {
     if (!results.empty() && results.size() < keys.size()) throw Error(ENGRAM_E_RANGE, "delete_items: results too short");
     check(engram_delete_items(t_.get(), keys.data(), keys.size(), results.empty() ? nullptr : results.data()));
