@@ -506,6 +506,20 @@ class Table(_Child):
                                   res.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))))
         return res
 
+    def update_priorities_async(self, keys, priorities):
+        """Sends priorities by key without waiting for the server's answer
+        (keys of items that are gone are skipped). Later calls on this table
+        see them applied; a refusal raises from the next priority call.
+        update_priorities([], []) waits until every one is applied."""
+        k = self._keys(keys)
+        pr = np.ascontiguousarray(priorities, dtype=np.float64)
+        if pr.shape != k.shape:
+            raise ValueError(f"{k.size} keys but {pr.size} priorities")
+        with self._core:
+            _check(self._blocking(lib.engram_update_priorities_async, self._ptr(),
+                                  k.ctypes.data_as(ctypes.POINTER(ctypes.c_uint64)),
+                                  pr.ctypes.data_as(ctypes.POINTER(ctypes.c_double)), k.size))
+
     def delete_items(self, keys):
         k = self._keys(keys)
         res = np.zeros(k.size, np.int32)

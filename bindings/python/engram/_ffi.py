@@ -149,6 +149,7 @@ _SIGNATURES = {
     "engram_batch_views": (c_int, [Batch, c_uint32, c_uint32, _P(View), c_uint32, _P(c_uint32)]),
     "engram_batch_release": (None, [Batch]),
     "engram_update_priorities": (c_int, [Table, _P(c_uint64), _P(c_double), c_size_t, _P(c_int32)]),
+    "engram_update_priorities_async": (c_int, [Table, _P(c_uint64), _P(c_double), c_size_t]),
     "engram_delete_items": (c_int, [Table, _P(c_uint64), c_size_t, _P(c_int32)]),
 }
 
@@ -157,6 +158,6 @@ for _name, (_res, _args) in _SIGNATURES.items():
         _fn = getattr(lib, _name)
     except AttributeError:
         raise ImportError(f"engram: {_name} is missing from the loaded libengram "
-                          f"({lib._name}); it is older than this binding needs (0.3)") from None
+                          f"({lib._name}); it is older than this binding needs (0.4)") from None
     _fn.restype = _res
     _fn.argtypes = _args

@@ -132,6 +132,13 @@ def test_priority_updates_and_deletes_report_each_key(client):
         assert list(t.update_priorities([keys[0]], [1.0])) == [_ffi.E_STALE_KEY]
         data, _ = t.sample(batch_size=8)
         assert set(data["x"].ravel()) == {2.0}, "zero priority is never drawn"
+        t.update_priorities_async([keys[1], keys[2], 12345], [3.0, 0.0, 1.0])  # unknown key skipped
+        data, _ = t.sample(batch_size=8)
+        assert set(data["x"].ravel()) == {1.0}, "the next sample sees the async update"
+        with pytest.raises(engram.EngramError) as e:
+            t.update_priorities_async([keys[1]], [-1.0])
+        assert e.value.code == _ffi.E_PRIORITY
+        t.update_priorities([], [])  # waits for every async answer
     assert client.table_info("t")["size"] == 2
 
 

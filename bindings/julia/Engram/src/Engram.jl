@@ -34,7 +34,7 @@ module Engram
 export EngramError, Column, Server, Client, Table, Writer, Batch, create_table, open_table, writer, create_item!,
        append_items!,
        end_episode!, flush!, take_keys!, sample, sample_view, view_column, batch_info, table_info,
-       update_priorities!, delete_items!, drop_table, reset_table, set_rate_limiter, checkpoint, interrupt,
+       update_priorities!, update_priorities_async!, delete_items!, drop_table, reset_table, set_rate_limiter, checkpoint, interrupt,
        min_size, queue, sample_to_insert_ratio
 
 # The library: ENV["ENGRAM_LIBRARY"] when this module is loaded (precompiled),
@@ -271,6 +271,9 @@ engram_batch_release(b) = ccall((:engram_batch_release, libengram), Cvoid, (Ptr{
 engram_update_priorities(t, keys, priorities, n, results) =
     ccall((:engram_update_priorities, libengram), Cint, (Ptr{engram_table}, Ptr{UInt64}, Ptr{Cdouble}, Csize_t,
                                                         Ptr{Int32}), t, keys, priorities, n, results)
+engram_update_priorities_async(t, keys, priorities, n) =
+    ccall((:engram_update_priorities_async, libengram), Cint, (Ptr{engram_table}, Ptr{UInt64}, Ptr{Cdouble}, Csize_t),
+          t, keys, priorities, n)
 engram_delete_items(t, keys, n, results) =
     ccall((:engram_delete_items, libengram), Cint, (Ptr{engram_table}, Ptr{UInt64}, Csize_t, Ptr{Int32}),
           t, keys, n, results)
@@ -668,6 +671,16 @@ function update_priorities!(t::Table, keys::AbstractVector{<:Integer}, prioritie
     results = zeros(Int32, length(k))
     check(engram_update_priorities(live(t), k, p, Csize_t(length(k)), results))
     results
+end
+
+"""Sends priorities by key without waiting for the server's answer (keys of items that are
+gone are skipped). Later calls on the table see them applied; a refusal throws from the next
+priority call, and `update_priorities!(t, UInt64[], Float64[])` waits until every one is applied."""
+function update_priorities_async!(t::Table, keys::AbstractVector{<:Integer}, priorities::AbstractVector{<:Real})
+    length(keys) == length(priorities) || throw(ArgumentError("$(length(keys)) keys, $(length(priorities)) priorities"))
+    k, p = Vector{UInt64}(keys), Vector{Float64}(priorities)
+    check(engram_update_priorities_async(live(t), k, p, Csize_t(length(k))))
+    nothing
 end
 
 """Deletes items by key; results as for update_priorities!."""

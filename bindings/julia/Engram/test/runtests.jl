@@ -62,6 +62,11 @@ const server = Engram.Server(SOCKET)
         @test delete_items!(table, [keys[1], UInt64(12345)]) == [0, Engram.ENGRAM_E_UNKNOWN_KEY]
         data, _ = sample(table, 8)
         @test all(vec(data[2]) .== 2)
+        update_priorities_async!(table, [keys[2], keys[3], UInt64(12345)], [3.0, 0.0, 1.0])
+        data, _ = sample(table, 8)
+        @test all(vec(data[2]) .== 1)
+        @test_throws EngramError update_priorities_async!(table, [keys[2]], [-1.0])
+        @test update_priorities!(table, UInt64[], Float64[]) == Int32[]
         @test table_info(client, "p").size == 2
     end
 

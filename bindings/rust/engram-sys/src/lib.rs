@@ -385,5 +385,7 @@ extern "C" {
     pub fn engram_batch_release(b: *mut engram_batch);
     pub fn engram_update_priorities(t: *mut engram_table, keys: *const u64, priorities: *const f64, n: usize,
                                     results: *mut i32) -> c_int;
+    pub fn engram_update_priorities_async(t: *mut engram_table, keys: *const u64, priorities: *const f64,
+                                          n: usize) -> c_int;
     pub fn engram_delete_items(t: *mut engram_table, keys: *const u64, n: usize, results: *mut i32) -> c_int;
 }

@@ -668,6 +668,20 @@ impl<'c> Table<'c> {
         Ok(results)
     }
 
+    /// Sends priorities by key without waiting for the server's answer (keys of
+    /// items that are gone are skipped). Later calls on this table see them
+    /// applied; a refusal is the error of the next priority call, and
+    /// `update_priorities(&[], &[])` waits until every one is applied.
+    pub fn update_priorities_async(&self, keys: &[u64], priorities: &[f64]) -> Result<()> {
+        if keys.len() != priorities.len() {
+            return Err(Error::new(sys::ENGRAM_E_INVALID,
+                                  format!("{} keys but {} priorities", keys.len(), priorities.len())));
+        }
+        check(unsafe {
+            sys::engram_update_priorities_async(self.ptr, keys.as_ptr(), priorities.as_ptr(), keys.len())
+        })
+    }
+
     /// Deletes items by key; results as for update_priorities.
     pub fn delete_items(&self, keys: &[u64]) -> Result<Vec<i32>> {
         let mut results = vec![0i32; keys.len()];

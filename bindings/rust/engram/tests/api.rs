@@ -129,6 +129,11 @@ fn priorities_and_deletes_by_key() {
     assert_eq!(table.delete_items(&[keys[0], 12345]).unwrap(), vec![0, sys::ENGRAM_E_UNKNOWN_KEY]);
     let s = table.sample(&SampleOptions::new(8)).unwrap();
     assert!(s.column::<i64>(1).unwrap().iter().all(|&x| x == 2), "zero priority is never drawn");
+    table.update_priorities_async(&[keys[1], keys[2], 12345], &[3.0, 0.0, 1.0]).unwrap(); // unknown key skipped
+    let s = table.sample(&SampleOptions::new(8)).unwrap();
+    assert!(s.column::<i64>(1).unwrap().iter().all(|&x| x == 1), "the next sample sees the async update");
+    assert_eq!(table.update_priorities_async(&[keys[1]], &[-1.0]).unwrap_err().code(), sys::ENGRAM_E_PRIORITY);
+    assert!(table.update_priorities(&[], &[]).unwrap().is_empty()); // waits for every async answer
     assert_eq!(client.table_info("t").unwrap().size, 2);
 }
 
