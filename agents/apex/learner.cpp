@@ -277,10 +277,11 @@ int run_learner(const Options& o) {
           keys[static_cast<size_t>(i)] = s->info[static_cast<size_t>(i)].key;
           prio[static_cast<size_t>(i)] = std::isfinite(a[i]) ? a[i] + 1e-6 : 1.0;
         }
-        std::vector<int32_t> results(static_cast<size_t>(n));
-        in_engram([&] {  // stale keys (evicted meanwhile) are reported in results, not thrown
-          replay.update_priorities(api::Span<const uint64_t>(keys.data(), static_cast<size_t>(n)),
-                                   api::Span<const double>(prio.data(), static_cast<size_t>(n)), results);
+        // Sent without waiting for the owner's answer: the next update's
+        // work overlaps the owner's, and keys evicted meanwhile are skipped.
+        in_engram([&] {
+          replay.update_priorities_async(api::Span<const uint64_t>(keys.data(), static_cast<size_t>(n)),
+                                         api::Span<const double>(prio.data(), static_cast<size_t>(n)));
         });
         if (updates % static_cast<uint64_t>(o.target_every) == 0) copy_parameters(*online, *target);
         if (updates % static_cast<uint64_t>(o.publish_every) == 0) {
