@@ -105,6 +105,21 @@ class CApi : public ::testing::Test {
     ASSERT_EQ(engram_writer_append(w, cols), ENGRAM_OK) << last();
   }
 
+  // Writes n one-step items (step i filled with byte i, priority 1) into t
+  // through w (opened with keep_keys) and returns their keys in order.
+  std::vector<uint64_t> insert_items(engram_writer* w, engram_table* t, int n) {
+    for (int i = 0; i < n; ++i) {
+      append(w, static_cast<uint8_t>(i));
+      EXPECT_EQ(engram_writer_create_item(w, t, 1, 1.0), ENGRAM_OK) << last();
+    }
+    EXPECT_EQ(engram_writer_flush(w, 5000), ENGRAM_OK) << last();
+    std::vector<uint64_t> keys(static_cast<size_t>(n));
+    size_t got = 0;
+    EXPECT_EQ(engram_writer_take_keys(w, keys.data(), keys.size(), &got), ENGRAM_OK);
+    EXPECT_EQ(got, keys.size());
+    return keys;
+  }
+
   // Options for batches of `batch` items of `steps` steps.
   static engram_sample_options batch_options(uint32_t batch, uint32_t steps) {
     engram_sample_options so;
@@ -276,15 +291,8 @@ TEST_F(CApi, AsyncPriorityUpdatesApplyInOrderAndNoneIsLost) {
   ASSERT_EQ(create("prio", 100, ENGRAM_PRIORITIZED), ENGRAM_OK);
   engram_table* t = open("prio");
   engram_writer* w = writer(cols_, 2);
-  for (uint8_t i = 0; i < 2; ++i) {
-    append(w, i);
-    ASSERT_EQ(engram_writer_create_item(w, t, 1, 1.0), ENGRAM_OK) << last();
-  }
-  ASSERT_EQ(engram_writer_flush(w, 5000), ENGRAM_OK) << last();
-  uint64_t keys[2];
-  size_t nk = 0;
-  ASSERT_EQ(engram_writer_take_keys(w, keys, 2, &nk), ENGRAM_OK);
-  ASSERT_EQ(nk, 2u);
+  std::vector<uint64_t> keys = insert_items(w, t, 2);
+  ASSERT_EQ(keys.size(), 2u);
 
   uint64_t zero_first[2] = {keys[0], 777777};  // the second key was never issued: skipped
   double zero[2] = {0.0, 5.0};
@@ -299,16 +307,13 @@ TEST_F(CApi, AsyncPriorityUpdatesApplyInOrderAndNoneIsLost) {
   const int kCalls = 5000;  // the response ring holds far fewer
   for (int i = 1; i <= kCalls; ++i) {
     double p[2] = {1.0, static_cast<double>(i)};
-    ASSERT_EQ(engram_update_priorities_async(t, keys, p, 2), ENGRAM_OK) << "call " << i << ": " << last();
+    ASSERT_EQ(engram_update_priorities_async(t, keys.data(), p, 2), ENGRAM_OK) << "call " << i << ": " << last();
   }
   ASSERT_EQ(engram_update_priorities(t, nullptr, nullptr, 0, nullptr), ENGRAM_OK) << last();
   // Another client (its own channel, no ordering with t's) sees them all
   // applied once that call returned.
-  engram_connect_options co;
-  engram_connect_options_init(&co);
-  co.socket_path = socket_.c_str();
-  engram_client* c2 = nullptr;
-  ASSERT_EQ(engram_connect(&co, &c2), ENGRAM_OK) << last();
+  engram_client* c2 = connect_c(socket_);
+  ASSERT_NE(c2, nullptr);
   engram_table* other = nullptr;
   ASSERT_EQ(engram_table_open(c2, "prio", &other), ENGRAM_OK) << last();
   sample_full_batch(other, batch_options(64, 1), bufs, &info);
@@ -319,9 +324,9 @@ TEST_F(CApi, AsyncPriorityUpdatesApplyInOrderAndNoneIsLost) {
   }
 
   double nan[1] = {std::nan("")};
-  EXPECT_EQ(engram_update_priorities_async(t, keys, nan, 1), ENGRAM_E_PRIORITY);
+  EXPECT_EQ(engram_update_priorities_async(t, keys.data(), nan, 1), ENGRAM_E_PRIORITY);
   EXPECT_NE(last().find("nothing sent"), std::string::npos) << last();
-  EXPECT_EQ(engram_update_priorities_async(nullptr, keys, zero, 1), ENGRAM_E_INVALID);
+  EXPECT_EQ(engram_update_priorities_async(nullptr, keys.data(), zero, 1), ENGRAM_E_INVALID);
   EXPECT_EQ(engram_update_priorities_async(t, nullptr, zero, 1), ENGRAM_E_INVALID);
   EXPECT_EQ(engram_update_priorities_async(t, nullptr, nullptr, 0), ENGRAM_OK);
   engram_writer_close(w);
@@ -352,11 +357,8 @@ TEST_F(CApi, WaitingForAsyncUpdatesWaitsBehindAHeldInsert) {
   double seven = 7.0;
   ASSERT_EQ(engram_update_priorities_async(t, &key, &seven, 1), ENGRAM_OK) << last();
 
-  engram_connect_options co;
-  engram_connect_options_init(&co);
-  co.socket_path = socket_.c_str();
-  engram_client* c2 = nullptr;
-  ASSERT_EQ(engram_connect(&co, &c2), ENGRAM_OK) << last();
+  engram_client* c2 = connect_c(socket_);
+  ASSERT_NE(c2, nullptr);
   engram_table* other = nullptr;
   ASSERT_EQ(engram_table_open(c2, "q", &other), ENGRAM_OK) << last();
   uint8_t obs[20];
@@ -404,19 +406,12 @@ TEST_F(CApi, AnAsyncUpdateTheServerRefusesIsReportedByTheNextPriorityCall) {
   ASSERT_EQ(create("prio", 100, ENGRAM_PRIORITIZED), ENGRAM_OK);
   engram_table* t = open("prio");
   engram_writer* w = writer(cols_, 2);
-  for (uint8_t i = 0; i < 3; ++i) {
-    append(w, i);
-    ASSERT_EQ(engram_writer_create_item(w, t, 1, 1.0), ENGRAM_OK) << last();
-  }
-  ASSERT_EQ(engram_writer_flush(w, 5000), ENGRAM_OK) << last();
-  uint64_t keys[3];
-  size_t nk = 0;
-  ASSERT_EQ(engram_writer_take_keys(w, keys, 3, &nk), ENGRAM_OK);
-  ASSERT_EQ(nk, 3u);
+  std::vector<uint64_t> keys = insert_items(w, t, 3);
+  ASSERT_EQ(keys.size(), 3u);
   double huge[3] = {5e307, 5e307, 5e307};
 
   // Reported by the call that waits for every answer.
-  ASSERT_EQ(engram_update_priorities_async(t, keys, huge, 3), ENGRAM_OK) << last();
+  ASSERT_EQ(engram_update_priorities_async(t, keys.data(), huge, 3), ENGRAM_OK) << last();
   EXPECT_EQ(engram_update_priorities(t, nullptr, nullptr, 0, nullptr), ENGRAM_E_PRIORITY);
   EXPECT_NE(last().find("engram_update_priorities_async"), std::string::npos) << last();
   EXPECT_NE(last().find("total weight"), std::string::npos) << last();
@@ -425,8 +420,8 @@ TEST_F(CApi, AnAsyncUpdateTheServerRefusesIsReportedByTheNextPriorityCall) {
   // Reported by the next async call, once a sample has seen the answer
   // (it follows the refusal on the handle's ring); that call sends nothing.
   double ones[3] = {1.0, 1.0, 1.0};
-  ASSERT_EQ(engram_update_priorities(t, keys, ones, 3, nullptr), ENGRAM_OK) << last();
-  ASSERT_EQ(engram_update_priorities_async(t, keys, huge, 3), ENGRAM_OK) << last();
+  ASSERT_EQ(engram_update_priorities(t, keys.data(), ones, 3, nullptr), ENGRAM_OK) << last();
+  ASSERT_EQ(engram_update_priorities_async(t, keys.data(), huge, 3), ENGRAM_OK) << last();
   uint8_t obs[64 * 20];
   float rew[64];
   void* bufs[2] = {obs, rew};
@@ -437,7 +432,7 @@ TEST_F(CApi, AnAsyncUpdateTheServerRefusesIsReportedByTheNextPriorityCall) {
   EXPECT_NE(last().find("engram_update_priorities_async"), std::string::npos) << last();
   ASSERT_EQ(engram_update_priorities(t, nullptr, nullptr, 0, nullptr), ENGRAM_OK) << last();
   // The refused call sent nothing: keys[2] keeps priority 1.
-  ASSERT_EQ(engram_update_priorities(t, keys, ones, 2, nullptr), ENGRAM_OK) << last();
+  ASSERT_EQ(engram_update_priorities(t, keys.data(), ones, 2, nullptr), ENGRAM_OK) << last();
   sample_full_batch(t, batch_options(64, 1), bufs, &info);
   bool seen = false;
   for (const engram_sample_info& si : info)
