@@ -484,9 +484,11 @@ ENGRAM_API int engram_update_priorities(engram_table* t, const uint64_t* keys, c
  * call on t (a sample, an update, a delete) sees these priorities applied.
  * Keys of items that are gone are skipped and not reported. A NaN,
  * infinite or negative priority returns ENGRAM_E_PRIORITY and sends
- * nothing. The call waits only when t already has as many requests
- * awaiting an answer as its response ring holds (then for the oldest to be
- * answered; engram_client_interrupt ends that wait).
+ * nothing. The call waits only for room: when t already has as many
+ * requests awaiting an answer as its response ring holds (then for the
+ * oldest to be answered), or its request ring is full (then for the server
+ * to take some); engram_client_interrupt ends either wait, and the
+ * entries sent before it stay sent.
  * An update the server refuses (in a prioritized table, weights summing
  * past half the largest double) is reported by the next call of
  * engram_update_priorities_async or engram_update_priorities on t, which
