@@ -132,12 +132,17 @@ Status engram_table::send_quiet(const RequestRecord& r) {
     }
     if (s.code() != Errc::full) return s;
     // The owner drains requests without waiting on us; a full ring means it
-    // is busy (or gone): wait in slices, checking that the server lives.
+    // is busy, or holds an insert for the rate limiter (or is gone): wait in
+    // slices, checking that the server lives. No spin first: the wait is
+    // long (a writer held by the limiter waits for a learner's update), and
+    // a spin's sched_yield calls, each a switch to another runnable thread
+    // on a core the machine shares, cost a held Ape-X actor more than its
+    // sleeps and wake-ups (bench/NOTES.md, "Ape-X: time in engram calls").
     if (Status u = usable(); !u.ok()) return u;
     if (!client->alive()) return {Errc::disconnected, "the server went away; disconnect and connect again"};
     if (client->take_interrupt()) return {Errc::interrupted, "interrupted while table " + name + "'s request ring was full"};
     bell->ring();
-    channel.requests.space_bell().wait([this] { return channel.requests.has_space(); }, kSliceNs);
+    channel.requests.space_bell().wait([this] { return channel.requests.has_space(); }, kSliceNs, /*spin=*/0);
   }
 }
 
