@@ -231,7 +231,10 @@ engram_sample_info info_of(const SampledItemWire& w) {
   return {w.key, w.priority, w.probability, w.times_sampled, w.table_size};
 }
 
-Status key_op(engram_table* t, RequestOp op, const uint64_t* keys, const double* prios, size_t n, int32_t* results) {
+// Sends n keys (with their priorities, for an update) in records and,
+// unless unawaited (engram_update_priorities_async), waits for each answer.
+Status key_op(engram_table* t, RequestOp op, const uint64_t* keys, const double* prios, size_t n, int32_t* results,
+              bool unawaited = false) {
   if (Status u = t->usable(); !u.ok()) return u;
   uint32_t per = op == RequestOp::update ? kRecordUpdates : kRecordKeys;
   for (size_t done = 0; done < n;) {
@@ -244,7 +247,14 @@ Status key_op(engram_table* t, RequestOp op, const uint64_t* keys, const double*
       if (op == RequestOp::update) r.payload.updates[i] = {keys[done + i], prios[done + i]};
       else r.payload.keys[i] = keys[done + i];
     }
-    if (Status s = t->send(r, Owed{op, r.id, 1, nullptr, {}}, -1); !s.ok()) return s;
+    Owed o{op, r.id, 1, nullptr, {}};
+    o.unawaited = unawaited;
+    if (Status s = t->send(r, o, -1); !s.ok()) return s;
+    if (unawaited) {
+      ++t->unawaited;
+      done += m;
+      continue;
+    }
     ResponseRecord rsp;
     if (Status s = t->pump(r.id, &rsp, nullptr, -1); !s.ok()) return s;
     if (Status s = response_status(rsp); !s.ok()) return s;
@@ -429,20 +439,7 @@ int engram_update_priorities_async(engram_table* t, const uint64_t* keys, const 
     if (Status s = validate_priority(priorities[i]); !s.ok())
       return fail(s.code(), "priority " + std::to_string(i) + ": " + s.message() + " (nothing sent)");
   if (Status s = unawaited_refusal(t, /*wait_all=*/false); !s.ok()) return set_error(s);
-  for (size_t done = 0; done < n;) {
-    uint32_t m = static_cast<uint32_t>(std::min<size_t>(kRecordUpdates, n - done));
-    RequestRecord r{};
-    r.op = static_cast<uint32_t>(RequestOp::update);
-    r.count = m;
-    r.id = t->client->next_id++;
-    for (uint32_t i = 0; i < m; ++i) r.payload.updates[i] = {keys[done + i], priorities[done + i]};
-    Owed o{RequestOp::update, r.id, 1, nullptr, {}};
-    o.unawaited = true;
-    if (Status s = t->send(r, o, -1); !s.ok()) return set_error(s);
-    ++t->unawaited;
-    done += m;
-  }
-  return ENGRAM_OK;
+  return set_error(key_op(t, RequestOp::update, keys, priorities, n, nullptr, /*unawaited=*/true));
   ENGRAM_GUARD_END
 }
 
