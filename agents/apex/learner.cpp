@@ -297,8 +297,8 @@ int run_learner(const Options& o) {
           return c.info(kReplayTable);
         });
         steps = static_cast<int64_t>(info.inserts);
-        progress.report(now, steps, updates, curve, info.size, "replay");
         solved = curve.low.size() >= 100 && Curve::mean(curve.low) >= o.solved;
+        progress.report(now, steps, updates, curve, info.size, "replay", solved || steps >= o.steps);
       }
       reap_children(actors, "engram-apex");
     }

@@ -330,6 +330,7 @@ int run_learner(const Options& o) {
   obs_shape.insert(obs_shape.end(), shape.begin(), shape.end());
   std::vector<int64_t> flat_obs = {B * (T + 1)};
   flat_obs.insert(flat_obs.end(), shape.begin(), shape.end());
+  auto done = [&] { return solved || steps >= o.steps || (o.updates > 0 && static_cast<int64_t>(updates) >= o.updates); };
   auto report = [&] {
     double now = wall_s();
     if (!progress.due(now)) return;
@@ -337,10 +338,9 @@ int run_learner(const Options& o) {
     uint64_t queued = 0;
     transport->poll(&curve, &unrolls, &queued);
     steps = unrolls * T;
-    progress.report(now, steps, updates, curve, queued, "queued");
     solved = curve.all.size() >= 100 && Curve::mean(curve.all) >= o.solved;
+    progress.report(now, steps, updates, curve, queued, "queued", done());
   };
-  auto done = [&] { return solved || steps >= o.steps || (o.updates > 0 && static_cast<int64_t>(updates) >= o.updates); };
 
   while (!done()) {
     std::unique_ptr<Unrolls> u = transport->next([&] {
