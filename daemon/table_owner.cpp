@@ -13,6 +13,9 @@
 namespace engram {
 namespace {
 constexpr int kBatchPerChannel = 64;  // requests per channel per round: fairness between clients
+// A client with a request held by the rate limiter is woken once an
+// `1 / kWakeFraction` of its ring was freed (wake_client).
+constexpr uint32_t kWakeFraction = 8;
 // The longest an owner sleeps without looking for work. Clients can write
 // the bell it sleeps on (they ring it), so a client that rewrites its words
 // can make a wake-up go astray; the daemon's own wake-ups (wake_all) and
@@ -252,7 +255,6 @@ int64_t TableOwner::next_deadline() const {
 void TableOwner::send_responses(ChannelState& c) {
   // Clients keep at most ring-capacity responses outstanding, so a full
   // response ring means the client broke the protocol, never that it is slow.
-  bool pushed = false;
   for (const ResponseRecord& rsp : out_) {
     if (c.broken) break;
     if (Status s = c.channel.responses.try_push(&rsp, response_bytes(rsp), /*ring_bell=*/false); !s.ok()) {
@@ -261,12 +263,39 @@ void TableOwner::send_responses(ChannelState& c) {
       close_channel(c, ChannelClosed::protocol_error);
       break;
     }
-    pushed = true;
+    ++c.unrung;
   }
   out_.clear();
+}
+
+void TableOwner::wake_client(ChannelState& c) {
+  // A held client is woken in steps of an eighth of its ring. While the
+  // rate limiter holds one of this channel's requests, whatever else the
+  // client sends queues behind it: waking it sooner only lets it queue
+  // more, and costs it a futex sleep and wake-up per limiter turn (for an
+  // Ape-X actor, one per learner update, more CPU than the steps it then
+  // writes: bench/NOTES.md, "Ape-X: time in engram calls"). So while a
+  // request is held and the batch answered nothing but inserts, with
+  // success, both bells stay silent until an eighth of the ring was freed
+  // since they last rang. A client that sleeps on a full ring or on
+  // response credit then still has most of a ring queued for this owner,
+  // so the owner never idles for want of its requests; any other answer
+  // (an error, a sample, a priority update) and any batch that ends with
+  // nothing held ring at once; and every client wait ends within a slice
+  // (0.1 s) to look again, whatever this does.
+  bool only_acks = std::all_of(out_.begin(), out_.end(), [](const ResponseRecord& r) {
+    return r.op == static_cast<uint32_t>(RequestOp::insert) && r.status == 0;
+  });
+  bool quiet = c.pending && only_acks && c.popped_unrung < c.channel.requests.capacity() / kWakeFraction;
+  send_responses(c);
+  if (quiet || c.broken) return;
+  // One wake-up for the whole batch, for a client waiting on a full ring.
+  if (c.popped_unrung) c.channel.requests.ring_space();
   // One ring of the bell per batch: a client that spins sees the records
   // as they land, one that sleeps is woken now.
-  if (pushed) c.channel.responses.data_bell().ring();
+  if (c.unrung) c.channel.responses.data_bell().ring();
+  c.popped_unrung = 0;
+  c.unrung = 0;
 }
 
 void TableOwner::unpin(BlockRef b, const char* what) {
@@ -300,26 +329,17 @@ bool TableOwner::service(ChannelState& c) {
   if (c.broken) return false;
   FreedBatch batch(this);  // blocks freed while this batch is applied, listed at its end
   round_now_ns_ = 0;       // the clock is read again, if a request of this round has a deadline
-  if (c.pending) {
-    Outcome o = apply(c, *c.pending);
-    send_responses(c);
-    if (o == Outcome::deferred) return false;
-    c.pending.reset();
-  }
+  if (c.pending && apply(c, *c.pending) == Outcome::done) c.pending.reset();
   bool progress = false;
   RequestRecord r;
-  for (int i = 0; i < kBatchPerChannel && !c.broken; ++i) {
+  for (int i = 0; i < kBatchPerChannel && !c.pending && !c.broken; ++i) {
     if (!c.channel.requests.try_pop(&r, /*ring_bell=*/false).ok()) break;  // empty
     progress = true;
+    ++c.popped_unrung;
     prefetch_next(c);
-    if (apply(c, r) == Outcome::deferred) {
-      c.pending = r;
-      break;
-    }
+    if (apply(c, r) == Outcome::deferred) c.pending = r;
   }
-  // One wake-up for the whole batch, for a client waiting on a full ring.
-  if (progress) c.channel.requests.ring_space();
-  send_responses(c);
+  wake_client(c);
   return progress;
 }
 

@@ -90,6 +90,10 @@ class TableOwner {
     std::unordered_map<uint64_t, std::vector<BlockRef>> pins;  // sample id -> pinned chunks
     U64Set holds;                                               // packed BlockRef
     bool broken = false;
+    // Requests popped, and responses pushed, since the client's bells were
+    // last rung (wake_client).
+    uint32_t popped_unrung = 0;
+    uint32_t unrung = 0;
   };
   enum class Outcome { done, deferred };
 
@@ -165,8 +169,11 @@ class TableOwner {
   // rate_limited (no wait asked) or timeout response.
   Outcome refuse(ChannelState& c, const RequestRecord& r, const char* what);
   void respond(ChannelState& c, const ResponseRecord& rsp);
-  // Pushes the batch's responses (out_) into c's ring and rings its bell.
+  // Pushes the batch's responses (out_) into c's ring; rings no bell.
   void send_responses(ChannelState& c);
+  // Ends a batch of c's requests: sends its responses and rings the
+  // client's bells, unless it may sleep on (see the definition).
+  void wake_client(ChannelState& c);
   void fail(ChannelState& c, const RequestRecord& r, const Status& s);
   void close_channel(ChannelState& c, ChannelClosed reason);
   void give_back(ChannelState& c);
