@@ -5,7 +5,9 @@ layout in engram's README ("Reference agents"): M CartPole-v1 envs stepped
 together, one batched forward pass of the learner's dueling MLP per step,
 env i of N exploring with epsilon 0.4^(1 + 7 i/(N-1)), 3-step transitions
 with the discount each really had, initial priorities |target - Q| from its
-own network, parameters pulled from the parameter table every 400 frames.
+own network, transitions sent 50 or more at a time with the episodes that
+ended since (Ape-X's local buffer), parameters pulled from the parameter
+table every 400 frames.
 
     engram-apex --actors 0 --out /tmp/apex &      # the learner, waiting for actors
     python3 bindings/python/examples/apex_actor.py --socket /tmp/apex/engram.sock \\
@@ -23,6 +25,7 @@ import numpy as np
 import engram
 
 GAMMA, N_STEP, PULL_EVERY, HIDDEN = 0.99, 3, 400, 128
+LOCAL_BATCH = 50  # transitions a send carries at least, as the C++ actor's
 
 
 class CartPoles:
@@ -140,13 +143,30 @@ def main():
             pending = [[] for _ in range(m)]  # per env: [obs, action, q, reward_sum, scale, steps]
             ret, length = np.zeros(m, np.float32), np.zeros(m, np.int32)
             last_pull = 0
+            out = []  # transitions not sent yet: (obs, action, reward, discount, next_obs, q)
+            ended = []  # episodes ended since the last send: (env, epsilon, return, length)
+
+            def send():
+                # An episode's last transitions and its record leave together;
+                # one burst wakes each table's owner once.
+                o_, a_, r_, d_, n_, q_ = (np.array(c) for c in zip(*out))
+                best = net(n_.astype(np.float32)).max(axis=1)
+                td = r_ + d_ * best - q_
+                prio = np.where(np.isfinite(td), np.abs(td) + 1e-6, 1.0)
+                writer.append_items(replay, o_.astype(np.float32), a_.astype(np.int32), r_.astype(np.float32),
+                                    d_.astype(np.float32), n_.astype(np.float32), priorities=prio)
+                for e in ended:
+                    episode_writer.append(*e)
+                    episode_writer.create_item(episodes, 1, 1.0)
+                out.clear()
+                ended.clear()
+
             while not stop:
                 q = net(obs)
                 greedy = q.argmax(axis=1)
                 explore = rng.random(m) < eps
                 actions = np.where(explore, rng.integers(0, 2, size=m), greedy).astype(np.int32)
                 next_obs, terminated, truncated = envs.step(actions)
-                out = []  # (obs, action, reward, discount, next_obs, q)
                 for j in range(m):
                     pending[j].append([obs[j], actions[j], q[j, actions[j]], 0.0, 1.0, 0])
                     for p in pending[j]:
@@ -160,21 +180,16 @@ def main():
                     ret[j] += 1
                     length[j] += 1
                     if end:
-                        episode_writer.append(first + j, eps[j], ret[j], length[j])
-                        episode_writer.create_item(episodes, 1, 1.0)
+                        ended.append((first + j, eps[j], ret[j], length[j]))
                         ret[j], length[j] = 0, 0
                         envs.reset(j)
                         next_obs[j] = envs.s[j]
                 obs = next_obs
                 frames += m
-                if out:
-                    o_, a_, r_, d_, n_, q_ = (np.array(c) for c in zip(*out))
-                    best = net(n_.astype(np.float32)).max(axis=1)
-                    td = r_ + d_ * best - q_
-                    prio = np.where(np.isfinite(td), np.abs(td) + 1e-6, 1.0)
-                    writer.append_items(replay, o_.astype(np.float32), a_.astype(np.int32), r_.astype(np.float32),
-                                        d_.astype(np.float32), n_.astype(np.float32), priorities=prio)
-                if frames - last_pull >= PULL_EVERY:
+                pull = frames - last_pull >= PULL_EVERY
+                if len(out) >= LOCAL_BATCH or (pull and out):
+                    send()
+                if pull:
                     last_pull = frames
                     got = read_params(params, version)
                     if got:

@@ -5,7 +5,9 @@
 //! learner's dueling MLP (4-128-128, value 1, advantage 2) run forward on
 //! each, env i of N exploring with epsilon 0.4^(1 + 7 i/(N-1)), 3-step
 //! transitions with the discount each really had, initial priorities
-//! |target - Q| from its own network, parameters pulled every 400 frames.
+//! |target - Q| from its own network, transitions sent 50 or more at a time
+//! with the episodes that ended since (Ape-X's local buffer), parameters
+//! pulled every 400 frames.
 //!
 //!     engram-apex --actors 0 --out /tmp/apex &
 //!     cargo run --release --example apex_actor -- --socket /tmp/apex/engram.sock --actor-id 0 --actors 2
@@ -20,6 +22,9 @@ use engram_sys as sys;
 const GAMMA: f32 = 0.99;
 const N_STEP: usize = 3;
 const PULL_EVERY: u64 = 400;
+// Transitions a send carries at least, as the C++ actor's: one burst wakes
+// each table's owner once.
+const LOCAL_BATCH: usize = 50;
 const H: usize = 128;
 const MAX_STEPS: u32 = 500;
 
@@ -186,15 +191,11 @@ fn run(args: &[String], frames: &mut u64) -> Result<(), Error> {
     let mut pending: Vec<VecDeque<Pending>> = (0..m).map(|_| VecDeque::new()).collect();
     let (mut ret, mut len) = (vec![0f32; m], vec![0i32; m]);
     let mut last_pull = 0u64;
-    // One step's transitions, column by column, for append_items.
+    // Transitions not sent yet, column by column, for append_items, and the
+    // episodes ended since the last send (env, epsilon, return, length).
     let (mut o_, mut a_, mut r_, mut d_, mut n_, mut pr) = (vec![], vec![], vec![], vec![], vec![], vec![]);
+    let mut ended: Vec<(i32, f32, f32, i32)> = vec![];
     loop {
-        o_.clear();
-        a_.clear();
-        r_.clear();
-        d_.clear();
-        n_.clear();
-        pr.clear();
         for j in 0..m {
             let obs = envs[j].obs();
             let q = net.q(&obs);
@@ -223,20 +224,31 @@ fn run(args: &[String], frames: &mut u64) -> Result<(), Error> {
             ret[j] += 1.0;
             len[j] += 1;
             if end {
-                let env = (first + j) as i32;
-                episode_writer.append(&[bytes(&[env]), bytes(&[eps[j] as f32]), bytes(&[ret[j]]), bytes(&[len[j]])])?;
-                episode_writer.create_item(&episodes, 1, 1.0)?;
+                ended.push(((first + j) as i32, eps[j] as f32, ret[j], len[j]));
                 ret[j] = 0.0;
                 len[j] = 0;
                 envs[j].reset(&mut rng);
             }
         }
         *frames += m as u64;
-        if !a_.is_empty() {
+        let pull = *frames - last_pull >= PULL_EVERY;
+        if a_.len() >= LOCAL_BATCH || (pull && !a_.is_empty()) {
+            // An episode's last transitions and its record leave together.
             writer.append_items(&[bytes(&o_), bytes(&a_), bytes(&r_), bytes(&d_), bytes(&n_)], a_.len() as u32, &replay, 1,
                                 Some(&pr))?;
+            for &(env, e, r, l) in &ended {
+                episode_writer.append(&[bytes(&[env]), bytes(&[e]), bytes(&[r]), bytes(&[l])])?;
+                episode_writer.create_item(&episodes, 1, 1.0)?;
+            }
+            ended.clear();
+            o_.clear();
+            a_.clear();
+            r_.clear();
+            d_.clear();
+            n_.clear();
+            pr.clear();
         }
-        if *frames - last_pull >= PULL_EVERY {
+        if pull {
             last_pull = *frames;
             if let Some((v, p)) = read_params(&params, version)? {
                 version = v;
