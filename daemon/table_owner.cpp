@@ -13,9 +13,15 @@
 namespace engram {
 namespace {
 constexpr int kBatchPerChannel = 64;  // requests per channel per round: fairness between clients
-// A client with a request held by the rate limiter is woken once an
-// `1 / kWakeFraction` of its ring was freed (wake_client).
+// A client with a request held by the rate limiter is woken once
+// 1/kWakeFraction of its request ring was freed (wake_client; a half was
+// measured against an eighth in bench/NOTES.md, "Ape-X: time in engram
+// calls").
 constexpr uint32_t kWakeFraction = 8;
+// A record of acks for successful inserts (up to kRecordAcks of them).
+bool is_ack_record(const ResponseRecord& r) {
+  return r.op == static_cast<uint32_t>(RequestOp::insert) && r.status == 0;
+}
 // The longest an owner sleeps without looking for work. Clients can write
 // the bell it sleeps on (they ring it), so a client that rewrites its words
 // can make a wake-up go astray; the daemon's own wake-ups (wake_all) and
@@ -263,7 +269,7 @@ void TableOwner::send_responses(ChannelState& c) {
       close_channel(c, ChannelClosed::protocol_error);
       break;
     }
-    ++c.unrung;
+    c.answered_since_ring = true;
   }
   out_.clear();
 }
@@ -283,19 +289,17 @@ void TableOwner::wake_client(ChannelState& c) {
   // (an error, a sample, a priority update) and any batch that ends with
   // nothing held ring at once; and every client wait ends within a slice
   // (0.1 s) to look again, whatever this does.
-  bool only_acks = std::all_of(out_.begin(), out_.end(), [](const ResponseRecord& r) {
-    return r.op == static_cast<uint32_t>(RequestOp::insert) && r.status == 0;
-  });
-  bool quiet = c.pending && only_acks && c.popped_unrung < c.channel.requests.capacity() / kWakeFraction;
+  bool quiet = c.pending && std::all_of(out_.begin(), out_.end(), is_ack_record) &&
+               c.popped_since_ring < c.channel.requests.capacity() / kWakeFraction;
   send_responses(c);
   if (quiet || c.broken) return;
   // One wake-up for the whole batch, for a client waiting on a full ring.
-  if (c.popped_unrung) c.channel.requests.ring_space();
+  if (c.popped_since_ring) c.channel.requests.ring_space();
   // One ring of the bell per batch: a client that spins sees the records
   // as they land, one that sleeps is woken now.
-  if (c.unrung) c.channel.responses.data_bell().ring();
-  c.popped_unrung = 0;
-  c.unrung = 0;
+  if (c.answered_since_ring) c.channel.responses.data_bell().ring();
+  c.popped_since_ring = 0;
+  c.answered_since_ring = false;
 }
 
 void TableOwner::unpin(BlockRef b, const char* what) {
@@ -335,7 +339,7 @@ bool TableOwner::service(ChannelState& c) {
   for (int i = 0; i < kBatchPerChannel && !c.pending && !c.broken; ++i) {
     if (!c.channel.requests.try_pop(&r, /*ring_bell=*/false).ok()) break;  // empty
     progress = true;
-    ++c.popped_unrung;
+    ++c.popped_since_ring;
     prefetch_next(c);
     if (apply(c, r) == Outcome::deferred) c.pending = r;
   }
@@ -548,7 +552,7 @@ TableOwner::Outcome TableOwner::insert_in_turn(ChannelState& c, const RequestRec
   // there is one with room: one record (and one cache line for the client
   // to fetch) per few inserts, not per insert.
   if (c.broken) return Outcome::done;
-  if (!out_.empty() && out_.back().op == r.op && out_.back().status == 0 && out_.back().count < kRecordAcks) {
+  if (!out_.empty() && is_ack_record(out_.back()) && out_.back().count < kRecordAcks) {
     ResponseRecord& group = out_.back();
     group.payload.acks[group.count++] = a;
     return Outcome::done;

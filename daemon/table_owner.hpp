@@ -90,10 +90,10 @@ class TableOwner {
     std::unordered_map<uint64_t, std::vector<BlockRef>> pins;  // sample id -> pinned chunks
     U64Set holds;                                               // packed BlockRef
     bool broken = false;
-    // Requests popped, and responses pushed, since the client's bells were
-    // last rung (wake_client).
-    uint32_t popped_unrung = 0;
-    uint32_t unrung = 0;
+    // Requests popped, and whether responses were pushed, since the
+    // client's bells were last rung (wake_client).
+    uint32_t popped_since_ring = 0;
+    bool answered_since_ring = false;
   };
   enum class Outcome { done, deferred };
 

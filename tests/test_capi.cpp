@@ -910,17 +910,18 @@ TEST_F(CApi, WritersHeldByOneRateLimiterShareIt) {
 // A writer that outruns its sampler fills its request ring and sleeps
 // until the rate limiter lets inserts through. Woken at every limiter turn
 // (here one insert per sample of one, 0.2 ms apart), it would sleep and
-// wake once per turn; the owner wakes it once an eighth of its ring was freed instead
-// (TableOwner::wake_client). Counted by the kernel: the writer thread's
-// voluntary context switches, each a sleep. And nothing is lost or late:
-// every item goes in, in order.
+// wake once per turn; the owner wakes it once an eighth of its ring was
+// freed instead (TableOwner::wake_client). Counted by the kernel: the
+// writer thread's voluntary context switches, each a sleep. And nothing is
+// lost: every item goes in, in order.
 TEST_F(CApi, AWriterHeldByTheRateLimiterIsWokenInStepsNotAtEveryTurn) {
   engram_table_options o = two_columns("held", 100000);
   o.sampler = ENGRAM_FIFO;
   o.max_times_sampled = 1;
   ASSERT_EQ(engram_rate_limiter_queue(&o.rate_limiter, 16), ENGRAM_OK);
   ASSERT_EQ(engram_table_create(c_, &o), ENGRAM_OK) << last();
-  const int kItems = 2048 + 16, kTurns = kItems - 1024 - 16;  // past a ring (1024 records) and the queue
+  // Past a ring (the server's default client.ring_records, 1024) and the queue.
+  const int kItems = 2048 + 16, kTurns = kItems - 1024 - 16;
   std::atomic<bool> written{false};
   long sleeps = -1;
   std::vector<uint64_t> keys;

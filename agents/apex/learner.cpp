@@ -224,7 +224,8 @@ int run_learner(const Options& o) {
     batch_shape.insert(batch_shape.end(), shape.begin(), shape.end());
     std::vector<uint64_t> keys(static_cast<size_t>(o.batch));
     std::vector<double> prio(static_cast<size_t>(o.batch));
-    while (!solved && steps < o.steps) {
+    bool done = false;  // solved, or the step limit
+    while (!done) {
       if (!o.train) {  // actors alone: only watch
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       } else {
@@ -298,7 +299,8 @@ int run_learner(const Options& o) {
         });
         steps = static_cast<int64_t>(info.inserts);
         solved = curve.low.size() >= 100 && Curve::mean(curve.low) >= o.solved;
-        progress.report(now, steps, updates, curve, info.size, "replay", solved || steps >= o.steps);
+        done = solved || steps >= o.steps;
+        progress.report(now, steps, updates, curve, info.size, "replay", done);
       }
       reap_children(actors, "engram-apex");
     }
