@@ -97,7 +97,7 @@ int run_actor(const Options& o) {
   std::vector<int32_t> len(m, 0);
   std::vector<Transition> done;
   std::vector<double> priority;
-  std::vector<uint8_t> bytes_obs(obs_size), bytes_next(obs_size);
+  std::vector<uint8_t> bytes_obs, bytes_next;  // byte_observations: the batch's, converted
   int64_t frames = 0, last_pull = 0;
   CallClock in_engram;  // inserts and parameter reads
   double wall0 = wall_s(), cpu0 = thread_cpu_s();
@@ -129,21 +129,25 @@ int run_actor(const Options& o) {
       double td = t.reward + t.discount * best_a[static_cast<int64_t>(i)] - t.q;
       priority[i] = std::isfinite(td) ? std::abs(td) + 1e-6 : 1.0;
     }
+    // Byte observations are converted before the clock starts: the
+    // conversion is the actor's work, not engram's.
+    const bool bytes = byte_observations(o);
+    if (bytes) {
+      bytes_obs.resize(done.size() * obs_size);
+      bytes_next.resize(done.size() * obs_size);
+      for (size_t i = 0; i < done.size(); ++i)
+        for (size_t k = 0; k < obs_size; ++k) {
+          bytes_obs[i * obs_size + k] = static_cast<uint8_t>(done[i].obs[k]);
+          bytes_next[i * obs_size + k] = static_cast<uint8_t>(done[i].next_obs[k]);
+        }
+    }
     // One clock reading per batch of transitions, not per call: reading a
     // thread's CPU clock is a system call.
     in_engram([&] {
       for (size_t i = 0; i < done.size(); ++i) {
         const Transition& t = done[i];
-        const void* ob = t.obs.data();
-        const void* next_ob = t.next_obs.data();
-        if (byte_observations(o)) {
-          for (size_t k = 0; k < obs_size; ++k) {
-            bytes_obs[k] = static_cast<uint8_t>(t.obs[k]);
-            bytes_next[k] = static_cast<uint8_t>(t.next_obs[k]);
-          }
-          ob = bytes_obs.data();
-          next_ob = bytes_next.data();
-        }
+        const void* ob = bytes ? static_cast<const void*>(&bytes_obs[i * obs_size]) : t.obs.data();
+        const void* next_ob = bytes ? static_cast<const void*>(&bytes_next[i * obs_size]) : t.next_obs.data();
         writer.append({ob, &t.action, &t.reward, &t.discount, next_ob});
         writer.create_item(replay, 1, priority[i]);
       }
