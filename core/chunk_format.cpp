@@ -13,6 +13,16 @@ size_t chunk_column_offset(const Column* cols, uint32_t c, uint32_t capacity_ste
   return off;
 }
 
+void plain_layout(const Column* cols, uint32_t n, uint32_t capacity_steps, PlainLayout* out) noexcept {
+  out->capacity_steps = capacity_steps;
+  out->num_columns = n;
+  for (uint32_t c = 0; c < n; ++c) {  // O(n^2), once per layout
+    out->offset[c] = chunk_column_offset(cols, c, capacity_steps);
+    out->step[c] = column_step_bytes(cols[c]);
+  }
+  out->bytes = chunk_column_offset(cols, n, capacity_steps);
+}
+
 size_t packed_data_offset(uint32_t n) noexcept { return align_up(sizeof(ChunkHeader) + n * sizeof(ChunkColumn), kCacheLine); }
 
 size_t chunk_bytes(const Column* cols, uint32_t n, uint32_t capacity_steps) noexcept {

@@ -75,6 +75,21 @@ inline uint32_t plain_steps_of(const ChunkHeader& h) noexcept { return h.flags &
 Status plain_chunk_header(size_t block_size, const Column* cols, uint32_t n, uint64_t sig_hash, uint32_t capacity_steps,
                           uint32_t offset, uint32_t length, ChunkHeader* out) noexcept;
 
+// A plain chunk's layout for one capacity, worked out once for the many
+// items a reader copies from one writer's chunks, instead of per item and
+// column (chunk_column_offset walks the columns before c each time):
+// column c's steps start at offset[c] and take step[c] bytes each; `bytes`
+// is chunk_bytes() of that capacity.
+struct PlainLayout {
+  uint32_t capacity_steps = 0;  // 0: none worked out yet
+  uint32_t num_columns = 0;
+  size_t bytes = 0;
+  size_t offset[kMaxColumns] = {};
+  size_t step[kMaxColumns] = {};
+};
+// n <= kMaxColumns (a signature's bound).
+void plain_layout(const Column* cols, uint32_t n, uint32_t capacity_steps, PlainLayout* out) noexcept;
+
 // Where column c of a chunk whose header `h` passed check_chunk lies.
 struct ColumnSpan {
   uint64_t offset;  // from the block start

@@ -1555,6 +1555,43 @@ TEST_F(CApi, OneChunkItemsSampleByTheLayoutCheckedAtInsert) {
   EXPECT_EQ(engram_sample_view(two, &so, &batch), ENGRAM_E_CORRUPT);
 }
 
+// A copy-out works out a plain chunk's layout once per capacity, not per
+// item (copy_plain_item in capi/sample.cpp). Writers of other chunk lengths
+// lay the same columns out at other offsets, and one batch mixes their
+// items: each must still come back whole.
+TEST_F(CApi, OneChunkItemsOfWritersWithOtherChunkLengthsCopyOutWhole) {
+  ASSERT_EQ(create("mixed", 200), ENGRAM_OK);
+  engram_table* t = open("mixed");
+  engram_writer* a = writer(cols_, 2, /*chunk_length=*/3);
+  engram_writer* b = writer(cols_, 2, /*chunk_length=*/7);
+  for (int v = 1; v <= 42; ++v) {
+    ASSERT_NO_FATAL_FAILURE(append(a, static_cast<uint8_t>(v)));
+    ASSERT_EQ(engram_writer_create_item(a, t, 1, 1.0), ENGRAM_OK) << last();
+    ASSERT_NO_FATAL_FAILURE(append(b, static_cast<uint8_t>(100 + v)));
+    ASSERT_EQ(engram_writer_create_item(b, t, 1, 1.0), ENGRAM_OK) << last();
+  }
+  ASSERT_EQ(engram_writer_flush(a, 5000), ENGRAM_OK) << last();
+  ASSERT_EQ(engram_writer_flush(b, 5000), ENGRAM_OK) << last();
+  std::vector<uint8_t> obs(128 * 20);
+  std::vector<float> reward(128);
+  void* bufs[2] = {obs.data(), reward.data()};
+  std::vector<engram_sample_info> info;
+  ASSERT_NO_FATAL_FAILURE(sample_full_batch(t, batch_options(128, 1), bufs, &info));
+  uint32_t from_a = 0, from_b = 0;
+  for (uint32_t i = 0; i < 128; ++i) {
+    float v = reward[i];
+    bool in_a = v >= 1 && v <= 42, in_b = v >= 101 && v <= 142;
+    ASSERT_TRUE(in_a || in_b) << "item " << i << ": reward " << v << " was never written";
+    (in_a ? from_a : from_b)++;
+    for (uint32_t k = 0; k < 20; ++k)
+      ASSERT_EQ(obs[i * 20 + k], static_cast<uint8_t>(v)) << "item " << i << ", obs byte " << k;
+  }
+  EXPECT_GT(from_a, 20u) << "uniform draws over both writers' items";
+  EXPECT_GT(from_b, 20u) << "uniform draws over both writers' items";
+  engram_writer_close(a);
+  engram_writer_close(b);
+}
+
 TEST_F(CApi, GarbageInRingsAndChunksIsRejectedAndTheServerSurvives) {
   ASSERT_EQ(create("replay"), ENGRAM_OK);
   RawClient raw(socket_, "replay");
