@@ -206,14 +206,12 @@ Status check_item(const engram_table* t, const SampledItemWire& it, uint32_t pla
 // item is of another kind or a check fails: check_item then says why.
 bool copy_plain_item(const engram_table* t, const SampledItemWire& it, uint32_t plain_steps, uint32_t num_steps,
                      PlainLayout* layout, void* const* buffers, uint32_t i) {
-  if (!layout_sent(it, plain_steps) || plain_steps > kMaxChunkSteps) return false;
+  if (!layout_sent(it, plain_steps)) return false;
   const ChunkRef& ref = it.refs[0];
   const ArenaBlocks& arena = t->client->arena;
-  if (ref.block >= arena.total_blocks() || ref.length != num_steps || ref.length == 0 || ref.offset >= plain_steps ||
-      ref.length > plain_steps - ref.offset)
-    return false;
+  if (ref.block >= arena.total_blocks() || ref.length != num_steps) return false;
   if (layout->capacity_steps != plain_steps) plain_layout(t->spec.columns, t->spec.num_columns, plain_steps, layout);
-  if (layout->bytes > arena.block_size(ref.block)) return false;
+  if (!check_plain_slice(*layout, arena.block_size(ref.block), ref.offset, ref.length).ok()) return false;
   const char* block = static_cast<const char*>(arena.data({ref.block, ref.generation}));
   for (uint32_t c = 0; c < layout->num_columns; ++c) {
     size_t step = layout->step[c];

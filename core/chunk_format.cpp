@@ -61,12 +61,17 @@ Status read_entry(const void* block, size_t block_size, const ChunkHeader& h, co
 // (the writer moves it), so only its directory is bounded here. Either way
 // capacity is bounded first, so no size computation overflows
 // (validate_signature bounds step bytes).
-Status check_layout(size_t block_size, const Column* cols, uint32_t n, uint32_t capacity_steps, bool packed) {
-  if (capacity_steps > kMaxChunkSteps ||
-      (packed ? packed_data_offset(n) > block_size : chunk_bytes(cols, n, capacity_steps) > block_size))
+// `needed` is read only once capacity is bounded.
+Status check_fits(size_t needed, size_t block_size, uint32_t capacity_steps) {
+  if (capacity_steps > kMaxChunkSteps || needed > block_size)
     return {Errc::corrupt, "chunk layout for " + std::to_string(capacity_steps) + " steps exceeds its block of " +
                                std::to_string(block_size) + " bytes"};
   return Status::Ok();
+}
+
+Status check_layout(size_t block_size, const Column* cols, uint32_t n, uint32_t capacity_steps, bool packed) {
+  if (capacity_steps > kMaxChunkSteps) return check_fits(0, block_size, capacity_steps);
+  return check_fits(packed ? packed_data_offset(n) : chunk_bytes(cols, n, capacity_steps), block_size, capacity_steps);
 }
 
 Status check_slice(uint32_t offset, uint32_t length, uint32_t num_steps) {
@@ -107,6 +112,11 @@ Status plain_chunk_header(size_t block_size, const Column* cols, uint32_t n, uin
   if (Status s = check_slice(offset, length, capacity_steps); !s.ok()) return s;
   *out = {kChunkMagic, offset + length, capacity_steps, n, sig_hash, 0, 0, {}};
   return Status::Ok();
+}
+
+Status check_plain_slice(const PlainLayout& l, size_t block_size, uint32_t offset, uint32_t length) noexcept {
+  if (Status s = check_fits(l.bytes, block_size, l.capacity_steps); !s.ok()) return s;
+  return check_slice(offset, length, l.capacity_steps);
 }
 
 Status chunk_column_span(const void* block, size_t block_size, const ChunkHeader& h, const Column* cols, uint32_t c,

@@ -87,8 +87,12 @@ struct PlainLayout {
   size_t offset[kMaxColumns] = {};
   size_t step[kMaxColumns] = {};
 };
-// n <= kMaxColumns (a signature's bound).
+// n <= kMaxColumns (a signature's bound). Any capacity: a layout of more
+// than kMaxChunkSteps steps is refused by check_plain_slice before use.
 void plain_layout(const Column* cols, uint32_t n, uint32_t capacity_steps, PlainLayout* out) noexcept;
+// plain_chunk_header's bounds, against a layout worked out already: the
+// layout within the block, the slice [offset, +length) within the capacity.
+Status check_plain_slice(const PlainLayout& l, size_t block_size, uint32_t offset, uint32_t length) noexcept;
 
 // Where column c of a chunk whose header `h` passed check_chunk lies.
 struct ColumnSpan {

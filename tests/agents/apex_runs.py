@@ -122,8 +122,8 @@ def main():
             # says: that mean is of episodes played over the last seconds,
             # and the network saved at the solve may be in a dip. Of 18
             # models saved at a solve, 14 played 500 over 5 greedy episodes,
-            # the others 402, 279, 249 and 167 (bench/NOTES.md, "Ape-X
-            # CartPole's target network"): hence 150, not 300.
+            # the others 402, 279, 249 and 167 (bench/results/apex-
+            # cartpole-saved-models.json): hence 150, not 300.
             ev = subprocess.run([binary, "--env", "cartpole", "--eval", os.path.join(out, "model.pt"), "--episodes", "5"],
                                 capture_output=True, text=True, timeout=120)
             print(ev.stdout, ev.stderr)
