@@ -14,7 +14,8 @@ namespace engram {
 namespace {
 constexpr int kBatchPerChannel = 64;  // requests per channel per round: fairness between clients
 // A client with a request held by the rate limiter is woken once
-// 1/kWakeFraction of its request ring was freed (wake_client; a half was
+// 1/kWakeFraction of its request ring was freed, or when less than that is
+// still queued (wake_client; a half was
 // measured against an eighth in bench/NOTES.md, "Ape-X: time in engram
 // calls").
 constexpr uint32_t kWakeFraction = 8;
@@ -283,14 +284,21 @@ void TableOwner::wake_client(ChannelState& c) {
   // writes: bench/NOTES.md, "Ape-X: time in engram calls"). So while a
   // request is held and the batch answered nothing but inserts, with
   // success, both bells stay silent until an eighth of the ring was freed
-  // since they last rang. A client that sleeps on a full ring or on
-  // response credit then still has most of a ring queued for this owner,
-  // so the owner never idles for want of its requests; any other answer
-  // (an error, a sample, a priority update) and any batch that ends with
-  // nothing held ring at once; and every client wait ends within a slice
-  // (0.1 s) to look again, whatever this does.
-  bool quiet = c.pending && std::all_of(out_.begin(), out_.end(), is_ack_record) &&
-               c.popped_since_ring < c.channel.requests.capacity() / kWakeFraction;
+  // since they last rang, as long as an eighth is still queued. A client
+  // that sleeps on a full ring or on response credit then still has most
+  // of a ring queued for this owner, so the owner never idles for want of
+  // its requests. One with fewer queued (a writer out of spare blocks,
+  // which come with the acks) is woken at every turn: left asleep, it
+  // would run dry and leave the line to the other writers until it woke
+  // (bench/NOTES.md, "Held writers and their spare blocks"). Any other
+  // answer (an error, a sample, a priority update) and any batch that
+  // ends with nothing held ring at once; and every client wait ends
+  // within a slice (0.1 s) to look again, whatever this does. The queue
+  // is read from the client's ring, which it can scribble on: that
+  // changes only when it is woken.
+  const uint32_t step = c.channel.requests.capacity() / kWakeFraction;
+  bool quiet = c.pending && std::all_of(out_.begin(), out_.end(), is_ack_record) && c.popped_since_ring < step &&
+               c.channel.requests.peek(step - 1) != nullptr;
   send_responses(c);
   if (quiet || c.broken) return;
   // One wake-up for the whole batch, for a client waiting on a full ring.

@@ -846,6 +846,7 @@ TEST_F(CApi, WritersHeldByOneRateLimiterShareIt) {
   ASSERT_EQ(engram_rate_limiter_sample_to_insert_ratio(&o.rate_limiter, 8, 100, 800), ENGRAM_OK);
   ASSERT_EQ(engram_table_create(c_, &o), ENGRAM_OK) << last();
   std::atomic<bool> stop{false};
+  std::atomic<int> ready{0};     // writers connected, with a writer open
   std::vector<uint64_t> keys[2];  // of each writer's applied items
   auto write = [&](int k) {
     engram_client* c = connect_c(socket_);
@@ -857,7 +858,12 @@ TEST_F(CApi, WritersHeldByOneRateLimiterShareIt) {
     wo.num_columns = 2;
     wo.insert_timeout_ms = 200;  // so that the writers end when the test does
     wo.keep_keys = 1;
-    if (!c || engram_table_open(c, "ratio", &t) || engram_writer_open(c, &wo, &w)) return;
+    if (!c || engram_table_open(c, "ratio", &t) || engram_writer_open(c, &wo, &w)) {
+      ADD_FAILURE() << "writer " << k << ": " << last();
+      ready.fetch_add(1);
+      return;
+    }
+    ready.fetch_add(1);
     uint8_t obs[20] = {};
     float r = static_cast<float>(k);
     const void* step[2] = {obs, &r};
@@ -872,18 +878,25 @@ TEST_F(CApi, WritersHeldByOneRateLimiterShareIt) {
   };
   std::thread a(write, 0), b(write, 1);
   engram_table* t = open("ratio");
+  // Sampling before both writers are set up would give the first the
+  // limiter's every turn (under load, writer 0 once connected after the
+  // last sample: 0 of 400).
+  while (ready.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   engram_sample_options so = batch_options(16, 1);
   so.timeout_ms = 5000;
   uint8_t obs[16][20];
   float r[16];
   void* bufs[2] = {obs, r};
-  for (int i = 0; i < 400; ++i) {
+  int sampled = ENGRAM_OK;
+  for (int i = 0; i < 400 && sampled == ENGRAM_OK; ++i) {
     uint32_t n = 0;
-    ASSERT_EQ(engram_sample(t, &so, bufs, nullptr, &n), ENGRAM_OK) << last();
+    sampled = engram_sample(t, &so, bufs, nullptr, &n);
+    if (sampled != ENGRAM_OK) ADD_FAILURE() << "sample " << i << ": " << last();
   }
-  stop.store(true);
+  stop.store(true);  // the writers end before any assertion can return
   a.join();
   b.join();
+  ASSERT_EQ(sampled, ENGRAM_OK);
   // Keys are slots in the order of insertion here (nothing left the
   // table). The first few hundred inserts, which the limiter lets through
   // before the samples catch up (min_size and error buffer), go to
@@ -1465,6 +1478,45 @@ TEST_F(CApi, ACommandComesAfterTheRequestsItsSenderPushedBeforeIt) {
   engram_table_info_init(&info);
   ASSERT_EQ(engram_table_info_get(c_, "replay", &info), ENGRAM_OK) << last();
   EXPECT_EQ(info.size, 0u) << "the insert was applied after the reset";
+}
+
+// A client whose insert the rate limiter holds is not woken at every turn
+// of the limiter (TableOwner::wake_client), but it must be before its
+// queue runs dry: its acks bring the blocks it writes its next chunks in,
+// and a writer that sleeps until its last request is applied has left the
+// line, so another writer takes every turn until it is back (one of two
+// writers got 43 of 400 turns under load). Here a raw client's 24 inserts
+// meet a Queue(4): four go in and the rest wait, far fewer than the eighth
+// of a ring (128) that would otherwise end the silence. The client says it
+// sleeps on its response bell; the owner must ring it.
+TEST_F(CApi, AHeldClientWithFewRequestsQueuedHearsItsAcks) {
+  engram_table_options o = two_columns("held", 100);
+  ASSERT_EQ(engram_rate_limiter_queue(&o.rate_limiter, 4), ENGRAM_OK);
+  ASSERT_EQ(engram_table_create(c_, &o), ENGRAM_OK) << last();
+  RawClient raw(socket_, "held");
+  auto blocks = raw.ctl.grant(0, 24);
+  ASSERT_TRUE(blocks.ok()) << blocks.status().message();
+  ASSERT_EQ(blocks->size(), 24u);
+  Doorbell& answers = raw.chan.responses.data_bell();
+  answers.sleepers.store(1);  // as a client asleep on it would have registered
+  for (BlockRef b : *blocks) {
+    RequestRecord ins = one_step_insert(b, 1);
+    ins.deadline_ns = -1;  // waits for the limiter, however long
+    ASSERT_TRUE(raw.chan.requests.try_push(&ins, /*ring_bell=*/false).ok());
+  }
+  raw.bell->ring();
+  uint32_t acked = 0;
+  while (acked < 4) {
+    ResponseRecord rsp{};
+    ASSERT_TRUE(raw.chan.responses.pop(&rsp, 5'000'000'000).ok()) << "acks of the four the queue takes";
+    ASSERT_EQ(rsp.status, 0) << rsp.payload.message;
+    acked += rsp.count;
+  }
+  EXPECT_EQ(acked, 4u);
+  // The owner rings after it pushed the batch's acks: give it a moment.
+  int64_t until = monotonic_ns() + 2'000'000'000;
+  while (answers.sleepers.load() != 0 && monotonic_ns() < until) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(answers.sleepers.load(), 0u) << "a held client with 19 requests queued was left asleep";
 }
 
 // A table's reset frees all of its blocks at once, and the free list is a
