@@ -48,12 +48,16 @@ int64_t monotonic_ns() noexcept {
 
 int64_t deadline_after_ms(int32_t ms) noexcept {
   if (ms < 0) return -1;
-  // The coarse clock is the precise one as of the last tick: behind it by
-  // at most a tick, so two ticks of margin keep the deadline from coming
-  // early. 0 if the kernel has no coarse clock (precise clock instead).
+  // The coarse clock is the precise one as of the last tick it was
+  // advanced at. That is not always the last tick: behind by up to two
+  // ticks and a little (read after the precise clock on a 2-core VM,
+  // HZ=250: 7.96 ms idle and beside CPU hogs, and deadlines from a margin
+  // of two ticks came 44 ns early 20 times in 300 loops of the test), so
+  // three ticks of margin keep the deadline from coming early. 0 if the
+  // kernel has no coarse clock (precise clock instead).
   static const int64_t margin_ns = [] {
     struct timespec res;
-    return clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0 ? 2 * ns_of(res) : int64_t{0};
+    return clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0 ? 3 * ns_of(res) : int64_t{0};
   }();
   struct timespec ts;
   int64_t now = ms >= kCoarseDeadlineMs && margin_ns > 0 && clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) == 0

@@ -19,8 +19,9 @@ int64_t monotonic_ns() noexcept;
 // The CLOCK_MONOTONIC time `ms` milliseconds from now; -1 (no deadline) for
 // ms < 0. Never early. From kCoarseDeadlineMs up it is read from the coarse
 // clock (a writer computes one per insert, and the coarse clock costs a
-// fraction of the precise one) plus two of its ticks, so it may be up to
-// two ticks late (8 ms at HZ=250).
+// fraction of the precise one) plus three of its ticks (it lags the
+// precise clock by up to two), so it may be up to three ticks late (12 ms
+// at HZ=250).
 int64_t deadline_after_ms(int32_t ms) noexcept;
 inline constexpr int32_t kCoarseDeadlineMs = 100;
 
