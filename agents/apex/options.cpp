@@ -16,10 +16,12 @@ void defaults_for(const std::string& name, Options* o) {
     o->batch = 64;
     o->capacity = 200000;
     o->min_replay = 5000;
-    // Two samples per insert: the learner (one update per 32 frames) sets
-    // the pace, and at 4 it held the actors to 2k frames/s; 2 trades some of
-    // the score at 1M frames for twice the frames/s (agents/README.md).
-    o->samples_per_insert = 2;
+    // The learner (one update per 25.6 frames) sets the pace: at 4 samples
+    // per insert it held the actors to 2k frames/s, at 2 the score at 1M
+    // frames came out at 7.5-13.3 (16 of 21 seeds at 10 or more); 2.5
+    // gave 11.7-13.3 against 2's 10.1-11.0 on the same seeds and day, at
+    // 5.6k-6.3k frames/s (bench/results/apex-breakout-spi.json).
+    o->samples_per_insert = 2.5;
     o->target_every = 1000;
     o->steps = 1000000;
     o->solved = 1e9;  // no stopping rule: runs its frames
