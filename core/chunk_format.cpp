@@ -61,7 +61,8 @@ Status read_entry(const void* block, size_t block_size, const ChunkHeader& h, co
 // (the writer moves it), so only its directory is bounded here. Either way
 // capacity is bounded first, so no size computation overflows
 // (validate_signature bounds step bytes).
-// `needed` is read only once capacity is bounded.
+// Callers work `needed` out only for a capacity of at most kMaxChunkSteps
+// (check_layout tests that first), so that it cannot have overflowed.
 Status check_fits(size_t needed, size_t block_size, uint32_t capacity_steps) {
   if (capacity_steps > kMaxChunkSteps || needed > block_size)
     return {Errc::corrupt, "chunk layout for " + std::to_string(capacity_steps) + " steps exceeds its block of " +
