@@ -25,6 +25,7 @@
 #include "agents/common/children.hpp"
 #include "agents/common/episodes.hpp"
 #include "agents/common/evaluate.hpp"
+#include "agents/common/flat_adam.hpp"
 #include "agents/common/env.hpp"
 #include "agents/common/nets.hpp"
 #include "agents/common/params.hpp"
@@ -189,7 +190,7 @@ int run_learner(const Options& o) {
   DuelingQ online(o.env, shape, actions), target(o.env, shape, actions);
   copy_parameters(*online, *target);
   const size_t params = parameter_count(*online);
-  torch::optim::Adam adam(online->parameters(), torch::optim::AdamOptions(o.lr));
+  FlatAdam adam(*online, o.lr);
 
   std::unique_ptr<api::Server> server;
   std::string socket = o.socket;
@@ -268,8 +269,8 @@ int run_learner(const Options& o) {
                                  .mean();
         adam.zero_grad();
         loss.backward();
-        torch::nn::utils::clip_grad_norm_(online->parameters(), 10.0);
-        adam.step();
+        adam.step(10.0);  // the gradient clipped to norm 10 first
+        if (!adam.check()) throw std::runtime_error("the network's parameters left the optimizer's flat tensor");
         ++updates;
 
         torch::Tensor abs_td = td.detach().abs();

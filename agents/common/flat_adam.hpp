@@ -1,0 +1,85 @@
+// Adam with gradient-norm clipping over a module's parameters moved into
+// one flat tensor: the same arithmetic as torch::optim::Adam (no weight
+// decay, no AMSGrad) after torch::nn::utils::clip_grad_norm_ (norm 2), in
+// a handful of tensor operations per step instead of a dozen per parameter
+// tensor. For the small networks of CartPole the per-operation overhead
+// was the step: Adam and the clipping took a fifth of the Ape-X learner's
+// CPU (bench/NOTES.md, "Ape-X CartPole's learner").
+//
+// How: the module's parameters become views of one tensor, and their
+// gradients views of another. Backward accumulates into a gradient that
+// is defined in place (autograd's AccumulateGrad, when the backward pass
+// itself builds no graph), so the views stay views; zero_grad zeroes the
+// flat gradient in place. Caveats: the module must not replace a
+// parameter's tensor or gradient afterwards (set_data, a fresh grad, an
+// optimizer's zero_grad(set_to_none)), and backward must not be called
+// with create_graph. check() says whether the views still hold.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <stdexcept>
+#include <vector>
+
+namespace engram::agents {
+
+class FlatAdam {
+ public:
+  FlatAdam(torch::nn::Module& m, double lr, double beta1 = 0.9, double beta2 = 0.999, double eps = 1e-8)
+      : params_(m.parameters()), lr_(lr), beta1_(beta1), beta2_(beta2), eps_(eps) {
+    int64_t total = 0;
+    for (const auto& p : params_) total += p.numel();
+    torch::NoGradGuard no_grad;
+    param_ = torch::empty({total});
+    grad_ = torch::zeros({total});
+    m_ = torch::zeros({total});
+    v_ = torch::zeros({total});
+    int64_t off = 0;
+    for (auto& p : params_) {
+      if (p.scalar_type() != torch::kFloat32 || !p.is_contiguous())
+        throw std::runtime_error("FlatAdam: parameters must be contiguous float32");
+      torch::Tensor slot = param_.narrow(0, off, p.numel()).view(p.sizes());
+      slot.copy_(p);
+      p.set_data(slot);
+      p.mutable_grad() = grad_.narrow(0, off, p.numel()).view(p.sizes());
+      off += p.numel();
+    }
+  }
+
+  void zero_grad() { grad_.zero_(); }
+
+  // Scales the gradient by min(1, max_norm / (norm + 1e-6)), as
+  // clip_grad_norm_ does, then takes one Adam step. Returns the norm
+  // before clipping.
+  double step(double max_norm) {
+    torch::NoGradGuard no_grad;
+    double norm = grad_.norm().item<double>();
+    if (!std::isfinite(norm)) throw std::runtime_error("FlatAdam: the gradient's norm is not finite");
+    double coef = max_norm / (norm + 1e-6);
+    if (coef < 1.0) grad_.mul_(coef);
+    ++steps_;
+    double bias1 = 1.0 - std::pow(beta1_, static_cast<double>(steps_));
+    double bias2 = 1.0 - std::pow(beta2_, static_cast<double>(steps_));
+    m_.mul_(beta1_).add_(grad_, 1.0 - beta1_);
+    v_.mul_(beta2_).addcmul_(grad_, grad_, 1.0 - beta2_);
+    torch::Tensor denom = (v_.sqrt() / std::sqrt(bias2)).add_(eps_);
+    param_.addcdiv_(m_, denom, -lr_ / bias1);
+    return norm;
+  }
+
+  // Do the parameters and their gradients still share the flat tensors?
+  bool check() const {
+    for (const auto& p : params_)
+      if (!p.is_alias_of(param_) || !p.grad().defined() || !p.grad().is_alias_of(grad_)) return false;
+    return true;
+  }
+
+ private:
+  std::vector<torch::Tensor> params_;
+  torch::Tensor param_, grad_, m_, v_;
+  double lr_, beta1_, beta2_, eps_;
+  int64_t steps_ = 0;
+};
+
+}  // namespace engram::agents

@@ -1,0 +1,62 @@
+// FlatAdam (agents/common/flat_adam.hpp) against what it replaces:
+// torch::optim::Adam after clip_grad_norm_, step by step on twin networks,
+// with gradients large enough to be clipped and small enough not to be.
+#include <gtest/gtest.h>
+
+#include "agents/common/flat_adam.hpp"
+#include "agents/common/nets.hpp"
+
+namespace engram::agents {
+namespace {
+
+double max_difference(torch::nn::Module& a, torch::nn::Module& b) {
+  double d = 0;
+  auto pa = a.parameters(), pb = b.parameters();
+  for (size_t i = 0; i < pa.size(); ++i) d = std::max(d, (pa[i] - pb[i]).abs().max().item<double>());
+  return d;
+}
+
+TEST(FlatAdam, TakesTheStepsOfTorchAdamAfterClipping) {
+  torch::manual_seed(7);
+  const std::vector<int64_t> shape{4};
+  DuelingQ flat(std::string("cartpole"), shape, 2), reference(std::string("cartpole"), shape, 2);
+  copy_parameters(*flat, *reference);
+  FlatAdam fa(*flat, 1e-3);
+  torch::optim::Adam adam(reference->parameters(), torch::optim::AdamOptions(1e-3));
+  ASSERT_EQ(max_difference(*flat, *reference), 0.0) << "moving the parameters must not change them";
+  bool clipped = false, unclipped = false;
+  for (int step = 0; step < 50; ++step) {
+    torch::Tensor x = torch::randn({32, 4});
+    // Targets far off at first (norms well above 10: clipped), then near.
+    torch::Tensor y = torch::randn({32, 2}) * (step < 25 ? 100.0 : 0.01);
+    fa.zero_grad();
+    torch::nn::functional::mse_loss(flat->forward(x), y).backward();
+    double norm = fa.step(10.0);
+    adam.zero_grad();
+    torch::nn::functional::mse_loss(reference->forward(x), y).backward();
+    double ref_norm = torch::nn::utils::clip_grad_norm_(reference->parameters(), 10.0);
+    adam.step();
+    EXPECT_NEAR(norm, ref_norm, 1e-4 * std::max(1.0, ref_norm)) << "step " << step;
+    (norm > 10 ? clipped : unclipped) = true;
+    ASSERT_LT(max_difference(*flat, *reference), 1e-5) << "step " << step;
+    ASSERT_TRUE(fa.check()) << "step " << step;
+  }
+  EXPECT_TRUE(clipped && unclipped) << "both paths of the clipping were taken";
+}
+
+TEST(FlatAdam, ASavedNetworkLoadsIntoAFreshOne) {
+  DuelingQ net(std::string("cartpole"), std::vector<int64_t>{4}, 2);
+  FlatAdam fa(*net, 1e-3);
+  fa.zero_grad();
+  net->forward(torch::randn({8, 4})).sum().backward();
+  fa.step(10.0);
+  std::string path = ::testing::TempDir() + "flat_adam_model.pt";
+  torch::save(net, path);
+  DuelingQ fresh(std::string("cartpole"), std::vector<int64_t>{4}, 2);
+  torch::load(fresh, path);
+  EXPECT_EQ(max_difference(*net, *fresh), 0.0);
+  EXPECT_EQ(flatten_parameters(*net), flatten_parameters(*fresh));
+}
+
+}  // namespace
+}  // namespace engram::agents
