@@ -20,6 +20,7 @@
 
 #include <cmath>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace engram::agents {
@@ -55,7 +56,10 @@ class FlatAdam {
   double step(double max_norm) {
     torch::NoGradGuard no_grad;
     double norm = grad_.norm().item<double>();
-    if (!std::isfinite(norm)) throw std::runtime_error("FlatAdam: the gradient's norm is not finite");
+    // clip_grad_norm_ would scale by NaN here and poison every parameter.
+    if (!std::isfinite(norm))
+      throw std::runtime_error("the gradient's norm is " + std::to_string(norm) +
+                               ": the loss diverged (try a lower learning rate, --lr)");
     double coef = max_norm / (norm + 1e-6);
     if (coef < 1.0) grad_.mul_(coef);
     ++steps_;

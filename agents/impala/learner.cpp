@@ -27,6 +27,7 @@
 #include "agents/common/env.hpp"
 #include "agents/common/episodes.hpp"
 #include "agents/common/evaluate.hpp"
+#include "agents/common/flat_adam.hpp"
 #include "agents/common/nets.hpp"
 #include "agents/common/params.hpp"
 #include "agents/common/replace_tables.hpp"
@@ -293,7 +294,7 @@ int run_learner(const Options& o) {
   const int actions = probe->num_actions();
   PolicyValue net(o.env, shape, actions);
   const size_t params = parameter_count(*net);
-  torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(o.lr));
+  FlatAdam adam(*net, o.lr);
 
   std::unique_ptr<Transport> transport;
   EngramTransport* engram = nullptr;  // for its clock: the handoff has no engram calls
@@ -372,8 +373,8 @@ int run_learner(const Options& o) {
     Loss loss = impala_loss(logits, action, values, targets, o.baseline_cost, o.entropy_cost);
     adam.zero_grad();
     (loss.total / static_cast<double>(T * B)).backward();
-    torch::nn::utils::clip_grad_norm_(net->parameters(), o.clip_grad_norm);
-    adam.step();
+    adam.step(o.clip_grad_norm);  // the gradient clipped to that norm first
+    if (!adam.check()) throw std::runtime_error("the network's parameters left the optimizer's flat tensor");
     ++updates;
     flat = flatten_parameters(*net);
     transport->publish(static_cast<int64_t>(updates) + 1, flat);
