@@ -19,9 +19,9 @@ int64_t monotonic_ns() noexcept;
 // The CLOCK_MONOTONIC time `ms` milliseconds from now; -1 (no deadline) for
 // ms < 0. Never early (but see below). From kCoarseDeadlineMs up it is
 // read from the coarse clock (a writer computes one per insert, and the
-// coarse clock costs a fraction of the precise one) plus three of its ticks (it lags the
-// precise clock by up to two), so it may be up to three ticks late (12 ms
-// at HZ=250). A tick held up by more than one more (a VM's vCPU paused
+// coarse clock costs a fraction of the precise one) plus three of its
+// ticks (it lags the precise clock by up to two), so it may be up to three
+// ticks late (12 ms at HZ=250). A tick held up by more than one more (a VM's vCPU paused
 // then) lets the coarse clock lag further, and such a deadline can come
 // early by the excess.
 int64_t deadline_after_ms(int32_t ms) noexcept;

@@ -34,8 +34,8 @@ struct Options {
   double samples_per_insert = 8;
   // Updates between copies to the target network. CartPole's: at 250, runs
   // solved within 300k steps in about half the seeds, ending many at
-  // 463-472; at 100, ten of ten, and 4 of 5 in the committed run
-  // (bench/NOTES.md, "Ape-X CartPole's target network").
+  // 463-472; at 100, ten of ten (bench/NOTES.md, "Ape-X CartPole's
+  // target network").
   int target_every = 100;
   int publish_every = 20;   // updates between parameter publishes
   int pull_every = 400;     // an actor's frames between parameter pulls

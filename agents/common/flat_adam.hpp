@@ -4,7 +4,7 @@
 // a handful of tensor operations per step instead of a dozen per parameter
 // tensor. For the small networks of CartPole the per-operation overhead
 // was the step: Adam and the clipping took a fifth of the Ape-X learner's
-// CPU (bench/NOTES.md, "Ape-X CartPole's learner").
+// main thread (bench/NOTES.md, "Ape-X CartPole's learner").
 //
 // How: the module's parameters become views of one tensor, and their
 // gradients views of another. Backward accumulates into a gradient that
@@ -13,7 +13,8 @@
 // flat gradient in place. Caveats: the module must not replace a
 // parameter's tensor or gradient afterwards (set_data, a fresh grad, an
 // optimizer's zero_grad(set_to_none)), and backward must not be called
-// with create_graph. check() says whether the views still hold.
+// with create_graph; step() checks that the views still hold (a few
+// pointer comparisons) and throws if not, rather than train nothing.
 #pragma once
 
 #include <torch/torch.h>
@@ -54,6 +55,7 @@ class FlatAdam {
   // clip_grad_norm_ does, then takes one Adam step. Returns the norm
   // before clipping.
   double step(double max_norm) {
+    if (!check()) throw std::runtime_error("the network's parameters left the optimizer's flat tensor");
     torch::NoGradGuard no_grad;
     double norm = grad_.norm().item<double>();
     // clip_grad_norm_ would scale by NaN here and poison every parameter.
