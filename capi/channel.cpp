@@ -42,6 +42,12 @@ Status engram_table::pump(uint64_t id, ResponseRecord* mine, const std::function
       Owed& o = owed.front();
       bool last = !(o.op == RequestOp::sample && r.status == 0 && r.count > 0 && r.index + sample_items(r) < r.count);
       bool is_mine = r.id == id && o.op != RequestOp::insert;
+      // engram_sample_begin's sample, answered while its caller does something else.
+      bool begun_now = !is_mine && o.op == RequestOp::sample && begun && begun->id == r.id;
+      if (begun_now && !begun->complete) {
+        Status b = take_sample_record(r, &begun->items, &begun->plain_steps, &begun->complete);
+        if (!b.ok()) begun->status = b;
+      }
       if (o.op == RequestOp::insert) writer_on_ack(o.writer, this, response_status(r), 0, o);
       if (o.unawaited) {  // engram_update_priorities_async: nobody waits for this answer
         --unawaited;
@@ -51,7 +57,7 @@ Status engram_table::pump(uint64_t id, ResponseRecord* mine, const std::function
       }
       if (last) {
         // A sample whose caller gave up waiting still pinned its chunks.
-        bool orphan = o.op == RequestOp::sample && !is_mine && r.status == 0 && r.count > 0;
+        bool orphan = o.op == RequestOp::sample && !is_mine && !begun_now && r.status == 0 && r.count > 0;
         credit_used -= o.credit;
         owed.pop_front();
         if (orphan) {
@@ -69,6 +75,9 @@ Status engram_table::pump(uint64_t id, ResponseRecord* mine, const std::function
     }
     if (done && done()) return Status::Ok();
     if (id == 0 && !done) return Status::Ok();
+    // An answer routed elsewhere would never come: fail, not wait for ever.
+    if (id != 0 && std::none_of(owed.begin(), owed.end(), [id](const Owed& o) { return o.id == id; }))
+      return {Errc::corrupt, "table " + name + ": waiting for request " + std::to_string(id) + ", which is not owed"};
     if (Status u = usable(); !u.ok()) return u;
     // Checked between slices of the wait below, so an interrupt ends it
     // within one slice (kSliceNs).

@@ -57,6 +57,14 @@ void writer_on_ack(engram_writer* w, engram_table* t, const Status& s, uint64_t 
 void writers_send_pending(engram_client* c, engram_table* t);
 
 const engram_table* engram_batch_table(const engram_batch* b) noexcept;
+// Takes one response record of a sample: its items go to *items, and for
+// each its chunk's plain_steps to *plain_steps; *complete once the sample's
+// last record (or an error answer, returned) came.
+// Before table t closes: ends its begun sample (engram_sample_begin), if
+// any, so that nothing stays pinned for it.
+void end_begun_sample(engram_table* t);
+Status take_sample_record(const ResponseRecord& rsp, std::vector<SampledItemWire>* items,
+                          std::vector<uint32_t>* plain_steps, bool* complete);
 // The columns of a C signature with their compression (comp may be NULL:
 // none), validated.
 Status columns_from_c(const engram_column* cols, uint32_t n, const engram_compression* comp, std::vector<Column>* out);
@@ -188,6 +196,20 @@ struct engram_table {
   // call reports it.
   uint32_t unawaited = 0;
   engram::Status unawaited_error;
+  // The sample sent by engram_sample_begin and not yet collected by
+  // engram_sample_end (one at a time). pump() keeps its records as they
+  // come while the caller makes other calls on the handle; complete once
+  // the last came (or an error answer, kept in status).
+  struct BegunSample {
+    uint64_t id = 0;
+    int64_t deadline_ns = 0;
+    uint32_t num_steps = 0;
+    std::vector<engram::SampledItemWire> items;
+    std::vector<uint32_t> plain_steps;
+    engram::Status status;
+    bool complete = false;
+  };
+  std::unique_ptr<BegunSample> begun;
   struct Decoded {                      // one column of one chunk, decoded (engram_sample)
     uint64_t block = 0;                 // pack_block() of it; 0: none
     std::vector<char> bytes;

@@ -23,6 +23,30 @@ struct engram_batch {
 
 namespace engram {
 const engram_table* engram_batch_table(const engram_batch* b) noexcept { return b->table; }
+
+Status take_sample_record(const ResponseRecord& rsp, std::vector<SampledItemWire>* items,
+                          std::vector<uint32_t>* plain_steps, bool* complete) {
+  *complete = true;
+  if (Status s = response_status(rsp); !s.ok()) return s;
+  if (rsp.count == 0) return Status::Ok();
+  uint32_t n = sample_items(rsp);
+  if (rsp.index != items->size() || n == 0 || n > kPackedItems || n > rsp.count - rsp.index)
+    return {Errc::corrupt, "sample response out of order or with a bad item count"};
+  if (rsp.op == static_cast<uint32_t>(RequestOp::sample_packed)) {
+    for (uint32_t k = 0; k < n; ++k) {
+      const PackedItemWire& p = rsp.payload.packed.items[k];
+      items->push_back({p.key, p.priority, p.probability, p.times_sampled, p.table_size, 1, 0, {p.ref}});
+      plain_steps->push_back(rsp.payload.packed.plain_steps[k]);
+    }
+  } else {
+    if (rsp.payload.item.num_refs == 0 || rsp.payload.item.num_refs > kRecordRefs)
+      return {Errc::corrupt, "sample response with a bad reference count"};
+    items->push_back(rsp.payload.item);
+    plain_steps->push_back(0);
+  }
+  *complete = rsp.index + n == rsp.count;
+  return Status::Ok();
+}
 }  // namespace engram
 
 namespace {
@@ -54,11 +78,9 @@ bool give_up(engram_table* t, uint64_t id) {
   }
 }
 
-// Sends a sample request and collects its item records, and for each item
-// its chunk's plain_steps (0: read the header). The chunks stay pinned
-// until release(id).
-Status request_sample(engram_table* t, const engram_sample_options* o, uint64_t* id, std::vector<SampledItemWire>* items,
-                      std::vector<uint32_t>* plain_steps) {
+// Sends a sample request; its chunks stay pinned from when the owner draws
+// them until release(id).
+Status send_sample(engram_table* t, const engram_sample_options* o, uint64_t* id, int64_t* deadline_ns) {
   RequestRecord r{};
   r.op = static_cast<uint32_t>(RequestOp::sample);
   r.count = o->batch_size;
@@ -70,12 +92,16 @@ Status request_sample(engram_table* t, const engram_sample_options* o, uint64_t*
                   : o->timeout_ms < 0 ? monotonic_ns() + kForeverNs
                                       : deadline_after_ms(o->timeout_ms);
   *id = r.id;
-  if (Status s = t->send(r, Owed{RequestOp::sample, r.id, o->batch_size, nullptr, {}}, r.deadline_ns); !s.ok()) return s;
-  items->clear();
-  items->reserve(o->batch_size);
-  plain_steps->clear();
-  plain_steps->reserve(o->batch_size);
-  int64_t wait_until = r.deadline_ns <= 0 ? -1 : r.deadline_ns;
+  *deadline_ns = r.deadline_ns;
+  return t->send(r, Owed{RequestOp::sample, r.id, o->batch_size, nullptr, {}}, r.deadline_ns);
+}
+
+// Collects the item records of sample `id` (sent with deadline_ns) that
+// have not arrived yet, appending to *items and *plain_steps (for each
+// item its chunk's plain_steps; 0: read the header).
+Status collect_sample(engram_table* t, uint64_t id, int64_t deadline_ns, std::vector<SampledItemWire>* items,
+                      std::vector<uint32_t>* plain_steps) {
+  int64_t wait_until = deadline_ns <= 0 ? -1 : deadline_ns;
   struct Rearm {  // puts back an interrupt this call took but did not act on
     engram_client* c;
     bool on = false;
@@ -85,18 +111,18 @@ Status request_sample(engram_table* t, const engram_sample_options* o, uint64_t*
   } rearm{t->client};
   for (;;) {
     ResponseRecord rsp;
-    Status s = t->pump(r.id, &rsp, nullptr, wait_until);
+    Status s = t->pump(id, &rsp, nullptr, wait_until);
     // At the deadline, or interrupted, the owner may be applying the
     // sample right now (or be stalled just before): the gate decides, and
     // both sides agree.
-    if (s.code() == Errc::interrupted && r.deadline_ns == 0) {
+    if (s.code() == Errc::interrupted && deadline_ns == 0) {
       // No gate for a sample that does not wait: the owner answers it at
       // once, so take the answer and leave the interrupt for the next wait.
       rearm.on = true;
       continue;
     }
     if ((s.code() == Errc::timeout && wait_until >= 0) || s.code() == Errc::interrupted) {
-      if (give_up(t, r.id)) {
+      if (give_up(t, id)) {
         // Long before its deadline: the owner drops it when rung, and the
         // requests behind it on this channel go on.
         if (s.code() == Errc::interrupted) t->bell->ring();
@@ -106,25 +132,21 @@ Status request_sample(engram_table* t, const engram_sample_options* o, uint64_t*
       continue;
     }
     if (!s.ok()) return s;
-    if (Status s = response_status(rsp); !s.ok()) return s;
-    if (rsp.count == 0) return Status::Ok();
-    uint32_t n = sample_items(rsp);
-    if (rsp.index != items->size() || n == 0 || n > kPackedItems || n > rsp.count - rsp.index)
-      return {Errc::corrupt, "sample response out of order or with a bad item count"};
-    if (rsp.op == static_cast<uint32_t>(RequestOp::sample_packed)) {
-      for (uint32_t k = 0; k < n; ++k) {
-        const PackedItemWire& p = rsp.payload.packed.items[k];
-        items->push_back({p.key, p.priority, p.probability, p.times_sampled, p.table_size, 1, 0, {p.ref}});
-        plain_steps->push_back(rsp.payload.packed.plain_steps[k]);
-      }
-    } else {
-      if (rsp.payload.item.num_refs == 0 || rsp.payload.item.num_refs > kRecordRefs)
-        return {Errc::corrupt, "sample response with a bad reference count"};
-      items->push_back(rsp.payload.item);
-      plain_steps->push_back(0);
-    }
-    if (rsp.index + n == rsp.count) return Status::Ok();
+    bool complete = false;
+    if (Status a = take_sample_record(rsp, items, plain_steps, &complete); !a.ok() || complete) return a;
   }
+}
+
+// Sends a sample request and collects its item records.
+Status request_sample(engram_table* t, const engram_sample_options* o, uint64_t* id, std::vector<SampledItemWire>* items,
+                      std::vector<uint32_t>* plain_steps) {
+  int64_t deadline_ns = 0;
+  if (Status s = send_sample(t, o, id, &deadline_ns); !s.ok()) return s;
+  items->clear();
+  items->reserve(o->batch_size);
+  plain_steps->clear();
+  plain_steps->reserve(o->batch_size);
+  return collect_sample(t, *id, deadline_ns, items, plain_steps);
 }
 
 void release(engram_table* t, uint64_t id) {
@@ -302,7 +324,67 @@ Status unawaited_refusal(engram_table* t, bool wait_all) {
   return std::exchange(t->unawaited_error, Status::Ok());
 }
 
+// Refuses a second sample on a handle while one begun is not collected:
+// its answer comes first on the channel, and the gate (ChannelHeader::
+// sample_gate) cancels "through" an id, so a caller that gave up on the
+// later one would cancel the begun one too.
+Status not_begun(const engram_table* t) {
+  if (!t->begun) return Status::Ok();
+  return {Errc::invalid_argument, "a sample begun on table " + t->name +
+                                      " is not collected yet: call engram_sample_end first (one sample at a time per "
+                                      "table handle; another connection has a handle of its own)"};
+}
+
+Status check_buffers(const engram_table* t, void* const* buffers) {
+  for (uint32_t c = 0; c < t->spec.num_columns; ++c)
+    if (!buffers[c])
+      return {Errc::invalid_argument, "buffers[" + std::to_string(c) + "] (column " + t->column_names[c] +
+                                          ") is NULL; pass one buffer per column of the table"};
+  return Status::Ok();
+}
+
+// Checks and copies the items of a sample into the caller's buffers.
+Status copy_out(engram_table* t, const std::vector<SampledItemWire>& items, const std::vector<uint32_t>& plain_steps,
+                uint32_t num_steps, void* const* buffers, engram_sample_info* infos) {
+  const TableSpec& spec = t->spec;
+  prefetch_headers(t, items, nullptr);
+  ChunkHeader headers[kRecordRefs];
+  PlainLayout layout;  // one writer's chunks share it
+  for (uint32_t i = 0; i < items.size(); ++i) {
+    const SampledItemWire& it = items[i];
+    prefetch_item_data(t, items, i);
+    if (infos) infos[i] = info_of(it);
+    if (copy_plain_item(t, it, plain_steps[i], num_steps, &layout, buffers, i)) continue;
+    if (Status s = check_item(t, it, plain_steps[i], num_steps, headers); !s.ok()) return s;
+    for (uint32_t c = 0; c < spec.num_columns; ++c) {
+      size_t step = column_step_bytes(spec.columns[c]);
+      char* dst = static_cast<char*>(buffers[c]) + size_t{i} * num_steps * step;
+      for (uint32_t k = 0; k < it.num_refs; ++k) {
+        if (Status s = copy_steps(t, it.refs[k], headers[k], c, dst); !s.ok()) return s;
+        dst += size_t{it.refs[k].length} * step;
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+namespace engram {
+void end_begun_sample(engram_table* t) {
+  if (!t->begun) return;
+  std::unique_ptr<engram_table::BegunSample> b = std::move(t->begun);
+  if (t->client->disconnected || !t->usable().ok()) return;  // the pins went with the channel
+  if (b->complete) {
+    release(t, b->id);
+    return;
+  }
+  // Not answered in full: cancelled if the owner has not drawn it yet (rung,
+  // so that one the rate limiter holds is answered now), else its records
+  // still to come are an orphan's, whose pins pump() gives back.
+  if (b->deadline_ns > 0 && give_up(t, b->id)) t->bell->ring();
+}
+}  // namespace engram
 
 extern "C" {
 
@@ -321,42 +403,53 @@ int engram_sample(engram_table* t, const engram_sample_options* o, void* const* 
   if (!t || !o || !buffers || !count) return fail(Errc::invalid_argument, "table, options, buffers or count is NULL");
   *count = 0;
   if (Status s = check_options(t, o); !s.ok()) return set_error(s);
+  if (Status s = not_begun(t); !s.ok()) return set_error(s);
   // Before the request: a sample that cannot be copied out must not take items.
-  for (uint32_t c = 0; c < t->spec.num_columns; ++c)
-    if (!buffers[c])
-      return fail(Errc::invalid_argument, "buffers[" + std::to_string(c) + "] (column " + t->column_names[c] +
-                                              ") is NULL; pass one buffer per column of the table");
+  if (Status s = check_buffers(t, buffers); !s.ok()) return set_error(s);
   uint64_t id = 0;
   std::vector<SampledItemWire> items;
   std::vector<uint32_t> plain_steps;
   Status s = request_sample(t, o, &id, &items, &plain_steps);
-  if (!s.ok()) {
-    if (id && s.code() != Errc::disconnected) release(t, id);
-    return set_error(s);
-  }
-  const TableSpec& spec = t->spec;
-  prefetch_headers(t, items, nullptr);
-  ChunkHeader headers[kRecordRefs];
-  PlainLayout layout;  // one writer's chunks share it
-  for (uint32_t i = 0; i < items.size() && s.ok(); ++i) {
-    const SampledItemWire& it = items[i];
-    prefetch_item_data(t, items, i);
-    if (infos) infos[i] = info_of(it);
-    if (copy_plain_item(t, it, plain_steps[i], o->num_steps, &layout, buffers, i)) continue;
-    s = check_item(t, it, plain_steps[i], o->num_steps, headers);
-    if (!s.ok()) break;
-    for (uint32_t c = 0; c < spec.num_columns && s.ok(); ++c) {
-      size_t step = column_step_bytes(spec.columns[c]);
-      char* dst = static_cast<char*>(buffers[c]) + size_t{i} * o->num_steps * step;
-      for (uint32_t k = 0; k < it.num_refs && s.ok(); ++k) {
-        s = copy_steps(t, it.refs[k], headers[k], c, dst);
-        dst += size_t{it.refs[k].length} * step;
-      }
-    }
-  }
-  release(t, id);
+  if (s.ok()) s = copy_out(t, items, plain_steps, o->num_steps, buffers, infos);
+  if (id && s.code() != Errc::disconnected) release(t, id);
   if (!s.ok()) return set_error(s);
   *count = static_cast<uint32_t>(items.size());
+  return ENGRAM_OK;
+  ENGRAM_GUARD_END
+}
+
+int engram_sample_begin(engram_table* t, const engram_sample_options* o) {
+  ENGRAM_GUARD_BEGIN
+  if (!t || !o) return fail(Errc::invalid_argument, "table or options is NULL");
+  if (Status s = check_options(t, o); !s.ok()) return set_error(s);
+  if (Status s = not_begun(t); !s.ok()) return set_error(s);
+  auto b = std::make_unique<engram_table::BegunSample>();
+  b->num_steps = o->num_steps;
+  b->items.reserve(o->batch_size);
+  b->plain_steps.reserve(o->batch_size);
+  if (Status s = send_sample(t, o, &b->id, &b->deadline_ns); !s.ok()) return set_error(s);
+  t->begun = std::move(b);
+  return ENGRAM_OK;
+  ENGRAM_GUARD_END
+}
+
+int engram_sample_end(engram_table* t, void* const* buffers, engram_sample_info* infos, uint32_t* count) {
+  ENGRAM_GUARD_BEGIN
+  if (!t || !buffers || !count) return fail(Errc::invalid_argument, "table, buffers or count is NULL");
+  *count = 0;
+  if (!t->begun)
+    return fail(Errc::invalid_argument, "no sample was begun on table " + t->name + ": call engram_sample_begin first");
+  // Before anything is taken: the sample stays begun, for a call with buffers.
+  if (Status s = check_buffers(t, buffers); !s.ok()) return set_error(s);
+  engram_table::BegunSample& b = *t->begun;
+  Status s = b.status;
+  if (s.ok() && !b.complete) s = collect_sample(t, b.id, b.deadline_ns, &b.items, &b.plain_steps);
+  if (s.ok()) s = copy_out(t, b.items, b.plain_steps, b.num_steps, buffers, infos);
+  if (s.code() != Errc::disconnected) release(t, b.id);
+  uint32_t n = static_cast<uint32_t>(b.items.size());
+  t->begun.reset();  // ended, whatever the outcome
+  if (!s.ok()) return set_error(s);
+  *count = n;
   return ENGRAM_OK;
   ENGRAM_GUARD_END
 }
@@ -366,6 +459,7 @@ int engram_sample_view(engram_table* t, const engram_sample_options* o, engram_b
   if (!t || !o || !out) return fail(Errc::invalid_argument, "table, options or out is NULL");
   *out = nullptr;
   if (Status s = check_options(t, o); !s.ok()) return set_error(s);
+  if (Status s = not_begun(t); !s.ok()) return set_error(s);
   auto b = std::make_unique<engram_batch>();
   b->table = t;
   std::vector<uint32_t> plain_steps;

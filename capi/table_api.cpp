@@ -135,6 +135,7 @@ void engram_table_close(engram_table* t) {
     for (engram_batch* b : c->batches)
       if (engram_batch_table(b) == t) mine.push_back(b);
     for (engram_batch* b : mine) engram_batch_release(b);
+    end_begun_sample(t);
     // Writers' items for this table that still wait for their chunk go now;
     // the writers keep no other pointer to the table, only its id, and
     // their holds on this channel go back with it.

@@ -446,6 +446,113 @@ TEST_F(CApi, AnAsyncUpdateTheServerRefusesIsReportedByTheNextPriorityCall) {
   engram_table_close(t);
 }
 
+// engram_sample_begin sends the request in turn with the handle's other
+// calls: the batch sees the update sent before it and not the one after,
+// and its records, answered while the caller makes another call on the
+// handle (here a delete, whose answer comes after them), are kept for
+// engram_sample_end, byte for byte.
+TEST_F(CApi, ASampleBegunIsDrawnInTurnAndCollectedLater) {
+  ASSERT_EQ(create("prio", 100, ENGRAM_PRIORITIZED), ENGRAM_OK);
+  engram_table* t = open("prio");
+  engram_writer* w = writer(cols_, 2);
+  std::vector<uint64_t> keys = insert_items(w, t, 3);
+  ASSERT_EQ(keys.size(), 3u);
+  engram_writer_close(w);
+  double zero = 0.0, one = 1.0;
+  ASSERT_EQ(engram_update_priorities_async(t, &keys[0], &zero, 1), ENGRAM_OK) << last();
+  engram_sample_options so = batch_options(64, 1);
+  so.timeout_ms = 5000;
+  ASSERT_EQ(engram_sample_begin(t, &so), ENGRAM_OK) << last();
+  ASSERT_EQ(engram_update_priorities_async(t, &keys[0], &one, 1), ENGRAM_OK) << last();
+  ASSERT_EQ(engram_update_priorities_async(t, &keys[1], &zero, 1), ENGRAM_OK) << last();
+  uint64_t unknown = 123456789;
+  int32_t result = 0;
+  ASSERT_EQ(engram_delete_items(t, &unknown, 1, &result), ENGRAM_OK) << last();
+  EXPECT_EQ(result, ENGRAM_E_UNKNOWN_KEY);
+
+  uint8_t obs[64 * 20];
+  float rew[64];
+  void* bufs[2] = {obs, rew};
+  std::vector<engram_sample_info> info(64);
+  uint32_t n = 0;
+  ASSERT_EQ(engram_sample_end(t, bufs, info.data(), &n), ENGRAM_OK) << last();
+  ASSERT_EQ(n, 64u);
+  std::set<uint64_t> seen;
+  for (uint32_t i = 0; i < n; ++i) {
+    seen.insert(info[i].key);
+    EXPECT_NE(info[i].key, keys[0]) << "drawn before the update sent before it";
+    uint8_t v = info[i].key == keys[1] ? 1 : 2;  // insert_items: step i filled with byte i
+    for (int k = 0; k < 20; ++k) ASSERT_EQ(obs[i * 20 + k], v) << "item " << i;
+    EXPECT_EQ(rew[i], float(v));
+    EXPECT_DOUBLE_EQ(info[i].probability, 0.5);
+  }
+  EXPECT_EQ(seen.size(), 2u) << "both items of priority 1";
+
+  // The next batch sees the updates sent after the first began.
+  ASSERT_EQ(engram_sample_begin(t, &so), ENGRAM_OK) << last();
+  ASSERT_EQ(engram_sample_end(t, bufs, info.data(), &n), ENGRAM_OK) << last();
+  ASSERT_EQ(n, 64u);
+  for (uint32_t i = 0; i < n; ++i) EXPECT_NE(info[i].key, keys[1]) << "an item of priority 0 was drawn";
+
+  // Nothing stays pinned: without items, every block is free.
+  ASSERT_EQ(engram_table_reset(c_, "prio"), ENGRAM_OK) << last();
+  Control ctl(socket_);
+  ASSERT_TRUE(ctl.ok());
+  StatusReply st = ctl.status();
+  EXPECT_EQ(st.blocks_free, st.blocks_total) << st.blocks_sealed << " blocks still sealed: a sample's pins stayed";
+  engram_table_close(t);
+}
+
+TEST_F(CApi, OneSampleAtATimeIsBegunAndMisuseIsRefusedWithTheRule) {
+  ASSERT_EQ(create("replay"), ENGRAM_OK);
+  engram_table* t = open("replay");
+  engram_writer* w = writer(cols_, 2);
+  insert_items(w, t, 4);
+  uint8_t obs[8 * 20];
+  float rew[8];
+  void* bufs[2] = {obs, rew};
+  void* half[2] = {obs, nullptr};
+  uint32_t n = 7;
+  EXPECT_EQ(engram_sample_end(t, bufs, nullptr, &n), ENGRAM_E_INVALID);
+  EXPECT_NE(last().find("engram_sample_begin first"), std::string::npos) << last();
+  EXPECT_EQ(n, 0u);
+  const engram_sample_options so = batch_options(8, 1);
+  EXPECT_EQ(engram_sample_begin(nullptr, &so), ENGRAM_E_INVALID);
+  EXPECT_EQ(engram_sample_begin(t, nullptr), ENGRAM_E_INVALID);
+  engram_sample_options zero = so;
+  zero.batch_size = 0;
+  EXPECT_EQ(engram_sample_begin(t, &zero), ENGRAM_E_RANGE);
+
+  ASSERT_EQ(engram_sample_begin(t, &so), ENGRAM_OK) << last();
+  EXPECT_EQ(engram_sample_begin(t, &so), ENGRAM_E_INVALID);
+  EXPECT_NE(last().find("engram_sample_end first"), std::string::npos) << last();
+  EXPECT_EQ(engram_sample(t, &so, bufs, nullptr, &n), ENGRAM_E_INVALID);
+  engram_batch* b = nullptr;
+  EXPECT_EQ(engram_sample_view(t, &so, &b), ENGRAM_E_INVALID);
+  EXPECT_EQ(b, nullptr);
+  // A NULL buffer leaves the sample begun.
+  EXPECT_EQ(engram_sample_end(t, half, nullptr, &n), ENGRAM_E_INVALID);
+  EXPECT_NE(last().find("buffers[1]"), std::string::npos) << last();
+  EXPECT_EQ(engram_sample_end(t, bufs, nullptr, nullptr), ENGRAM_E_INVALID);
+  ASSERT_EQ(engram_sample_end(t, bufs, nullptr, &n), ENGRAM_OK) << last();
+  EXPECT_EQ(n, 8u);
+  EXPECT_EQ(engram_sample_end(t, bufs, nullptr, &n), ENGRAM_E_INVALID) << "ended";
+  // Another connection's handle samples meanwhile.
+  engram_client* c2 = connect_c(socket_);
+  ASSERT_NE(c2, nullptr);
+  engram_table* t2 = nullptr;
+  ASSERT_EQ(engram_table_open(c2, "replay", &t2), ENGRAM_OK) << last();
+  ASSERT_EQ(engram_sample_begin(t, &so), ENGRAM_OK) << last();
+  ASSERT_EQ(engram_sample(t2, &so, bufs, nullptr, &n), ENGRAM_OK) << last();
+  ASSERT_EQ(engram_sample_end(t, bufs, nullptr, &n), ENGRAM_OK) << last();
+  EXPECT_EQ(n, 8u);
+  engram_disconnect(c2);
+  // A table closed with a sample begun and not collected.
+  ASSERT_EQ(engram_sample_begin(t, &so), ENGRAM_OK) << last();
+  engram_writer_close(w);
+  engram_table_close(t);
+}
+
 TEST_F(CApi, UnknownTableIsNotFoundAndNamesTheTables) {
   ASSERT_EQ(create("replay"), ENGRAM_OK);
   engram_table* t = nullptr;
@@ -726,6 +833,62 @@ TEST_F(CApiInterrupt, ABlockedSampleReturnsAndTakesNothing) {
   engram_table_info_init(&i);
   ASSERT_EQ(engram_table_info_get(c_, "q", &i), ENGRAM_OK);
   EXPECT_EQ(i.samples, 1u) << "the interrupted sample sampled nothing";
+}
+
+// A begun sample that the rate limiter holds: engram_sample_end waits for
+// it until the timeout given to engram_sample_begin, or until interrupted,
+// and a cancelled one takes nothing; closing the table cancels one too,
+// at once.
+TEST_F(CApiInterrupt, ABegunSampleTimesOutOrIsInterruptedAndTakesNothing) {
+  queue(10);
+  uint8_t obs[20] = {};
+  float r;
+  void* bufs[2] = {obs, &r};
+  uint32_t n = 9;
+  engram_sample_options so = batch_options(1, 1);
+  so.timeout_ms = 0;
+  ASSERT_EQ(engram_sample_begin(t_, &so), ENGRAM_OK) << last();
+  EXPECT_EQ(engram_sample_end(t_, bufs, nullptr, &n), ENGRAM_E_RATE_LIMITED) << last();
+  EXPECT_EQ(n, 0u);
+
+  so.timeout_ms = 200;
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(engram_sample_begin(t_, &so), ENGRAM_OK) << last();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(engram_sample_end(t_, bufs, nullptr, &n), ENGRAM_E_TIMEOUT) << last();
+  double waited = since(t0);
+  EXPECT_GE(waited, 0.19) << "the timeout counts from the begin";
+  EXPECT_LT(waited, 0.2 + 0.5);
+
+  so.timeout_ms = -1;
+  ASSERT_EQ(engram_sample_begin(t_, &so), ENGRAM_OK) << last();
+  std::thread k = interrupt_after(200);
+  t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(engram_sample_end(t_, bufs, nullptr, &n), ENGRAM_E_INTERRUPTED) << last();
+  k.join();
+  EXPECT_LT(since(t0), 0.2 + 0.5);
+
+  // Closed with a sample held: it is cancelled, and closing does not wait for it.
+  engram_client* c2 = connect_c(socket_);
+  ASSERT_NE(c2, nullptr);
+  engram_table* t2 = nullptr;
+  ASSERT_EQ(engram_table_open(c2, "q", &t2), ENGRAM_OK) << last();
+  ASSERT_EQ(engram_sample_begin(t2, &so), ENGRAM_OK) << last();
+  t0 = std::chrono::steady_clock::now();
+  engram_table_close(t2);
+  EXPECT_LT(since(t0), 0.5);
+  engram_disconnect(c2);
+
+  put(7);
+  ASSERT_EQ(engram_writer_flush(w_, 5000), ENGRAM_OK) << last();
+  ASSERT_EQ(engram_sample_begin(t_, &so), ENGRAM_OK) << last();
+  ASSERT_EQ(engram_sample_end(t_, bufs, nullptr, &n), ENGRAM_OK) << last();
+  EXPECT_EQ(n, 1u);
+  EXPECT_EQ(obs[0], 7);
+  engram_table_info i;
+  engram_table_info_init(&i);
+  ASSERT_EQ(engram_table_info_get(c_, "q", &i), ENGRAM_OK);
+  EXPECT_EQ(i.samples, 1u) << "a timed-out, interrupted or cancelled sample sampled nothing";
 }
 
 TEST_F(CApiInterrupt, AnInterruptWithNoWaitEndsTheNextWaitOnly) {

@@ -146,6 +146,18 @@ TEST_F(Wrapper, ARoundTripThroughEveryHandle) {
   n = t.sample(api::sample_options(8, 1, 1000), bufs);
   ASSERT_EQ(n, 8u);
   for (uint32_t i = 0; i < n; ++i) EXPECT_EQ(action[i], 5);
+  // Begun now, collected later: drawn after the update sent before it.
+  prio[5] = 0.0;
+  prio[6] = 1.0;
+  t.update_priorities_async(keys, prio);
+  t.sample_begin(api::sample_options(8, 1, 1000));
+  EXPECT_THROW(t.sample_begin(api::sample_options(8, 1, 1000)), api::Error) << "one at a time";
+  std::vector<engram_sample_info> few(2);
+  EXPECT_THROW(t.sample_end(bufs, few), api::Error) << "fewer infos than batch_size";
+  n = t.sample_end(bufs, infos);
+  ASSERT_EQ(n, 8u);
+  for (uint32_t i = 0; i < n; ++i) EXPECT_EQ(action[i], 6);
+  EXPECT_THROW(t.sample_end(bufs), api::Error) << "nothing begun";
   std::vector<double> bad(keys.size(), -1.0);
   EXPECT_THROW(t.update_priorities_async(keys, bad), api::Error);
   std::vector<double> short_prio(1, 1.0);

@@ -437,6 +437,7 @@ class Table(_Child):
         self.columns = [(cols[i].name.decode(), _DTYPES[cols[i].dtype - 1],
                          tuple(cols[i].shape[k] for k in range(cols[i].rank))) for i in range(n.value)]
         self._batches = weakref.WeakSet()
+        self._begun = None  # (batch_size, num_steps) of the sample begun
 
     def close(self):
         if self._p is None:
@@ -469,12 +470,35 @@ class Table(_Child):
         table_size). n < batch_size only when max_times_sampled emptied the
         table."""
         o = self._options(batch_size, num_steps, timeout_ms)
+        return self._copy_out(batch_size, num_steps,
+                              lambda bufs, infos, n: lib.engram_sample(self._ptr(), ctypes.byref(o), bufs, infos, n))
+
+    def sample_begin(self, batch_size, num_steps=1, timeout_ms=-1):
+        """Sends a sample request and returns without waiting: the server
+        draws the batch while the caller goes on, and sample_end() copies it
+        out. The batch sees every earlier call on this table and none later.
+        One at a time per table handle; the timeout counts from this call."""
+        o = self._options(batch_size, num_steps, timeout_ms)
+        with self._core:
+            _check(lib.engram_sample_begin(self._ptr(), ctypes.byref(o)))
+        self._begun = (batch_size, num_steps)
+
+    def sample_end(self):
+        """Waits for the sample begun by sample_begin() and copies it out:
+        returns (data, info), as sample() does."""
+        if self._begun is None:
+            raise ValueError(f"no sample was begun on table {self.name}: call sample_begin first")
+        (batch_size, num_steps), self._begun = self._begun, None
+        return self._copy_out(batch_size, num_steps,
+                              lambda bufs, infos, n: lib.engram_sample_end(self._ptr(), bufs, infos, n))
+
+    def _copy_out(self, batch_size, num_steps, call):
         data = {name: np.empty((batch_size, num_steps) + shape, dtype) for name, dtype, shape in self.columns}
         bufs = (ctypes.c_void_p * len(self.columns))(*[a.ctypes.data for a in data.values()])
         infos = (_ffi.SampleInfo * batch_size)()
         n = ctypes.c_uint32()
         with self._core:
-            _check(self._blocking(lib.engram_sample, self._ptr(), ctypes.byref(o), bufs, infos, ctypes.byref(n)))
+            _check(self._blocking(call, bufs, infos, ctypes.byref(n)))
         info = np.ctypeslib.as_array(infos)[: n.value].copy()
         return {k: v[: n.value] for k, v in data.items()}, info
 

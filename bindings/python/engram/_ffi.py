@@ -143,6 +143,8 @@ _SIGNATURES = {
     "engram_writer_close": (None, [Writer]),
     "engram_sample_options_init": (None, [_P(SampleOptions)]),
     "engram_sample": (c_int, [Table, _P(SampleOptions), _P(c_void_p), _P(SampleInfo), _P(c_uint32)]),
+    "engram_sample_begin": (c_int, [Table, _P(SampleOptions)]),
+    "engram_sample_end": (c_int, [Table, _P(c_void_p), _P(SampleInfo), _P(c_uint32)]),
     "engram_sample_view": (c_int, [Table, _P(SampleOptions), _P(Batch)]),
     "engram_batch_size": (c_uint32, [Batch]),
     "engram_batch_info": (c_int, [Batch, c_uint32, _P(SampleInfo)]),

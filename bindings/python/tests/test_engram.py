@@ -139,6 +139,17 @@ def test_priority_updates_and_deletes_report_each_key(client):
             t.update_priorities_async([keys[1]], [-1.0])
         assert e.value.code == _ffi.E_PRIORITY
         t.update_priorities([], [])  # waits for every async answer
+        # Begun now, collected later: drawn after the update sent before it.
+        t.update_priorities_async([keys[1], keys[2]], [0.0, 1.0])
+        t.sample_begin(batch_size=8)
+        with pytest.raises(engram.EngramError) as e:
+            t.sample_begin(batch_size=8)
+        assert e.value.code == _ffi.E_INVALID, "one at a time"
+        t.update_priorities_async([keys[1], keys[2]], [1.0, 0.0])
+        data, info = t.sample_end()
+        assert set(data["x"].ravel()) == {2.0} and len(info) == 8
+        with pytest.raises(ValueError):
+            t.sample_end()
     assert client.table_info("t")["size"] == 2
 
 

@@ -431,9 +431,40 @@ ENGRAM_API void engram_sample_options_init(engram_sample_options* o);
  * (fewer than batch_size only when max_times_sampled emptied the table).
  * Errors: ENGRAM_E_RANGE (batch_size 0 or too large, item length differs from
  * num_steps), ENGRAM_E_TIMEOUT, ENGRAM_E_RATE_LIMITED (timeout_ms 0),
- * ENGRAM_E_CLOSED, ENGRAM_E_DISCONNECTED, ENGRAM_E_CORRUPT. */
+ * ENGRAM_E_CLOSED, ENGRAM_E_DISCONNECTED, ENGRAM_E_CORRUPT, ENGRAM_E_INVALID
+ * (a NULL argument, or a sample begun on t by engram_sample_begin and not
+ * yet collected). */
 ENGRAM_API int engram_sample(engram_table* t, const engram_sample_options* o, void* const* buffers, engram_sample_info* infos,
                   uint32_t* count);
+/* Sends a sample request and returns without waiting for the answer: the
+ * table's owner draws the batch while the caller goes on (a learner trains
+ * on its previous batch), and engram_sample_end copies it out. Options as
+ * for engram_sample; the timeout counts from this call. The server applies
+ * the requests of one table handle in the order they were made, so the
+ * batch is drawn after every earlier call on t (priority updates included)
+ * and before every later one. One sample at a time per table handle: until
+ * engram_sample_end, engram_sample_begin, engram_sample and
+ * engram_sample_view on t return ENGRAM_E_INVALID; other calls on t go on.
+ * The drawn items stay pinned until engram_sample_end or
+ * engram_table_close (which cancels a sample not yet drawn). Errors found
+ * before sending: ENGRAM_E_RANGE and ENGRAM_E_INVALID (as for
+ * engram_sample), ENGRAM_E_CLOSED, ENGRAM_E_DISCONNECTED, and
+ * ENGRAM_E_TIMEOUT or ENGRAM_E_INTERRUPTED when t already had as many
+ * requests awaiting an answer as its response ring holds and the wait for
+ * room ended; the sample's own errors come from engram_sample_end.
+ * Since 0.5. */
+ENGRAM_API int engram_sample_begin(engram_table* t, const engram_sample_options* o);
+/* Waits for the sample begun on t by engram_sample_begin (until that
+ * call's timeout) and copies it out, as engram_sample does: buffers[i] has
+ * room for batch_size * num_steps values of column i, infos (may be NULL)
+ * gets one entry per item, *count the items delivered. The sample is then
+ * over, whatever this call returns, except for ENGRAM_E_INVALID: a NULL
+ * argument (the sample stays begun, and the call can be made again) or no
+ * sample begun on t. Other errors: those of engram_sample
+ * (ENGRAM_E_TIMEOUT, ENGRAM_E_RATE_LIMITED, ENGRAM_E_RANGE for an item
+ * whose length differs from num_steps, ENGRAM_E_INTERRUPTED,
+ * ENGRAM_E_CLOSED, ENGRAM_E_DISCONNECTED, ENGRAM_E_CORRUPT). Since 0.5. */
+ENGRAM_API int engram_sample_end(engram_table* t, void* const* buffers, engram_sample_info* infos, uint32_t* count);
 
 typedef struct engram_batch engram_batch;
 

@@ -243,6 +243,21 @@ class Table {
     check(engram_sample(t_.get(), &o, buffers.data(), infos.empty() ? nullptr : infos.data(), &n));
     return n;
   }
+  /* Sends a sample request without waiting (engram_sample_begin); collect
+   * it with sample_end. One at a time per table handle. */
+  void sample_begin(const engram_sample_options& o) {
+    check(engram_sample_begin(t_.get(), &o));
+    begun_batch_ = o.batch_size;
+  }
+  /* Waits for the sample begun and copies it out, as sample() does
+   * (engram_sample_end). Returns the count. */
+  uint32_t sample_end(Span<void* const> buffers, Span<engram_sample_info> infos = {}) {
+    if (buffers.size() == 0) throw Error(ENGRAM_E_INVALID, "sample_end: no column buffers");
+    if (!infos.empty() && infos.size() < begun_batch_) throw Error(ENGRAM_E_RANGE, "sample_end: fewer infos than batch_size");
+    uint32_t n = 0;
+    check(engram_sample_end(t_.get(), buffers.data(), infos.empty() ? nullptr : infos.data(), &n));
+    return n;
+  }
   Batch sample_view(const engram_sample_options& o) {
     engram_batch* b = nullptr;
     check(engram_sample_view(t_.get(), &o, &b));
@@ -275,6 +290,7 @@ class Table {
       : t_(t, [c = std::move(c)](engram_table* p) { engram_table_close(p); }), name_(std::move(name)) {}
   detail::TablePtr t_;
   std::string name_;
+  uint32_t begun_batch_ = 0;  // batch_size of the sample begun, for sample_end's check
 };
 
 /* A writer of steps. */

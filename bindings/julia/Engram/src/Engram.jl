@@ -34,7 +34,7 @@ module Engram
 export EngramError, Column, Server, Client, Table, Writer, Batch, create_table, open_table, writer, create_item!,
        append_items!,
        end_episode!, flush!, take_keys!, sample, sample_view, view_column, batch_info, table_info,
-       update_priorities!, update_priorities_async!, delete_items!, drop_table, reset_table, set_rate_limiter, checkpoint, interrupt,
+       update_priorities!, update_priorities_async!, sample_begin, sample_end, delete_items!, drop_table, reset_table, set_rate_limiter, checkpoint, interrupt,
        min_size, queue, sample_to_insert_ratio
 
 # The library: ENV["ENGRAM_LIBRARY"] when this module is loaded (precompiled),
@@ -258,6 +258,11 @@ engram_sample_options_init(o) =
 engram_sample(t, o, buffers, infos, count) =
     ccall((:engram_sample, libengram), Cint, (Ptr{engram_table}, Ref{engram_sample_options}, Ptr{Ptr{Cvoid}},
                                              Ptr{engram_sample_info}, Ref{UInt32}), t, o, buffers, infos, count)
+engram_sample_begin(t, o) =
+    ccall((:engram_sample_begin, libengram), Cint, (Ptr{engram_table}, Ref{engram_sample_options}), t, o)
+engram_sample_end(t, buffers, infos, count) =
+    ccall((:engram_sample_end, libengram), Cint, (Ptr{engram_table}, Ptr{Ptr{Cvoid}}, Ptr{engram_sample_info},
+                                                 Ref{UInt32}), t, buffers, infos, count)
 engram_sample_view(t, o, out) =
     ccall((:engram_sample_view, libengram), Cint, (Ptr{engram_table}, Ref{engram_sample_options},
                                                   Ref{Ptr{engram_batch}}), t, o, out)
@@ -428,6 +433,7 @@ mutable struct Table
     client::Client
     name::String
     columns::Vector{Column}
+    begun::Tuple{Int,Int}  # batch_size and num_steps of the sample begun; (0, 0): none
 end
 
 mutable struct Writer
@@ -509,7 +515,7 @@ function open_table(c::Client, name::AbstractString)
     rc = engram_table_columns(out[], cols, UInt32(length(cols)), n)
     rc == ENGRAM_OK || (engram_table_close(out[]); check(rc))
     columns = [Column(unsafe_string(k.name), DTYPES[k.dtype], Tuple(Int.(k.shape[1:k.rank]))) for k in cols[1:n[]]]
-    adopt(Table(out[], c, String(name), columns), c)
+    adopt(Table(out[], c, String(name), columns, (0, 0)), c)
 end
 
 drop_table(c::Client, name::AbstractString) = check(engram_table_drop(live(c), name))
@@ -622,11 +628,46 @@ Samples a batch and copies it out. `data[i]` is column i as an array of size
 column-major; `infos` one `engram_sample_info` per item.
 """
 function sample(t::Table, batch_size::Integer; num_steps::Integer = 1, timeout_ms::Integer = -1)
+    copy_out(t, batch_size, num_steps) do buffers, infos, n
+        engram_sample(live(t), sample_options(batch_size, num_steps, timeout_ms), buffers, infos, n)
+    end
+end
+
+"""
+    sample_begin(table, batch_size; num_steps = 1, timeout_ms = -1)
+
+Sends a sample request and returns without waiting: the server draws the
+batch while the caller goes on, and `sample_end` copies it out. The batch
+sees every earlier call on the table and none later. One at a time per
+table; the timeout counts from this call.
+"""
+function sample_begin(t::Table, batch_size::Integer; num_steps::Integer = 1, timeout_ms::Integer = -1)
+    check(engram_sample_begin(live(t), sample_options(batch_size, num_steps, timeout_ms)))
+    t.begun = (Int(batch_size), Int(num_steps))
+    nothing
+end
+
+"""
+    sample_end(table) -> (data, infos)
+
+Waits for the sample begun by `sample_begin` and copies it out, as `sample` does.
+"""
+function sample_end(t::Table)
+    batch_size, num_steps = t.begun
+    batch_size > 0 || throw(ArgumentError("no sample was begun on table $(t.name): call sample_begin first"))
+    t.begun = (0, 0)
+    copy_out(t, batch_size, num_steps) do buffers, infos, n
+        engram_sample_end(live(t), buffers, infos, n)
+    end
+end
+
+# Column arrays for a batch, filled by `call(buffers, infos, count)`
+# (engram_sample or engram_sample_end), cut to the items delivered.
+function copy_out(call, t::Table, batch_size::Integer, num_steps::Integer)
     data = [Array{c.eltype}(undef, c.shape..., num_steps, batch_size) for c in t.columns]
     infos = Vector{engram_sample_info}(undef, batch_size)
     n = Ref{UInt32}(0)
-    GC.@preserve data check(engram_sample(live(t), sample_options(batch_size, num_steps, timeout_ms),
-                                          Ptr{Cvoid}[pointer(d) for d in data], infos, n))
+    GC.@preserve data check(call(Ptr{Cvoid}[pointer(d) for d in data], infos, n))
     [selectdim(d, ndims(d), 1:n[]) for d in data], infos[1:n[]]
 end
 

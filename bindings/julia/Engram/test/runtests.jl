@@ -67,6 +67,14 @@ const server = Engram.Server(SOCKET)
         @test all(vec(data[2]) .== 1)
         @test_throws EngramError update_priorities_async!(table, [keys[2]], [-1.0])
         @test update_priorities!(table, UInt64[], Float64[]) == Int32[]
+        # Begun now, collected later: drawn after the update sent before it.
+        update_priorities_async!(table, [keys[2], keys[3]], [0.0, 1.0])
+        sample_begin(table, 8)
+        @test_throws EngramError sample_begin(table, 8)
+        update_priorities_async!(table, [keys[2], keys[3]], [1.0, 0.0])
+        data, infos = sample_end(table)
+        @test length(infos) == 8 && all(vec(data[2]) .== 2)
+        @test_throws ArgumentError sample_end(table)
         @test table_info(client, "p").size == 2
     end
 

@@ -376,6 +376,9 @@ extern "C" {
     pub fn engram_sample_options_init(o: *mut engram_sample_options);
     pub fn engram_sample(t: *mut engram_table, o: *const engram_sample_options, buffers: *const *mut c_void,
                          infos: *mut engram_sample_info, count: *mut u32) -> c_int;
+    pub fn engram_sample_begin(t: *mut engram_table, o: *const engram_sample_options) -> c_int;
+    pub fn engram_sample_end(t: *mut engram_table, buffers: *const *mut c_void, infos: *mut engram_sample_info,
+                             count: *mut u32) -> c_int;
     pub fn engram_sample_view(t: *mut engram_table, o: *const engram_sample_options,
                               out: *mut *mut engram_batch) -> c_int;
     pub fn engram_batch_size(b: *const engram_batch) -> u32;

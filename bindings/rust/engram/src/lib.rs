@@ -31,6 +31,7 @@
 //! ```
 #![warn(missing_docs)]
 
+use std::cell::Cell;
 use std::ffi::{CStr, CString};
 use std::fmt;
 use std::marker::PhantomData;
@@ -488,7 +489,7 @@ impl Client {
                 shape: c.shape[..c.rank as usize].to_vec(),
             })
             .collect();
-        Ok(Table { ptr, client: self, name: name.to_string(), columns })
+        Ok(Table { ptr, client: self, name: name.to_string(), columns, begun: Cell::new(None) })
     }
 
     /// Opens a writer of steps.
@@ -592,6 +593,7 @@ pub struct Table<'c> {
     client: &'c Client,
     name: String,
     columns: Vec<Column>,
+    begun: Cell<Option<(u32, u32)>>, // batch_size and num_steps of the sample begun
 }
 
 impl<'c> Table<'c> {
@@ -606,16 +608,48 @@ impl<'c> Table<'c> {
 
     /// Samples a batch and copies it out into buffers of its own.
     pub fn sample(&self, o: &SampleOptions) -> Result<Sample> {
-        let per_item: Vec<usize> =
-            self.columns.iter().map(|c| c.step_bytes() * o.num_steps as usize).collect();
+        let c = o.c();
+        self.copy_out(o.batch_size, o.num_steps, |bufs, infos, count| unsafe {
+            sys::engram_sample(self.ptr, &c, bufs, infos, count)
+        })
+    }
+
+    /// Sends a sample request and returns without waiting: the server draws
+    /// the batch while the caller goes on, and [`Table::sample_end`] copies it
+    /// out. The batch sees every earlier call on this table and none later.
+    /// One at a time per table; the timeout counts from this call.
+    pub fn sample_begin(&self, o: &SampleOptions) -> Result<()> {
+        let c = o.c();
+        check(unsafe { sys::engram_sample_begin(self.ptr, &c) })?;
+        self.begun.set(Some((o.batch_size, o.num_steps)));
+        Ok(())
+    }
+
+    /// Waits for the sample begun by [`Table::sample_begin`] and copies it
+    /// out, as [`Table::sample`] does.
+    pub fn sample_end(&self) -> Result<Sample> {
+        let (batch_size, num_steps) = self.begun.take().ok_or_else(|| {
+            Error::new(sys::ENGRAM_E_INVALID, format!("no sample was begun on table {}: call sample_begin first", self.name))
+        })?;
+        self.copy_out(batch_size, num_steps, |bufs, infos, count| unsafe {
+            sys::engram_sample_end(self.ptr, bufs, infos, count)
+        })
+    }
+
+    // Buffers of its own for a batch, filled by `call` (engram_sample or
+    // engram_sample_end).
+    fn copy_out<F>(&self, batch_size: u32, num_steps: u32, call: F) -> Result<Sample>
+    where
+        F: FnOnce(*const *mut c_void, *mut sys::engram_sample_info, *mut u32) -> c_int,
+    {
+        let per_item: Vec<usize> = self.columns.iter().map(|c| c.step_bytes() * num_steps as usize).collect();
         // u64 words: every column starts 8-byte aligned, for typed access.
         let mut data: Vec<Vec<u64>> =
-            per_item.iter().map(|&b| vec![0u64; (b * o.batch_size as usize + 7) / 8]).collect();
+            per_item.iter().map(|&b| vec![0u64; (b * batch_size as usize + 7) / 8]).collect();
         let bufs: Vec<*mut c_void> = data.iter_mut().map(|d| d.as_mut_ptr() as *mut c_void).collect();
-        let mut infos = vec![SampleInfo::default(); o.batch_size as usize];
+        let mut infos = vec![SampleInfo::default(); batch_size as usize];
         let mut count = 0u32;
-        let c = o.c();
-        check(unsafe { sys::engram_sample(self.ptr, &c, bufs.as_ptr(), infos.as_mut_ptr(), &mut count) })?;
+        check(call(bufs.as_ptr(), infos.as_mut_ptr(), &mut count))?;
         infos.truncate(count as usize);
         Ok(Sample { columns: self.columns.clone(), data, per_item, infos })
     }

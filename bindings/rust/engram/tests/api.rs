@@ -134,6 +134,15 @@ fn priorities_and_deletes_by_key() {
     assert!(s.column::<i64>(1).unwrap().iter().all(|&x| x == 1), "the next sample sees the async update");
     assert_eq!(table.update_priorities_async(&[keys[1]], &[-1.0]).unwrap_err().code(), sys::ENGRAM_E_PRIORITY);
     assert!(table.update_priorities(&[], &[]).unwrap().is_empty()); // waits for every async answer
+    // Begun now, collected later: drawn after the update sent before it.
+    table.update_priorities_async(&[keys[1], keys[2]], &[0.0, 1.0]).unwrap();
+    table.sample_begin(&SampleOptions::new(8)).unwrap();
+    assert_eq!(table.sample_begin(&SampleOptions::new(8)).unwrap_err().code(), sys::ENGRAM_E_INVALID, "one at a time");
+    table.update_priorities_async(&[keys[1], keys[2]], &[1.0, 0.0]).unwrap();
+    let s = table.sample_end().unwrap();
+    assert_eq!(s.len(), 8);
+    assert!(s.column::<i64>(1).unwrap().iter().all(|&x| x == 2), "drawn before the later update");
+    assert_eq!(table.sample_end().err().map(|e| e.code()), Some(sys::ENGRAM_E_INVALID), "nothing begun");
     assert_eq!(client.table_info("t").unwrap().size, 2);
 }
 
