@@ -25,7 +25,8 @@ Status engram_table::usable() {
                             " after a protocol error; close the table and open it again"};
 }
 
-Status engram_table::pump(uint64_t id, ResponseRecord* mine, const std::function<bool()>& done, int64_t deadline_ns) {
+Status engram_table::pump(uint64_t id, ResponseRecord* mine, const std::function<bool()>& done, int64_t deadline_ns,
+                          int spin) {
   bool quiet = false;  // the last wait ended with nothing to read
   for (;;) {
     ResponseRecord r;
@@ -43,10 +44,10 @@ Status engram_table::pump(uint64_t id, ResponseRecord* mine, const std::function
       bool last = !(o.op == RequestOp::sample && r.status == 0 && r.count > 0 && r.index + sample_items(r) < r.count);
       bool is_mine = r.id == id && o.op != RequestOp::insert;
       // engram_sample_begin's sample, answered while its caller does something else.
-      bool begun_now = !is_mine && o.op == RequestOp::sample && begun && begun->id == r.id;
-      if (begun_now && !begun->complete) {
-        Status b = take_sample_record(r, &begun->items, &begun->plain_steps, &begun->complete);
-        if (!b.ok()) begun->status = b;
+      bool begun_now = !is_mine && o.op == RequestOp::sample && begun.id == r.id;
+      if (begun_now && !begun.complete) {
+        Status b = take_sample_record(r, &begun.items, &begun.plain_steps, &begun.complete);
+        if (!b.ok()) begun.status = b;
       }
       if (o.op == RequestOp::insert) writer_on_ack(o.writer, this, response_status(r), 0, o);
       if (o.unawaited) {  // engram_update_priorities_async: nobody waits for this answer
@@ -96,7 +97,7 @@ Status engram_table::pump(uint64_t id, ResponseRecord* mine, const std::function
         [this] {
           return channel.responses.has_data() || channel.header->closed.load(std::memory_order_relaxed) != 0;
         },
-        slice, id != 0 ? kAnswerSpin : kDefaultSpin);
+        slice, spin >= 0 ? spin : id != 0 ? kAnswerSpin : kDefaultSpin);
   }
 }
 

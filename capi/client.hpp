@@ -197,9 +197,10 @@ struct engram_table {
   uint32_t unawaited = 0;
   engram::Status unawaited_error;
   // The sample sent by engram_sample_begin and not yet collected by
-  // engram_sample_end (one at a time). pump() keeps its records as they
-  // come while the caller makes other calls on the handle; complete once
-  // the last came (or an error answer, kept in status).
+  // engram_sample_end (one at a time; id 0: none). pump() keeps its
+  // records as they come while the caller makes other calls on the handle;
+  // complete once the last came (or an error answer, kept in status). Kept
+  // from one sample to the next, so that its vectors are allocated once.
   struct BegunSample {
     uint64_t id = 0;
     int64_t deadline_ns = 0;
@@ -208,8 +209,15 @@ struct engram_table {
     std::vector<uint32_t> plain_steps;
     engram::Status status;
     bool complete = false;
+    void clear() {
+      id = 0;
+      items.clear();
+      plain_steps.clear();
+      status = engram::Status::Ok();
+      complete = false;
+    }
   };
-  std::unique_ptr<BegunSample> begun;
+  BegunSample begun;
   struct Decoded {                      // one column of one chunk, decoded (engram_sample)
     uint64_t block = 0;                 // pack_block() of it; 0: none
     std::vector<char> bytes;
@@ -225,8 +233,11 @@ struct engram_table {
   // Routes responses (insert acks to their writers) until one for request
   // `id` arrives (returned in *mine) or done() holds, waiting up to the
   // deadline (< 0: for ever). With neither id nor done it handles what is
-  // ready and returns. Errc::timeout at the deadline.
-  engram::Status pump(uint64_t id, engram::ResponseRecord* mine, const std::function<bool()>& done, int64_t deadline_ns);
+  // ready and returns. Errc::timeout at the deadline. `spin`: rounds to
+  // spin before sleeping (Doorbell::wait); < 0 for the default, longer when
+  // waiting for an answer (id set).
+  engram::Status pump(uint64_t id, engram::ResponseRecord* mine, const std::function<bool()>& done, int64_t deadline_ns,
+                      int spin = -1);
   engram::Status flush_drops();
   // Hands each ack of an insert ack record to its writer (and its spare
   // block to the client), popping the requests it answers.

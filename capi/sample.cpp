@@ -98,9 +98,9 @@ Status send_sample(engram_table* t, const engram_sample_options* o, uint64_t* id
 
 // Collects the item records of sample `id` (sent with deadline_ns) that
 // have not arrived yet, appending to *items and *plain_steps (for each
-// item its chunk's plain_steps; 0: read the header).
+// item its chunk's plain_steps; 0: read the header). `spin` as for pump().
 Status collect_sample(engram_table* t, uint64_t id, int64_t deadline_ns, std::vector<SampledItemWire>* items,
-                      std::vector<uint32_t>* plain_steps) {
+                      std::vector<uint32_t>* plain_steps, int spin = -1) {
   int64_t wait_until = deadline_ns <= 0 ? -1 : deadline_ns;
   struct Rearm {  // puts back an interrupt this call took but did not act on
     engram_client* c;
@@ -111,7 +111,7 @@ Status collect_sample(engram_table* t, uint64_t id, int64_t deadline_ns, std::ve
   } rearm{t->client};
   for (;;) {
     ResponseRecord rsp;
-    Status s = t->pump(id, &rsp, nullptr, wait_until);
+    Status s = t->pump(id, &rsp, nullptr, wait_until, spin);
     // At the deadline, or interrupted, the owner may be applying the
     // sample right now (or be stalled just before): the gate decides, and
     // both sides agree.
@@ -329,7 +329,7 @@ Status unawaited_refusal(engram_table* t, bool wait_all) {
 // sample_gate) cancels "through" an id, so a caller that gave up on the
 // later one would cancel the begun one too.
 Status not_begun(const engram_table* t) {
-  if (!t->begun) return Status::Ok();
+  if (t->begun.id == 0) return Status::Ok();
   return {Errc::invalid_argument, "a sample begun on table " + t->name +
                                       " is not collected yet: call engram_sample_end first (one sample at a time per "
                                       "table handle; another connection has a handle of its own)"};
@@ -343,6 +343,30 @@ Status check_buffers(const engram_table* t, void* const* buffers) {
   return Status::Ok();
 }
 
+// Starts loading the lines of an item of one plain chunk whose layout is
+// `layout` (that copy_plain_item worked out): its steps of each column
+// alone, where prefetch_item_data would load the whole chunk (16 lines of
+// a 1 KB chunk for the 5 an Ape-X CartPole transition spans) or only its
+// header (a chunk over kPrefetchWholeBlock). False, having done nothing,
+// for another kind of item, or one of more than kPrefetchWholeBlock bytes
+// (prefetch_item_data then does as before). A hint: nothing is trusted.
+bool prefetch_plain_item(const engram_table* t, const SampledItemWire& it, uint32_t plain_steps, const PlainLayout& layout) {
+  if (!layout_sent(it, plain_steps) || plain_steps != layout.capacity_steps) return false;
+  const ChunkRef& ref = it.refs[0];
+  const ArenaBlocks& arena = t->client->arena;
+  if (ref.block >= arena.total_blocks() || layout.bytes > arena.block_size(ref.block)) return false;
+  size_t item_bytes = 0;
+  for (uint32_t c = 0; c < layout.num_columns; ++c) item_bytes += size_t{ref.length} * layout.step[c];
+  if (item_bytes > kPrefetchWholeBlock) return false;
+  const char* block = static_cast<const char*>(arena.data({ref.block, ref.generation}));
+  for (uint32_t c = 0; c < layout.num_columns; ++c) {
+    size_t from = layout.offset[c] + size_t{ref.offset} * layout.step[c];
+    size_t to = std::min(layout.bytes, from + size_t{ref.length} * layout.step[c]);
+    for (size_t at = from & ~(kCacheLine - 1); at < to; at += kCacheLine) __builtin_prefetch(block + at);
+  }
+  return true;
+}
+
 // Checks and copies the items of a sample into the caller's buffers.
 Status copy_out(engram_table* t, const std::vector<SampledItemWire>& items, const std::vector<uint32_t>& plain_steps,
                 uint32_t num_steps, void* const* buffers, engram_sample_info* infos) {
@@ -352,7 +376,9 @@ Status copy_out(engram_table* t, const std::vector<SampledItemWire>& items, cons
   PlainLayout layout;  // one writer's chunks share it
   for (uint32_t i = 0; i < items.size(); ++i) {
     const SampledItemWire& it = items[i];
-    prefetch_item_data(t, items, i);
+    if (i + kPrefetchAhead >= items.size() ||
+        !prefetch_plain_item(t, items[i + kPrefetchAhead], plain_steps[i + kPrefetchAhead], layout))
+      prefetch_item_data(t, items, i);
     if (infos) infos[i] = info_of(it);
     if (copy_plain_item(t, it, plain_steps[i], num_steps, &layout, buffers, i)) continue;
     if (Status s = check_item(t, it, plain_steps[i], num_steps, headers); !s.ok()) return s;
@@ -372,17 +398,18 @@ Status copy_out(engram_table* t, const std::vector<SampledItemWire>& items, cons
 
 namespace engram {
 void end_begun_sample(engram_table* t) {
-  if (!t->begun) return;
-  std::unique_ptr<engram_table::BegunSample> b = std::move(t->begun);
+  engram_table::BegunSample b = std::move(t->begun);
+  t->begun.clear();
+  if (b.id == 0) return;
   if (t->client->disconnected || !t->usable().ok()) return;  // the pins went with the channel
-  if (b->complete) {
-    release(t, b->id);
+  if (b.complete) {
+    release(t, b.id);
     return;
   }
   // Not answered in full: cancelled if the owner has not drawn it yet (rung,
   // so that one the rate limiter holds is answered now), else its records
   // still to come are an orphan's, whose pins pump() gives back.
-  if (b->deadline_ns > 0 && give_up(t, b->id)) t->bell->ring();
+  if (b.deadline_ns > 0 && give_up(t, b.id)) t->bell->ring();
 }
 }  // namespace engram
 
@@ -423,12 +450,14 @@ int engram_sample_begin(engram_table* t, const engram_sample_options* o) {
   if (!t || !o) return fail(Errc::invalid_argument, "table or options is NULL");
   if (Status s = check_options(t, o); !s.ok()) return set_error(s);
   if (Status s = not_begun(t); !s.ok()) return set_error(s);
-  auto b = std::make_unique<engram_table::BegunSample>();
-  b->num_steps = o->num_steps;
-  b->items.reserve(o->batch_size);
-  b->plain_steps.reserve(o->batch_size);
-  if (Status s = send_sample(t, o, &b->id, &b->deadline_ns); !s.ok()) return set_error(s);
-  t->begun = std::move(b);
+  engram_table::BegunSample& b = t->begun;
+  b.clear();
+  b.num_steps = o->num_steps;
+  b.items.reserve(o->batch_size);
+  b.plain_steps.reserve(o->batch_size);
+  uint64_t id = 0;
+  if (Status s = send_sample(t, o, &id, &b.deadline_ns); !s.ok()) return set_error(s);
+  b.id = id;  // after the send, whose wait for credit may take other answers
   return ENGRAM_OK;
   ENGRAM_GUARD_END
 }
@@ -437,17 +466,21 @@ int engram_sample_end(engram_table* t, void* const* buffers, engram_sample_info*
   ENGRAM_GUARD_BEGIN
   if (!t || !buffers || !count) return fail(Errc::invalid_argument, "table, buffers or count is NULL");
   *count = 0;
-  if (!t->begun)
+  if (t->begun.id == 0)
     return fail(Errc::invalid_argument, "no sample was begun on table " + t->name + ": call engram_sample_begin first");
   // Before anything is taken: the sample stays begun, for a call with buffers.
   if (Status s = check_buffers(t, buffers); !s.ok()) return set_error(s);
-  engram_table::BegunSample& b = *t->begun;
+  engram_table::BegunSample& b = t->begun;
   Status s = b.status;
-  if (s.ok() && !b.complete) s = collect_sample(t, b.id, b.deadline_ns, &b.items, &b.plain_steps);
+  // Not there yet, long after it was sent: the rate limiter holds it (or
+  // the owner is far behind), so sleep at once; spinning for an answer
+  // that is a wake-up away cost a learner more than its sleep
+  // (bench/NOTES.md, "Ape-X: time in engram calls").
+  if (s.ok() && !b.complete) s = collect_sample(t, b.id, b.deadline_ns, &b.items, &b.plain_steps, /*spin=*/0);
   if (s.ok()) s = copy_out(t, b.items, b.plain_steps, b.num_steps, buffers, infos);
   if (s.code() != Errc::disconnected) release(t, b.id);
   uint32_t n = static_cast<uint32_t>(b.items.size());
-  t->begun.reset();  // ended, whatever the outcome
+  b.clear();  // ended, whatever the outcome
   if (!s.ok()) return set_error(s);
   *count = n;
   return ENGRAM_OK;
