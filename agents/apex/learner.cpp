@@ -1,19 +1,16 @@
 // The Ape-X learner: starts the server (unless given one) and the actor
-// processes, samples prioritized batches (a prefetch thread fetches the
-// next while this one trains), learns with double Q-learning on a dueling
+// processes, samples prioritized batches (the next is drawn while this
+// one trains), learns with double Q-learning on a dueling
 // network, writes new priorities back by key, publishes its parameters,
 // and reports progress once a second. Also: playing a saved model.
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -36,95 +33,79 @@ namespace engram::agents::apex {
 
 namespace {
 
-// A sampled batch, as the prefetch thread copied it out of engram.
-struct Sampled {
-  uint32_t n = 0;
+// The batches the learner trains on. Two are sampled ahead
+// (engram_sample_begin), each on a connection of its own (one sample at a
+// time per table handle), while the learner trains on the last, which the
+// next collect() overwrites: each batch has two updates' time to be drawn,
+// so the learner seldom waits for the rate limiter or for the owner to be
+// scheduled, and one wake-up of the owner carries the last batch's
+// priorities, the release of its chunks and the next request (Ape-X's
+// prefetch, without a thread: bench/NOTES.md, "Ape-X: time in engram
+// calls").
+class Batches {
+ public:
+  Batches(const Options& o, api::Table& replay, const std::string& socket, size_t obs_size)
+      : replay_(replay),
+        second_client_(api::Client::connect(socket)),
+        second_(second_client_.open_table(kReplayTable)),
+        bytes_(byte_observations(o)),
+        options_(api::sample_options(static_cast<uint32_t>(o.batch), 1, 200)) {
+    size_t b = static_cast<size_t>(o.batch);
+    if (bytes_) {
+      obs_b.resize(b * obs_size);
+      next_b.resize(b * obs_size);
+    } else {
+      obs.resize(b * obs_size);
+      next.resize(b * obs_size);
+    }
+    action.resize(b);
+    reward.resize(b);
+    discount.resize(b);
+    info.resize(b);
+    bufs_ = {bytes_ ? static_cast<void*>(obs_b.data()) : obs.data(), action.data(), reward.data(), discount.data(),
+             bytes_ ? static_cast<void*>(next_b.data()) : next.data()};
+    replay_.sample_begin(options_);
+    second_.sample_begin(options_);
+  }
+  // Copies out the older batch begun over the one trained on, then sends
+  // the latter's new priorities (taken from *priorities, which may be
+  // empty) and begins the next batch. 0 items when the rate limiter held
+  // the batch past its timeout (the actors have not caught up).
+  uint32_t collect(std::vector<double>* priorities) {
+    keys_.resize(priorities->size());
+    for (size_t i = 0; i < keys_.size(); ++i) keys_[i] = info[i].key;
+    api::Table& t = turn_ == 0 ? replay_ : second_;
+    turn_ ^= 1;
+    uint32_t n = 0;
+    try {
+      n = t.sample_end(bufs_, info);
+    } catch (const api::Error& e) {
+      if (e.code() != ENGRAM_E_TIMEOUT) throw;
+    }
+    if (!priorities->empty()) {
+      // Not awaited: keys evicted meanwhile are skipped.
+      replay_.update_priorities_async(keys_, *priorities);
+      priorities->clear();
+    }
+    t.sample_begin(options_);
+    return n;
+  }
+
   std::vector<float> obs, next;          // float observations (CartPole)
   std::vector<uint8_t> obs_b, next_b;    // byte observations (Breakout)
   std::vector<int32_t> action;
   std::vector<float> reward, discount;
   std::vector<engram_sample_info> info;
-};
-
-// Fetches batches on its own connection (a client is one thread's), one
-// ahead of the trainer.
-class Prefetcher {
- public:
-  Prefetcher(const Options& o, const std::string& socket, size_t obs_size)
-      : o_(o), socket_(socket), obs_size_(obs_size), thread_([this] { run(); }) {}
-  ~Prefetcher() { stop(); }
-  void stop() {
-    stop_ = true;
-    cv_.notify_all();
-    if (thread_.joinable()) thread_.join();
-  }
-  // The thread's CPU time, all of it engram's (sampling copies); valid
-  // once stopped.
-  double cpu_s() const { return cpu_s_; }
-  // The next batch; nullopt if the thread stopped (its error is printed).
-  std::optional<Sampled> next() {
-    std::unique_lock<std::mutex> lk(mu_);
-    cv_.wait(lk, [&] { return ready_.has_value() || failed_; });
-    if (!ready_) return std::nullopt;
-    std::optional<Sampled> b = std::move(ready_);
-    ready_.reset();
-    cv_.notify_all();
-    return b;
-  }
 
  private:
-  void run() {
-    try {
-      api::Client c = api::Client::connect(socket_);
-      api::Table t = c.open_table(kReplayTable);
-      size_t b = static_cast<size_t>(o_.batch);
-      while (!stop_) {
-        Sampled s;
-        bool bytes = byte_observations(o_);
-        if (bytes) {
-          s.obs_b.resize(b * obs_size_);
-          s.next_b.resize(b * obs_size_);
-        } else {
-          s.obs.resize(b * obs_size_);
-          s.next.resize(b * obs_size_);
-        }
-        s.action.resize(b);
-        s.reward.resize(b);
-        s.discount.resize(b);
-        s.info.resize(b);
-        std::vector<void*> bufs = {bytes ? static_cast<void*>(s.obs_b.data()) : s.obs.data(), s.action.data(),
-                                   s.reward.data(), s.discount.data(),
-                                   bytes ? static_cast<void*>(s.next_b.data()) : s.next.data()};
-        try {
-          s.n = t.sample(api::sample_options(static_cast<uint32_t>(b), 1, 200), bufs, s.info);
-        } catch (const api::Error& e) {
-          if (e.code() == ENGRAM_E_TIMEOUT) continue;  // the rate limiter: actors have not caught up
-          throw;
-        }
-        std::unique_lock<std::mutex> lk(mu_);
-        cv_.wait(lk, [&] { return !ready_.has_value() || stop_; });
-        ready_ = std::move(s);
-        cv_.notify_all();
-      }
-    } catch (const std::exception& e) {
-      if (!stop_) std::fprintf(stderr, "engram-apex learner: prefetch: %s\n", e.what());
-      std::lock_guard<std::mutex> lk(mu_);
-      failed_ = true;
-      cv_.notify_all();
-    }
-    cpu_s_ = thread_cpu_s();
-  }
-
-  const Options& o_;
-  std::string socket_;
-  size_t obs_size_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::optional<Sampled> ready_;
-  std::atomic<bool> stop_{false};
-  bool failed_ = false;
-  double cpu_s_ = 0;
-  std::thread thread_;
+  api::Table& replay_;
+  api::Client second_client_;
+  api::Table second_;
+  bool bytes_;
+  engram_sample_options options_;
+  std::vector<void*> bufs_;
+  std::vector<uint64_t> keys_;
+  int turn_ = 0;  // whose batch is collected next: replay_'s or second_'s
 };
 
 // The embedded server's config: an arena with room for the replay, the
@@ -214,25 +195,22 @@ int run_learner(const Options& o) {
 
   Curve curve;
   CallClock in_engram;  // the main thread's engram calls
-  double cpu0 = thread_cpu_s(), prefetch_cpu = 0;
+  double cpu0 = thread_cpu_s();
   uint64_t updates = 0;
   bool solved = false;
   int64_t steps = 0;
   {
-    std::optional<Prefetcher> prefetch;
-    if (o.train) prefetch.emplace(o, socket, obs_size);
+    std::optional<Batches> batches;
+    if (o.train) in_engram([&] { batches.emplace(o, replay, socket, obs_size); });
     std::vector<int64_t> batch_shape = {o.batch};
     batch_shape.insert(batch_shape.end(), shape.begin(), shape.end());
-    std::vector<uint64_t> keys(static_cast<size_t>(o.batch));
-    std::vector<double> prio(static_cast<size_t>(o.batch));
-    bool done = false;  // solved, or the step limit
+    std::vector<double> prio;  // the last batch's new priorities, sent by the next batches->collect()
+    bool done = false;         // solved, or the step limit
     while (!done) {
       if (!o.train) {  // actors alone: only watch
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      } else {
-        std::optional<Sampled> s = in_engram([&] { return prefetch->next(); });
-        if (!s) throw std::runtime_error("the prefetch thread stopped");
-        int64_t n = s->n;
+      } else if (int64_t n = in_engram([&] { return batches->collect(&prio); }); n > 0) {
+        Batches* s = &*batches;
         auto shape_n = batch_shape;
         shape_n[0] = n;
         torch::Tensor obs, next;
@@ -274,16 +252,8 @@ int run_learner(const Options& o) {
 
         torch::Tensor abs_td = td.detach().abs();
         auto a = abs_td.accessor<float, 1>();
-        for (int64_t i = 0; i < n; ++i) {
-          keys[static_cast<size_t>(i)] = s->info[static_cast<size_t>(i)].key;
-          prio[static_cast<size_t>(i)] = std::isfinite(a[i]) ? a[i] + 1e-6 : 1.0;
-        }
-        // Sent without waiting for the owner's answer: the next update's
-        // work overlaps the owner's, and keys evicted meanwhile are skipped.
-        in_engram([&] {
-          replay.update_priorities_async(api::Span<const uint64_t>(keys.data(), static_cast<size_t>(n)),
-                                         api::Span<const double>(prio.data(), static_cast<size_t>(n)));
-        });
+        prio.resize(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) prio[static_cast<size_t>(i)] = std::isfinite(a[i]) ? a[i] + 1e-6 : 1.0;
         if (updates % static_cast<uint64_t>(o.target_every) == 0) copy_parameters(*online, *target);
         if (updates % static_cast<uint64_t>(o.publish_every) == 0) {
           std::vector<float> flat = flatten_parameters(*online);
@@ -304,18 +274,13 @@ int run_learner(const Options& o) {
       }
       reap_children(actors, "engram-apex");
     }
-    if (prefetch) {
-      prefetch->stop();
-      prefetch_cpu = prefetch->cpu_s();
-    }
   }
   double wall = wall_s() - t0;
   double main_cpu = thread_cpu_s() - cpu0;
   ActorReport act = stop_actors(c, actors, o);
-  // Shares of time in engram calls: the learner's main thread (waiting
-  // for a batch included in wall, not in CPU) plus its prefetch thread
-  // (all engram), and the actors' whole.
-  double learner_cpu_share = (in_engram.cpu() + prefetch_cpu) / std::max(1e-9, main_cpu + prefetch_cpu);
+  // Shares of time in engram calls: the learner's (waiting for a batch
+  // included in wall, not in CPU) and the actors' whole.
+  double learner_cpu_share = in_engram.cpu() / std::max(1e-9, main_cpu);
   double learner_wall_share = in_engram.wall() / std::max(1e-9, wall);
   double actor_cpu_share = act.engram_cpu_share();
   double actor_wall_share = act.engram_wall_share();
