@@ -4,7 +4,8 @@
 //
 // Responses on a channel come back in request order, so each table handle
 // keeps a FIFO of what it asked and routes every response to it: insert acks
-// to their writer, sample items to the sample call that waits for them.
+// to their writer, sample items to the sample call that waits for them (or,
+// for a sample begun by engram_sample_begin, to the handle's begun sample).
 // Credit rule: a table handle never has more responses owed than its
 // response ring holds, so the owner never finds that ring full.
 #pragma once

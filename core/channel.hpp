@@ -45,8 +45,9 @@ enum class ChannelClosed : uint32_t { open = 0, table_dropped = 1, daemon_stoppi
 //     after an interrupt for that. (Samples that wait "for ever" carry a
 //     deadline a year away, so that they too are gated.)
 // A client's samples on one channel are answered in order and one at a
-// time (each call waits for its own), so "through" cancels only samples
-// their callers gave up on. A client that scribbles on the gate can only
+// time (each call waits for its own, and engram_sample_begin refuses a
+// second while one is begun), so "through" cancels only samples their
+// callers gave up on. A client that scribbles on the gate can only
 // lose its own samples.
 inline constexpr uint64_t kGateCancelled = uint64_t{1} << 63;
 struct alignas(kCacheLine) ChannelHeader {
