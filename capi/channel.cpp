@@ -118,17 +118,24 @@ Status engram_table::take_acks(const ResponseRecord& r) {
   return Status::Ok();
 }
 
-Status engram_table::send(const RequestRecord& r, Owed o, int64_t deadline_ns) {
+Status engram_table::send(const RequestRecord& r, Owed o, int64_t deadline_ns) { return send(r, &o, 1, deadline_ns); }
+
+Status engram_table::send(const RequestRecord& r, const Owed* os, uint32_t n, int64_t deadline_ns) {
   if (Status u = usable(); !u.ok()) return u;
-  uint32_t cap = channel.responses.capacity();
-  if (o.credit > cap) return {Errc::invalid_capacity, "request needs more responses than the ring holds"};
-  if (credit_used + o.credit > cap) {
+  uint32_t cap = channel.responses.capacity(), credit = 0;
+  for (uint32_t k = 0; k < n; ++k) credit += os[k].credit;
+  if (credit > cap) return {Errc::invalid_capacity, "request needs more responses than the ring holds"};
+  if (credit_used + credit > cap) {
+    // A ring's worth of answers owed: the owner is that far behind, or a
+    // rate limiter holds the requests. Either way the wait is long, so it
+    // sleeps at once, as on a full request ring (send_quiet).
     ResponseRecord unused;
-    if (Status s = pump(0, &unused, [&] { return credit_used + o.credit <= cap; }, deadline_ns); !s.ok()) return s;
+    if (Status s = pump(0, &unused, [&] { return credit_used + credit <= cap; }, deadline_ns, /*spin=*/0); !s.ok())
+      return s;
   }
   if (Status s = send_quiet(r); !s.ok()) return s;
-  credit_used += o.credit;
-  owed.push_back(std::move(o));
+  credit_used += credit;
+  owed.insert(owed.end(), os, os + n);
   return Status::Ok();
 }
 

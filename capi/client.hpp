@@ -229,6 +229,10 @@ struct engram_table {
   // Reserves `credit` response slots (draining responses while the ring is
   // short of room), then pushes r and rings the owner's bell.
   engram::Status send(const engram::RequestRecord& r, engram::Owed owed_entry, int64_t deadline_ns);
+  // As send, for a request answered as n requests (insert_items: one
+  // owed entry per item, ids r.id, r.id + 1, ...), credit summed.
+  engram::Status send(const engram::RequestRecord& r, const engram::Owed* owed_entries, uint32_t n,
+                      int64_t deadline_ns);
   // Pushes a request that gets no response (release, drop).
   engram::Status send_quiet(const engram::RequestRecord& r);
   // Routes responses (insert acks to their writers) until one for request

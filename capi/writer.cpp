@@ -17,7 +17,7 @@ namespace {
 // their fence per chunk and partial lines cost more than the reads saved
 // (bench/NOTES.md, "Block order"). The fence waits until every
 // streamed line reached memory, so it comes as late as it may: in
-// send_item, just before the first insert that names the chunk. A writer
+// send_items, just before the first insert that names the chunk. A writer
 // may pass between threads between two calls, so the thread that streamed
 // is noted, and another one's steps are fenced with fence_all_threads().
 constexpr size_t kStreamStepBytes = 1024;
@@ -275,48 +275,78 @@ Status engram_writer::create_item(engram_table* t, uint32_t num_steps, double pr
   ++unacked;
   // Only the newest chunk can be open: if it is final, the item can leave
   // now, and with nothing queued before it, it goes without the queue.
-  if (pending.empty() && at(p.seq[n - 1]).final) return send_item(p);
+  if (pending.empty() && at(p.seq[n - 1]).final) return send_items(&p, 1);
   pending.push_back(p);
   return send_pending(false);
 }
 
 Status engram_writer::send_pending(bool force) {
-  while (!pending.empty()) {
-    PendingItem p = pending.front();
+  // Items of one chunk slice each, for one table, leave up to
+  // kRecordItems to a record (insert_items): a chunk's worth of an Ape-X
+  // actor's transitions is three records, not sixteen.
+  auto sendable = [&](const PendingItem& p) {
     for (uint32_t i = 0; i < p.num_refs; ++i)
       if (!at(p.seq[i]).final) {
-        if (!force) return Status::Ok();
+        if (!force) return false;
         finalize(at(p.seq[i]));
       }
+    return true;
+  };
+  PendingItem batch[kRecordItems];
+  while (!pending.empty() && sendable(pending.front())) {
+    uint32_t n = 0;
+    batch[n++] = pending.front();
     pending.pop_front();
-    if (Status s = send_item(p); !s.ok()) return s;
+    while (batch[0].num_refs == 1 && n < kRecordItems && !pending.empty() && pending.front().num_refs == 1 &&
+           pending.front().table == batch[0].table && sendable(pending.front())) {
+      batch[n++] = pending.front();
+      pending.pop_front();
+    }
+    if (Status s = send_items(batch, n); !s.ok()) return s;
   }
   return Status::Ok();
 }
 
-Status engram_writer::send_item(const PendingItem& p) {
+Status engram_writer::send_items(const PendingItem* ps, uint32_t n) {
+  engram_table* t = ps[0].table;
   RequestRecord r{};
-  r.op = static_cast<uint32_t>(RequestOp::insert);
-  r.payload.insert.priority = p.priority;
-  r.payload.insert.chunk_steps = chunk_length;
-  r.count = p.num_refs;
-  Owed o{RequestOp::insert, 0, 1, this};
-  if (client->wants_spare(client->arena.class_of(at(p.seq[p.num_refs - 1]).block.index), spares_coming)) {
-    r.payload.insert.want_spare = 1;
-    o.want_spare = true;
-    ++spares_coming;
-  }
-  for (uint32_t i = 0; i < p.num_refs; ++i) {
-    const Chunk& c = at(p.seq[i]);
-    r.payload.insert.refs[i] = {c.block.index, c.block.generation, p.offset[i], p.length[i]};
-    o.chunks[i] = p.seq[i];
-  }
-  o.num_chunks = p.num_refs;
-  r.id = client->next_id++;
+  r.id = client->next_id;
+  client->next_id += n;
   // 0: no wait; the owner refuses it now or applies it (a deadline of
   // "now" would have expired by the time it arrives).
   r.deadline_ns = insert_timeout_ms == 0 ? 0 : deadline_after_ms(insert_timeout_ms);
-  o.id = r.id;
+  Owed o[kRecordItems];
+  for (uint32_t k = 0; k < n; ++k) {
+    const PendingItem& p = ps[k];
+    o[k] = Owed{RequestOp::insert, r.id + k, 1, this};
+    o[k].want_spare = client->wants_spare(client->arena.class_of(at(p.seq[p.num_refs - 1]).block.index), spares_coming);
+    if (o[k].want_spare) ++spares_coming;
+    for (uint32_t i = 0; i < p.num_refs; ++i) o[k].chunks[i] = p.seq[i];
+    o[k].num_chunks = p.num_refs;
+  }
+  auto ref = [&](const PendingItem& p, uint32_t i) -> ChunkRef {
+    const Chunk& c = at(p.seq[i]);
+    return {c.block.index, c.block.generation, p.offset[i], p.length[i]};
+  };
+  if (n == 1) {  // any number of chunk slices
+    r.op = static_cast<uint32_t>(RequestOp::insert);
+    r.count = ps[0].num_refs;
+    r.payload.insert.priority = ps[0].priority;
+    r.payload.insert.chunk_steps = chunk_length;
+    r.payload.insert.want_spare = o[0].want_spare;
+    for (uint32_t i = 0; i < ps[0].num_refs; ++i) r.payload.insert.refs[i] = ref(ps[0], i);
+  } else {  // one slice each (send_pending)
+    r.op = static_cast<uint32_t>(RequestOp::insert_items);
+    r.count = n;
+    r.payload.items.chunk_steps = chunk_length;
+    for (uint32_t k = 0; k < n; ++k) {
+      r.payload.items.items[k] = {ps[k].priority, ref(ps[k], 0)};
+      if (o[k].want_spare) r.payload.items.want_spare |= 1u << k;
+    }
+  }
+  auto refused = [&](const Status& s) {
+    for (uint32_t k = 0; k < n; ++k) on_ack(t, s, 0, o[k]);
+  };
   // Take the acks that are ready now, not a ring's worth at once when
   // credit runs out: each may bring the block for the next chunk. With
   // streamed steps unfenced, take them before the fence: the streamed
@@ -325,8 +355,8 @@ Status engram_writer::send_item(const PendingItem& p) {
   ResponseRecord unused;
   bool acks_taken = unfenced_by != nullptr;
   if (unfenced_by) {
-    if (Status s = p.table->pump(0, &unused, nullptr, -1); !s.ok()) {
-      on_ack(p.table, s, 0, o);
+    if (Status s = t->pump(0, &unused, nullptr, -1); !s.ok()) {
+      refused(s);
       return s;
     }
     if (unfenced_by == this_thread_token()) stream_fence();
@@ -334,16 +364,16 @@ Status engram_writer::send_item(const PendingItem& p) {
     unfenced_by = nullptr;
   }
   // Credit waits may deliver acks that give chunks back; these cannot go,
-  // as this item still counts on them. A refused send is acked here, as
-  // the server would have: that gives the item's counts back.
-  if (Status s = p.table->send(r, o, r.deadline_ns); !s.ok()) {
+  // as these items still count on them. A refused send is acked here, as
+  // the server would have: that gives the items' counts back.
+  if (Status s = t->send(r, o, n, r.deadline_ns); !s.ok()) {
     // Interrupted before it was sent: the caller hears it now, and no later
     // call reports it again.
     bool now = s.code() == Errc::disconnected || s.code() == Errc::interrupted;
-    on_ack(p.table, s.code() == Errc::interrupted ? Status{Errc::interrupted, ""} : s, 0, o);
+    refused(s.code() == Errc::interrupted ? Status{Errc::interrupted, ""} : s);
     return now ? s : Status::Ok();
   }
-  return acks_taken ? Status::Ok() : p.table->pump(0, &unused, nullptr, -1);
+  return acks_taken ? Status::Ok() : t->pump(0, &unused, nullptr, -1);
 }
 
 void engram_writer::on_ack(engram_table* t, const Status& s, uint64_t key, const Owed& o) {

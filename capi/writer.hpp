@@ -59,7 +59,7 @@ struct engram_writer {
   uint64_t episode = 1;
   bool packed = false;             // some column compressed
   bool streaming = false;          // some column streams (streams())
-  // Streamed steps are fenced as late as may be, in the send_item that
+  // Streamed steps are fenced as late as may be, in the send_items that
   // publishes them, where the kernel lets one thread fence another's
   // (fence_all_threads); else right after each step.
   bool fence_late = false;
@@ -91,12 +91,13 @@ struct engram_writer {
   // `force`, finalizes the open chunk for the ones that need it (flush,
   // closing a table), so that none is left waiting.
   engram::Status send_pending(bool force);
-  // Sends one item whose chunks are all final, fencing streamed steps
-  // first (unfenced_by). A refused send is acked as failed and not returned;
-  // a lost server, an interrupt, or a broken response ring met while taking
-  // the acks that are ready, is (and the item acked as failed, if not sent
-  // yet).
-  engram::Status send_item(const PendingItem& p);
+  // Sends n items whose chunks are all final in one record (n > 1: items
+  // of one slice each, for one table; insert_items), fencing streamed
+  // steps first (unfenced_by). A refused send is acked as failed and not
+  // returned; a lost server, an interrupt, or a broken response ring met
+  // while taking the acks that are ready, is (and the items acked as
+  // failed, if not sent yet).
+  engram::Status send_items(const PendingItem* ps, uint32_t n);
   engram::Status flush(int64_t deadline_ns);
   // An insert's answer: ok with its key, or why it failed.
   void on_ack(engram_table* t, const engram::Status& s, uint64_t key, const engram::Owed& o);
@@ -113,7 +114,7 @@ struct engram_writer {
   engram::Status await_spare();
   void finalize(Chunk& c);
   // After a step was streamed by this thread: fences it now, or notes the
-  // thread for send_item (fencing first any other thread's steps).
+  // thread for send_items (fencing first any other thread's steps).
   void note_streamed();
   // Encodes the staged steps of c into its block (directory, then columns),
   // then moves them to a smaller block when they fit one.

@@ -26,8 +26,9 @@ inline constexpr uint32_t kControlMagic = 0x4c525443;  // "CTRL"
 // 3: insert acks carry spare blocks. 4: segments are sealed memfds passed
 // with the hello and open replies (SCM_RIGHTS), not names under /dev/shm.
 // 5: the arena's allocation state is the daemon's alone; clients ask for
-// blocks (grant_blocks) and give them back (return_blocks).
-inline constexpr uint32_t kProtocolVersion = 5;
+// blocks (grant_blocks) and give them back (return_blocks). 6: insert
+// requests of several one-chunk items (RequestOp::insert_items).
+inline constexpr uint32_t kProtocolVersion = 6;
 // Descriptors one message may carry; a message that comes with more is refused.
 inline constexpr size_t kMaxControlFds = 4;
 inline constexpr uint32_t kMaxControlPayload = 1 << 16;

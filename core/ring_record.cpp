@@ -16,6 +16,7 @@ const char* request_op_name(uint32_t op) noexcept {
     case RequestOp::update: return "update";
     case RequestOp::remove: return "remove";
     case RequestOp::sample_packed: return "sample_packed";
+    case RequestOp::insert_items: return "insert_items";
   }
   return "unknown";
 }
@@ -30,6 +31,8 @@ size_t request_bytes(const RequestRecord& r) noexcept {
     case RequestOp::drop: return head + sizeof(BlockRef) * n;
     case RequestOp::update: return head + sizeof(KeyPriority) * std::min(r.count, kRecordUpdates);
     case RequestOp::remove: return head + sizeof(uint64_t) * n;
+    case RequestOp::insert_items:
+      return offsetof(RequestRecord, payload.items.items) + sizeof(ItemEntry) * std::min(r.count, kRecordItems);
     case RequestOp::sample_packed: break;  // a response, never a request
   }
   return sizeof r;
@@ -67,6 +70,7 @@ Status check_request(const RequestRecord& r, uint32_t max_batch) noexcept {
     case RequestOp::drop: return count_in(1, kRecordKeys);
     case RequestOp::update: return count_in(1, kRecordUpdates);
     case RequestOp::remove: return count_in(1, kRecordKeys);
+    case RequestOp::insert_items: return count_in(1, kRecordItems);
     case RequestOp::sample_packed: break;  // a response, never a request
   }
   return {Errc::invalid_argument, "unknown request op " + std::to_string(r.op)};

@@ -10,6 +10,11 @@
 // it is never applied after its deadline.
 //
 // Responses per request:
+//   insert_items -> what `count` inserts of one item each would get, item
+//              i answering as request id + i: the client numbers the
+//              items of the record id, id + 1, ... A record the rate
+//              limiter holds part-way keeps its place; the items applied
+//              are answered, the rest wait in order.
 //   insert  -> its share of an ack record (payload.acks: the owner groups the
 //              acks of up to kRecordAcks consecutive successful inserts of a
 //              batch in one record, `count` of them, `id` the first one's:
@@ -41,6 +46,7 @@ inline constexpr uint32_t kRecordRefs = 8;       // chunk slices per item
 inline constexpr uint32_t kRecordUpdates = 10;   // (key, priority) per update record
 inline constexpr uint32_t kRecordKeys = 20;      // keys per remove record, blocks per drop record
 inline constexpr uint32_t kRecordAcks = 10;      // insert acks per response record
+inline constexpr uint32_t kRecordItems = 6;      // one-chunk items per insert_items record
 inline constexpr int64_t kNoDeadline = -1;       // wait for ever
 
 enum class RequestOp : uint32_t {
@@ -51,12 +57,22 @@ enum class RequestOp : uint32_t {
   update = 5,   // count = entries; payload.updates
   remove = 6,   // count = keys; payload.keys
   sample_packed = 7,  // responses only: a sample's one-slice items, packed
+  // count = items; payload.items: up to kRecordItems items of one chunk
+  // slice each, so that a writer's burst of small items (an Ape-X actor's
+  // transitions) costs a record per few items, not per item.
+  insert_items = 8,
 };
 const char* request_op_name(uint32_t op) noexcept;
 
 struct KeyPriority {
   uint64_t key;
   double priority;
+};
+
+// One item of an insert_items record: its priority and its one slice.
+struct ItemEntry {
+  double priority;
+  ChunkRef ref;
 };
 
 // Both records start with the ring's sequence word (SpscRing,
@@ -83,6 +99,11 @@ struct RequestRecord {
       uint32_t want_spare;
       ChunkRef refs[kRecordRefs];
     } insert;
+    struct {
+      uint32_t chunk_steps;  // as insert's, for every item's chunk
+      uint32_t want_spare;   // bit i: as insert's want_spare, for item i
+      ItemEntry items[kRecordItems];
+    } items;
     KeyPriority updates[kRecordUpdates];
     uint64_t keys[kRecordKeys];
     BlockRef blocks[kRecordKeys];

@@ -295,7 +295,11 @@ void TableOwner::wake_client(ChannelState& c) {
   // ends with nothing held ring at once; and every client wait ends
   // within a slice (0.1 s) to look again, whatever this does. The queue
   // is read from the client's ring, which it can scribble on: that
-  // changes only when it is woken.
+  // changes only when it is woken. (Steps of a sixth as many records for
+  // a writer of insert_items records, whose response credit, a slot per
+  // item, runs out with a sixth of a ring of them queued, were tried: they
+  // kept it asleep longer and cost its process more CPU per item, its own
+  // work included; bench/NOTES.md, "Ape-X: time in engram calls".)
   const uint32_t step = c.channel.requests.capacity() / kWakeFraction;
   bool quiet = c.pending && std::all_of(out_.begin(), out_.end(), is_ack_record) && c.popped_since_ring < step &&
                c.channel.requests.peek(step - 1) != nullptr;
@@ -361,23 +365,32 @@ void TableOwner::prefetch_next(const ChannelState& c) const {
   // applied hides most of that miss. Only hints: nothing read here is
   // trusted.
   const auto* next = static_cast<const RequestRecord*>(c.channel.requests.peek(0));
-  if (!next || next->op != static_cast<uint32_t>(RequestOp::insert)) return;
-  uint32_t n = std::min(next->count, kRecordRefs);
-  for (uint32_t i = 0; i < n; ++i) {
-    uint32_t b = next->payload.insert.refs[i].block;
-    if (b >= arena_.total_blocks()) continue;
+  if (!next) return;
+  auto fetch = [&](uint32_t b) {
+    if (b >= arena_.total_blocks()) return;
     arena_.prefetch_state(b);
     if (packed_) __builtin_prefetch(arena_.data({b, 0}));
+  };
+  if (next->op == static_cast<uint32_t>(RequestOp::insert)) {
+    for (uint32_t i = 0, n = std::min(next->count, kRecordRefs); i < n; ++i) fetch(next->payload.insert.refs[i].block);
+  } else if (next->op == static_cast<uint32_t>(RequestOp::insert_items)) {
+    // A writer's items mostly share a chunk: its first and last block.
+    uint32_t n = std::min(next->count, kRecordItems);
+    if (n == 0) return;
+    fetch(next->payload.items.items[0].ref.block);
+    if (next->payload.items.items[n - 1].ref.block != next->payload.items.items[0].ref.block)
+      fetch(next->payload.items.items[n - 1].ref.block);
   }
 }
 
-TableOwner::Outcome TableOwner::apply(ChannelState& c, const RequestRecord& r) {
+TableOwner::Outcome TableOwner::apply(ChannelState& c, RequestRecord& r) {
   if (Status s = check_request(r, max_batch_); !s.ok()) {
     fail(c, r, s);
     return Outcome::done;
   }
   switch (static_cast<RequestOp>(r.op)) {
     case RequestOp::insert: return insert(c, r);
+    case RequestOp::insert_items: return insert_items(c, r);
     case RequestOp::sample: return sample(c, r);
     case RequestOp::release: release(c, r.id); break;
     case RequestOp::drop: drop(c, r); break;
@@ -463,6 +476,29 @@ TableOwner::Outcome TableOwner::insert(ChannelState& c, const RequestRecord& r) 
   if (o == Outcome::done) leave_insert_line(c);
   else if (std::find(insert_line_.begin(), insert_line_.end(), &c) == insert_line_.end()) insert_line_.push_back(&c);
   return o;
+}
+
+TableOwner::Outcome TableOwner::insert_items(ChannelState& c, RequestRecord& r) {
+  auto& in = r.payload.items;
+  for (uint32_t i = 0; i < r.count; ++i) {
+    if (c.broken) return Outcome::done;
+    RequestRecord one{};
+    one.op = static_cast<uint32_t>(RequestOp::insert);
+    one.count = 1;
+    one.id = r.id + i;
+    one.deadline_ns = r.deadline_ns;
+    one.payload.insert.priority = in.items[i].priority;
+    one.payload.insert.chunk_steps = in.chunk_steps;
+    one.payload.insert.want_spare = in.want_spare >> i & 1;
+    one.payload.insert.refs[0] = in.items[i].ref;
+    if (insert(c, one) == Outcome::done) continue;
+    std::copy(in.items + i, in.items + r.count, in.items);
+    in.want_spare >>= i;
+    r.id += i;
+    r.count -= i;
+    return Outcome::deferred;
+  }
+  return Outcome::done;
 }
 
 void TableOwner::leave_insert_line(const ChannelState& c) {

@@ -86,7 +86,10 @@ class TableOwner {
   struct ChannelState {
     uint32_t client = 0;
     Channel channel;
-    std::optional<RequestRecord> pending;  // waiting for the rate limiter
+    // Waiting for the rate limiter. A held insert_items record keeps only
+    // the items not applied yet (insert_items trims it): the owner's copy,
+    // which the client cannot touch.
+    std::optional<RequestRecord> pending;
     std::unordered_map<uint64_t, std::vector<BlockRef>> pins;  // sample id -> pinned chunks
     U64Set holds;                                               // packed BlockRef
     bool broken = false;
@@ -139,11 +142,16 @@ class TableOwner {
   // header is a line the writer's core just wrote), with the header that
   // layout implies copied out.
   Status check_insert_chunk(const ChunkRef& ref, uint32_t chunk_steps, ChunkHeader* out) const;
-  Outcome apply(ChannelState& c, const RequestRecord& r);
+  // r is the owner's own copy (insert_items may trim it).
+  Outcome apply(ChannelState& c, RequestRecord& r);
   // An insert, in its turn: while inserts wait for the rate limiter, the
   // channels take turns in the order they began waiting (insert_line_).
   Outcome insert(ChannelState& c, const RequestRecord& r);
   Outcome insert_in_turn(ChannelState& c, const RequestRecord& r);
+  // Each item as an insert of its own (id r.id + i), in order. Deferred at
+  // item k, r keeps items k.. (renumbered from 0, its id r.id + k), so that
+  // the items applied are never applied again.
+  Outcome insert_items(ChannelState& c, RequestRecord& r);
   void leave_insert_line(const ChannelState& c);
   Outcome sample(ChannelState& c, const RequestRecord& r);
   void update(ChannelState& c, const RequestRecord& r);

@@ -1682,6 +1682,108 @@ TEST_F(CApi, AHeldClientWithFewRequestsQueuedHearsItsAcks) {
   EXPECT_EQ(answers.sleepers.load(), 0u) << "a held client with 19 requests queued was left asleep";
 }
 
+// An insert_items record answers as one insert per item, item i as request
+// id + i: a bad item fails alone, a record the rate limiter holds part-way
+// applies each item once (the held copy keeps only the rest), and items
+// that may not wait are refused one by one.
+TEST_F(CApi, AnInsertItemsRecordAnswersItemByItemAndIsHeldPartWay) {
+  engram_table_options o = two_columns("held", 100);
+  ASSERT_EQ(engram_rate_limiter_queue(&o.rate_limiter, 4), ENGRAM_OK);
+  ASSERT_EQ(engram_table_create(c_, &o), ENGRAM_OK) << last();
+  RawClient raw(socket_, "held");
+  auto blocks = raw.ctl.grant(0, 8);
+  ASSERT_TRUE(blocks.ok()) << blocks.status().message();
+  ASSERT_EQ(blocks->size(), 8u);
+  // Items over step 0 of blocks[first...], one step per chunk.
+  auto items = [&](uint64_t id, uint32_t first, uint32_t n, int64_t deadline) {
+    RequestRecord r{};
+    r.op = static_cast<uint32_t>(RequestOp::insert_items);
+    r.count = n;
+    r.id = id;
+    r.deadline_ns = deadline;
+    r.payload.items.chunk_steps = 1;
+    for (uint32_t i = 0; i < n; ++i) {
+      BlockRef b = (*blocks)[(first + i) % blocks->size()];
+      r.payload.items.items[i] = {1.0 + i, {b.index, b.generation, 0, 1}};
+    }
+    return r;
+  };
+  // Reads answers until `n` inserts were answered; returns (id, status)
+  // per insert, in order.
+  auto answers = [&](uint32_t n) {
+    std::vector<std::pair<uint64_t, int>> out;
+    while (out.size() < n) {
+      ResponseRecord rsp{};
+      if (!raw.chan.responses.pop(&rsp, 5'000'000'000).ok()) {
+        ADD_FAILURE() << "only " << out.size() << " of " << n << " inserts answered";
+        break;
+      }
+      EXPECT_EQ(rsp.op, static_cast<uint16_t>(RequestOp::insert));
+      if (rsp.status != 0) out.push_back({rsp.id, rsp.status});
+      else
+        for (uint32_t k = 0; k < rsp.count; ++k) out.push_back({rsp.id + k, 0});
+    }
+    return out;
+  };
+  auto push = [&](const RequestRecord& r) {
+    ASSERT_TRUE(raw.chan.requests.try_push(&r).ok());
+    raw.bell->ring();
+  };
+
+  // Three items, the second over a block that does not exist.
+  RequestRecord bad = items(10, 0, 3, -1);
+  bad.payload.items.items[1].ref.block = 1u << 30;
+  push(bad);
+  auto a = answers(3);
+  ASSERT_EQ(a.size(), 3u);
+  EXPECT_EQ(a[0], std::make_pair(uint64_t{10}, 0));
+  EXPECT_EQ(a[1], std::make_pair(uint64_t{11}, static_cast<int>(Errc::stale_reference)));
+  EXPECT_EQ(a[2], std::make_pair(uint64_t{12}, 0));
+  engram_table_info info;
+  engram_table_info_init(&info);
+  ASSERT_EQ(engram_table_info_get(c_, "held", &info), ENGRAM_OK) << last();
+  EXPECT_EQ(info.size, 2u);
+
+  // Six items into a queue with room for two: two now, the rest one per
+  // sample, in order, none twice.
+  push(items(20, 2, 6, -1));
+  a = answers(2);
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[0].first, 20u);
+  EXPECT_EQ(a[1].first, 21u);
+  engram_table* t = open("held");
+  engram_sample_options one = batch_options(1, 1);
+  one.timeout_ms = 5000;
+  for (uint64_t next = 22; next < 26; ++next) {
+    engram_batch* b = nullptr;
+    ASSERT_EQ(engram_sample_view(t, &one, &b), ENGRAM_OK) << last();
+    engram_batch_release(b);
+    a = answers(1);
+    ASSERT_EQ(a.size(), 1u);
+    EXPECT_EQ(a[0], std::make_pair(next, 0)) << "the held record's next item, once";
+  }
+  ASSERT_EQ(engram_table_info_get(c_, "held", &info), ENGRAM_OK) << last();
+  EXPECT_EQ(info.size, 8u) << "no item of the held record applied twice";
+  EXPECT_EQ(info.inserts, 8u);
+
+  // The queue is full: items that may not wait are each refused.
+  push(items(30, 0, 3, 0));
+  a = answers(3);
+  ASSERT_EQ(a.size(), 3u);
+  for (uint32_t i = 0; i < 3; ++i)
+    EXPECT_EQ(a[i], std::make_pair(uint64_t{30} + i, static_cast<int>(Errc::rate_limited)));
+
+  // A record of no items, or of more than a record holds: one error answer.
+  for (uint32_t n : {0u, kRecordItems + 1}) {
+    RequestRecord r = items(40, 0, 1, 0);
+    r.count = n;
+    ResponseRecord rsp = raw.roundtrip(r);
+    EXPECT_EQ(static_cast<Errc>(rsp.status), Errc::invalid_argument) << rsp.payload.message;
+    EXPECT_EQ(rsp.id, 40u);
+  }
+  engram_table_close(t);
+}
+
 // A table's reset frees all of its blocks at once, and the free list is a
 // stack: they are listed highest first, so that the next writers take them
 // in the order of memory (order_for_freeing), the order in which copies run
