@@ -135,7 +135,7 @@ Status engram_table::send(const RequestRecord& r, const Owed* os, uint32_t n, in
   }
   if (Status s = send_quiet(r); !s.ok()) return s;
   credit_used += credit;
-  owed.insert(owed.end(), os, os + n);
+  owed.append(os, os + n);
   return Status::Ok();
 }
 

@@ -21,6 +21,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "capi/fifo.hpp"
 #include "core/channel.hpp"
 #include "core/arena_blocks.hpp"
 #include "core/codec.hpp"
@@ -189,7 +190,7 @@ struct engram_table {
   engram::ShmSegment segment;
   engram::Channel channel;
   engram::Doorbell* bell = nullptr;
-  std::deque<engram::Owed> owed;
+  engram::Fifo<engram::Owed> owed;
   uint32_t credit_used = 0;
   std::vector<engram::BlockRef> drops;  // chunks to give back, sent in groups
   // Updates sent by engram_update_priorities_async and not yet answered,

@@ -82,7 +82,7 @@ struct engram_writer {
     uint64_t seq[engram::kRecordRefs];  // the chunks, oldest first
     uint32_t offset[engram::kRecordRefs], length[engram::kRecordRefs];
   };
-  std::deque<PendingItem> pending;
+  engram::Fifo<PendingItem> pending;
 
   engram::Status append(const void* const* cols, uint32_t n, size_t stride_steps);
   engram::Status create_item(engram_table* t, uint32_t num_steps, double priority);
