@@ -13,7 +13,7 @@
 // item over it awaits an ack, the writer gives it back: a drop request to
 // each table that holds it, or, if none does, straight to the free list.
 //
-// Chunks are numbered in creation order (seq); the live ones sit in a deque
+// Chunks are numbered in creation order (seq); the live ones sit in a Fifo
 // from first_seq on, and the history is always the newest of them:
 // [history_begin, next_seq). No hashing on the per-step path.
 //
@@ -67,7 +67,9 @@ struct engram_writer {
   std::vector<char> staging;       // packed: the open chunk's steps, plain layout
   std::unique_ptr<engram::Encoder> encoder;
 
-  std::deque<Chunk> chunks;    // seq first_seq + i; every chunk not yet given back
+  // seq first_seq + i; every chunk not yet given back. Only open_chunk
+  // pushes (which moves the entries: no Chunk& is held across it).
+  engram::Fifo<Chunk> chunks;
   uint64_t first_seq = 0, next_seq = 0;
   uint64_t history_begin = 0;  // chunks [history_begin, next_seq) may back new items
   uint64_t history_steps = 0;
