@@ -81,6 +81,12 @@ class CApi : public ::testing::Test {
     o.sampler = sampler;
     return engram_table_create(c_, &o);
   }
+  // A table of 100 items behind a Queue(size) rate limiter.
+  int create_queue(const char* name, int64_t size) {
+    engram_table_options o = two_columns(name, 100);
+    if (int r = engram_rate_limiter_queue(&o.rate_limiter, size); r != ENGRAM_OK) return r;
+    return engram_table_create(c_, &o);
+  }
   engram_table* open(const char* name) {
     engram_table* t = nullptr;
     EXPECT_EQ(engram_table_open(c_, name, &t), ENGRAM_OK) << last();
@@ -1597,6 +1603,12 @@ struct RawClient {
     chan = *Channel::attach(chan_seg.data(), chan_seg.size());
     bell = &static_cast<BellsHeader*>(bells_seg.data())->slots[o.table_id].bell;
   }
+  // n blocks of class 0, reserved for this client (fewer if refused).
+  std::vector<BlockRef> grant_blocks(uint32_t n) {
+    auto b = ctl.grant(0, n);
+    EXPECT_TRUE(b.ok()) << b.status().message();
+    return b.ok() ? *b : std::vector<BlockRef>{};
+  }
   // Sends r and returns its (single) response, or the closed reason.
   ResponseRecord roundtrip(const RequestRecord& r) {
     EXPECT_TRUE(chan.requests.try_push(&r).ok());
@@ -1653,16 +1665,13 @@ TEST_F(CApi, ACommandComesAfterTheRequestsItsSenderPushedBeforeIt) {
 // of a ring (128) that would otherwise end the silence. The client says it
 // sleeps on its response bell; the owner must ring it.
 TEST_F(CApi, AHeldClientWithFewRequestsQueuedHearsItsAcks) {
-  engram_table_options o = two_columns("held", 100);
-  ASSERT_EQ(engram_rate_limiter_queue(&o.rate_limiter, 4), ENGRAM_OK);
-  ASSERT_EQ(engram_table_create(c_, &o), ENGRAM_OK) << last();
+  ASSERT_EQ(create_queue("held", 4), ENGRAM_OK) << last();
   RawClient raw(socket_, "held");
-  auto blocks = raw.ctl.grant(0, 24);
-  ASSERT_TRUE(blocks.ok()) << blocks.status().message();
-  ASSERT_EQ(blocks->size(), 24u);
+  std::vector<BlockRef> blocks = raw.grant_blocks(24);
+  ASSERT_EQ(blocks.size(), 24u);
   Doorbell& answers = raw.chan.responses.data_bell();
   answers.sleepers.store(1);  // as a client asleep on it would have registered
-  for (BlockRef b : *blocks) {
+  for (BlockRef b : blocks) {
     RequestRecord ins = one_step_insert(b, 1);
     ins.deadline_ns = -1;  // waits for the limiter, however long
     ASSERT_TRUE(raw.chan.requests.try_push(&ins, /*ring_bell=*/false).ok());
@@ -1687,13 +1696,10 @@ TEST_F(CApi, AHeldClientWithFewRequestsQueuedHearsItsAcks) {
 // applies each item once (the held copy keeps only the rest), and items
 // that may not wait are refused one by one.
 TEST_F(CApi, AnInsertItemsRecordAnswersItemByItemAndIsHeldPartWay) {
-  engram_table_options o = two_columns("held", 100);
-  ASSERT_EQ(engram_rate_limiter_queue(&o.rate_limiter, 4), ENGRAM_OK);
-  ASSERT_EQ(engram_table_create(c_, &o), ENGRAM_OK) << last();
+  ASSERT_EQ(create_queue("held", 4), ENGRAM_OK) << last();
   RawClient raw(socket_, "held");
-  auto blocks = raw.ctl.grant(0, 8);
-  ASSERT_TRUE(blocks.ok()) << blocks.status().message();
-  ASSERT_EQ(blocks->size(), 8u);
+  std::vector<BlockRef> blocks = raw.grant_blocks(8);
+  ASSERT_EQ(blocks.size(), 8u);
   // Items over step 0 of blocks[first...], one step per chunk.
   auto items = [&](uint64_t id, uint32_t first, uint32_t n, int64_t deadline) {
     RequestRecord r{};
@@ -1703,7 +1709,7 @@ TEST_F(CApi, AnInsertItemsRecordAnswersItemByItemAndIsHeldPartWay) {
     r.deadline_ns = deadline;
     r.payload.items.chunk_steps = 1;
     for (uint32_t i = 0; i < n; ++i) {
-      BlockRef b = (*blocks)[(first + i) % blocks->size()];
+      BlockRef b = blocks[(first + i) % blocks.size()];
       r.payload.items.items[i] = {1.0 + i, {b.index, b.generation, 0, 1}};
     }
     return r;
