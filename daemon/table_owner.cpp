@@ -345,8 +345,22 @@ bool TableOwner::service(ChannelState& c) {
   if (c.broken) return false;
   FreedBatch batch(this);  // blocks freed while this batch is applied, listed at its end
   round_now_ns_ = 0;       // the clock is read again, if a request of this round has a deadline
-  if (c.pending && apply(c, *c.pending) == Outcome::done) c.pending.reset();
   bool progress = false;
+  if (c.pending) {
+    // A held request that went in, or a held insert_items record that went
+    // in part-way (it shrinks), is progress too: the insert line may have
+    // moved on to another channel's turn, which this round's service of
+    // that channel already passed, so the owner must look again before it
+    // sleeps. (Two writers taking turns got one item each per 100 ms
+    // sleep otherwise.)
+    uint32_t before = c.pending->count;
+    if (apply(c, *c.pending) == Outcome::done) {
+      c.pending.reset();
+      progress = true;
+    } else {
+      progress = c.pending->count != before;
+    }
+  }
   RequestRecord r;
   for (int i = 0; i < kBatchPerChannel && !c.pending && !c.broken; ++i) {
     if (!c.channel.requests.try_pop(&r, /*ring_bell=*/false).ok()) break;  // empty

@@ -1790,6 +1790,73 @@ TEST_F(CApi, AnInsertItemsRecordAnswersItemByItemAndIsHeldPartWay) {
   engram_table_close(t);
 }
 
+// Two writers held by one rate limiter take turns item by item. When a
+// sample lets many inserts through at once, each round of the owner
+// applies one item of each held insert_items record and defers the next
+// (not its turn); that is progress, and the owner must go on rather than
+// sleep until a bell or its 100 ms bound. Here 64 items wait their turn
+// in two channels: 32 such rounds, which took over 3 s when the owner
+// slept between them.
+TEST_F(CApi, TwoWritersTakingTurnsAtTheLimiterAreServedWithoutSleeping) {
+  ASSERT_EQ(create_queue("held", 64), ENGRAM_OK) << last();
+  RawClient a(socket_, "held"), b(socket_, "held");
+  std::vector<BlockRef> blocks_a = a.grant_blocks(8), blocks_b = b.grant_blocks(4);
+  ASSERT_EQ(blocks_a.size(), 8u);
+  ASSERT_EQ(blocks_b.size(), 4u);
+  // Records of six one-step items over 16-step chunks, item j of a
+  // client's at step j % 16 of its block j / 16.
+  auto push = [](RawClient& raw, const std::vector<BlockRef>& blocks, uint32_t first, uint32_t records, uint64_t id) {
+    for (uint32_t k = 0; k < records; ++k, id += kRecordItems) {
+      RequestRecord r{};
+      r.op = static_cast<uint32_t>(RequestOp::insert_items);
+      r.count = kRecordItems;
+      r.id = id;
+      r.deadline_ns = -1;
+      r.payload.items.chunk_steps = 16;
+      for (uint32_t i = 0; i < kRecordItems; ++i) {
+        uint32_t j = first + k * kRecordItems + i;
+        BlockRef blk = blocks[j / 16];
+        r.payload.items.items[i] = {1.0, {blk.index, blk.generation, j % 16, 1}};
+      }
+      ASSERT_TRUE(raw.chan.requests.try_push(&r).ok());
+      raw.bell->ring();
+    }
+  };
+  // Counts the inserts answered on raw's channel until `want`, for at most
+  // `wait_ns`.
+  auto acked = [](RawClient& raw, uint32_t want, int64_t wait_ns) {
+    uint32_t n = 0;
+    int64_t until = monotonic_ns() + wait_ns;
+    while (n < want) {
+      ResponseRecord rsp{};
+      int64_t left = until - monotonic_ns();
+      if (left <= 0 || !raw.chan.responses.pop(&rsp, left).ok()) break;
+      EXPECT_EQ(rsp.status, 0) << rsp.payload.message;
+      n += rsp.status == 0 ? rsp.count : 1;
+    }
+    return n;
+  };
+  push(a, blocks_a, 0, 11, 1);  // 66 items: the queue takes 64, 2 wait
+  ASSERT_EQ(acked(a, 64, 5'000'000'000), 64u);
+  push(a, blocks_a, 66, 5, 1001);  // 30 more wait in a's channel
+  push(b, blocks_b, 0, 6, 1);      // 36 in b's, behind a's in the line
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  engram_table* t = open("held");
+  engram_sample_options all = batch_options(64, 1);
+  all.timeout_ms = 5000;
+  engram_batch* batch = nullptr;
+  int64_t start = monotonic_ns();
+  ASSERT_EQ(engram_sample_view(t, &all, &batch), ENGRAM_OK) << last();
+  engram_batch_release(batch);
+  // 64 places freed: a's 32 waiting and 32 of b's, taking turns.
+  uint32_t got_a = acked(a, 32, 10'000'000'000), got_b = acked(b, 32, 10'000'000'000);
+  double seconds = static_cast<double>(monotonic_ns() - start) * 1e-9;
+  EXPECT_EQ(got_a, 32u);
+  EXPECT_EQ(got_b, 32u);
+  EXPECT_LT(seconds, 1.5) << "the owner slept between the writers' turns";
+  engram_table_close(t);
+}
+
 // A table's reset frees all of its blocks at once, and the free list is a
 // stack: they are listed highest first, so that the next writers take them
 // in the order of memory (order_for_freeing), the order in which copies run
