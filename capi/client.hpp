@@ -190,6 +190,10 @@ struct engram_table {
   engram::ShmSegment segment;
   engram::Channel channel;
   engram::Doorbell* bell = nullptr;
+  // A push may move the entries (Fifo): pump() and take_acks() hold a
+  // reference to the front while they route its answer, and nothing that
+  // routing calls (a writer's on_ack, the release of an orphaned sample)
+  // sends a request that is answered.
   engram::Fifo<engram::Owed> owed;
   uint32_t credit_used = 0;
   std::vector<engram::BlockRef> drops;  // chunks to give back, sent in groups

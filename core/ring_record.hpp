@@ -46,7 +46,7 @@ inline constexpr uint32_t kRecordRefs = 8;       // chunk slices per item
 inline constexpr uint32_t kRecordUpdates = 10;   // (key, priority) per update record
 inline constexpr uint32_t kRecordKeys = 20;      // keys per remove record, blocks per drop record
 inline constexpr uint32_t kRecordAcks = 10;      // insert acks per response record
-inline constexpr uint32_t kRecordItems = 6;      // one-chunk items per insert_items record
+inline constexpr uint32_t kRecordItems = 6;      // one-chunk items per insert_items record: as many as fit
 inline constexpr int64_t kNoDeadline = -1;       // wait for ever
 
 enum class RequestOp : uint32_t {
@@ -110,6 +110,10 @@ struct RequestRecord {
   } payload;
 };
 static_assert(sizeof(RequestRecord) == kRecordSize);
+// kRecordItems is as many items as a record holds (a seventh would not
+// fit), and want_spare has a bit for each.
+static_assert(offsetof(RequestRecord, payload.items.items) + sizeof(ItemEntry) * (kRecordItems + 1) > kRecordSize);
+static_assert(kRecordItems <= 32);
 static_assert(offsetof(RequestRecord, op) == kRingSeqBytes);
 
 struct SampledItemWire {

@@ -298,8 +298,8 @@ void TableOwner::wake_client(ChannelState& c) {
   // changes only when it is woken. (Steps of a sixth as many records for
   // a writer of insert_items records, whose response credit, a slot per
   // item, runs out with a sixth of a ring of them queued, were tried: they
-  // kept it asleep longer and cost its process more CPU per item, its own
-  // work included; bench/NOTES.md, "Ape-X: time in engram calls".)
+  // cost its process more CPU per item, its own work included;
+  // bench/NOTES.md, "Ape-X: time in engram calls".)
   const uint32_t step = c.channel.requests.capacity() / kWakeFraction;
   bool quiet = c.pending && std::all_of(out_.begin(), out_.end(), is_ack_record) && c.popped_since_ring < step &&
                c.channel.requests.peek(step - 1) != nullptr;

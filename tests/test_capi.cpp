@@ -1609,6 +1609,22 @@ struct RawClient {
     EXPECT_TRUE(b.ok()) << b.status().message();
     return b.ok() ? *b : std::vector<BlockRef>{};
   }
+  // The answers to inserts on this channel, (request id, status) per
+  // insert in order, until n came or wait_ns passed.
+  std::vector<std::pair<uint64_t, int>> insert_answers(uint32_t n, int64_t wait_ns) {
+    std::vector<std::pair<uint64_t, int>> out;
+    int64_t until = monotonic_ns() + wait_ns;
+    while (out.size() < n) {
+      ResponseRecord rsp{};
+      int64_t left = until - monotonic_ns();
+      if (left <= 0 || !chan.responses.pop(&rsp, left).ok()) break;
+      EXPECT_EQ(rsp.op, static_cast<uint16_t>(RequestOp::insert));
+      if (rsp.status != 0) out.push_back({rsp.id, rsp.status});
+      else
+        for (uint32_t k = 0; k < rsp.count; ++k) out.push_back({rsp.id + k, 0});
+    }
+    return out;
+  }
   // Sends r and returns its (single) response, or the closed reason.
   ResponseRecord roundtrip(const RequestRecord& r) {
     EXPECT_TRUE(chan.requests.try_push(&r).ok());
@@ -1630,6 +1646,24 @@ RequestRecord one_step_insert(BlockRef b, uint32_t chunk_steps) {
   ins.payload.insert.chunk_steps = chunk_steps;
   ins.payload.insert.refs[0] = {b.index, b.generation, 0, 1};
   return ins;
+}
+
+// A raw insert_items record of n one-step items, item i over step
+// step_of(i) of block block_of(i), whose chunks hold chunk_steps steps.
+template <typename BlockOf, typename StepOf>
+RequestRecord items_insert(uint64_t id, uint32_t n, int64_t deadline_ns, uint32_t chunk_steps, BlockOf block_of,
+                           StepOf step_of, double priority_step = 0.0) {
+  RequestRecord r{};
+  r.op = static_cast<uint32_t>(RequestOp::insert_items);
+  r.count = n;
+  r.id = id;
+  r.deadline_ns = deadline_ns;
+  r.payload.items.chunk_steps = chunk_steps;
+  for (uint32_t i = 0; i < n; ++i) {
+    BlockRef b = block_of(i);
+    r.payload.items.items[i] = {1.0 + priority_step * i, {b.index, b.generation, step_of(i), 1}};
+  }
+  return r;
 }
 
 // A command to a table's owner (here a reset) comes after every request
@@ -1702,35 +1736,11 @@ TEST_F(CApi, AnInsertItemsRecordAnswersItemByItemAndIsHeldPartWay) {
   ASSERT_EQ(blocks.size(), 8u);
   // Items over step 0 of blocks[first...], one step per chunk.
   auto items = [&](uint64_t id, uint32_t first, uint32_t n, int64_t deadline) {
-    RequestRecord r{};
-    r.op = static_cast<uint32_t>(RequestOp::insert_items);
-    r.count = n;
-    r.id = id;
-    r.deadline_ns = deadline;
-    r.payload.items.chunk_steps = 1;
-    for (uint32_t i = 0; i < n; ++i) {
-      BlockRef b = blocks[(first + i) % blocks.size()];
-      r.payload.items.items[i] = {1.0 + i, {b.index, b.generation, 0, 1}};
-    }
-    return r;
+    return items_insert(
+        id, n, deadline, 1, [&](uint32_t i) { return blocks[(first + i) % blocks.size()]; },
+        [](uint32_t) { return 0u; }, /*priority_step=*/1.0);
   };
-  // Reads answers until `n` inserts were answered; returns (id, status)
-  // per insert, in order.
-  auto answers = [&](uint32_t n) {
-    std::vector<std::pair<uint64_t, int>> out;
-    while (out.size() < n) {
-      ResponseRecord rsp{};
-      if (!raw.chan.responses.pop(&rsp, 5'000'000'000).ok()) {
-        ADD_FAILURE() << "only " << out.size() << " of " << n << " inserts answered";
-        break;
-      }
-      EXPECT_EQ(rsp.op, static_cast<uint16_t>(RequestOp::insert));
-      if (rsp.status != 0) out.push_back({rsp.id, rsp.status});
-      else
-        for (uint32_t k = 0; k < rsp.count; ++k) out.push_back({rsp.id + k, 0});
-    }
-    return out;
-  };
+  auto answers = [&](uint32_t n) { return raw.insert_answers(n, 5'000'000'000); };
   auto push = [&](const RequestRecord& r) {
     ASSERT_TRUE(raw.chan.requests.try_push(&r).ok());
     raw.bell->ring();
@@ -1807,34 +1817,20 @@ TEST_F(CApi, TwoWritersTakingTurnsAtTheLimiterAreServedWithoutSleeping) {
   // client's at step j % 16 of its block j / 16.
   auto push = [](RawClient& raw, const std::vector<BlockRef>& blocks, uint32_t first, uint32_t records, uint64_t id) {
     for (uint32_t k = 0; k < records; ++k, id += kRecordItems) {
-      RequestRecord r{};
-      r.op = static_cast<uint32_t>(RequestOp::insert_items);
-      r.count = kRecordItems;
-      r.id = id;
-      r.deadline_ns = -1;
-      r.payload.items.chunk_steps = 16;
-      for (uint32_t i = 0; i < kRecordItems; ++i) {
-        uint32_t j = first + k * kRecordItems + i;
-        BlockRef blk = blocks[j / 16];
-        r.payload.items.items[i] = {1.0, {blk.index, blk.generation, j % 16, 1}};
-      }
+      uint32_t j = first + k * kRecordItems;
+      RequestRecord r = items_insert(
+          id, kRecordItems, -1, 16, [&](uint32_t i) { return blocks[(j + i) / 16]; },
+          [&](uint32_t i) { return (j + i) % 16; });
       ASSERT_TRUE(raw.chan.requests.try_push(&r).ok());
       raw.bell->ring();
     }
   };
   // Counts the inserts answered on raw's channel until `want`, for at most
-  // `wait_ns`.
+  // `wait_ns`; each must have gone in.
   auto acked = [](RawClient& raw, uint32_t want, int64_t wait_ns) {
-    uint32_t n = 0;
-    int64_t until = monotonic_ns() + wait_ns;
-    while (n < want) {
-      ResponseRecord rsp{};
-      int64_t left = until - monotonic_ns();
-      if (left <= 0 || !raw.chan.responses.pop(&rsp, left).ok()) break;
-      EXPECT_EQ(rsp.status, 0) << rsp.payload.message;
-      n += rsp.status == 0 ? rsp.count : 1;
-    }
-    return n;
+    auto answers = raw.insert_answers(want, wait_ns);
+    for (const auto& a : answers) EXPECT_EQ(a.second, 0) << "request " << a.first;
+    return static_cast<uint32_t>(answers.size());
   };
   push(a, blocks_a, 0, 11, 1);  // 66 items: the queue takes 64, 2 wait
   ASSERT_EQ(acked(a, 64, 5'000'000'000), 64u);
