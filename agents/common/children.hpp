@@ -25,17 +25,6 @@
 
 namespace engram::agents {
 
-// OpenBLAS sizes its thread pool when it loads, before main: one thread
-// per process (nets.hpp, setup_process) needs OPENBLAS_NUM_THREADS set
-// before then, so an agent's first start sets it and starts itself again.
-// Call first thing in main.
-inline void restart_with_one_blas_thread(char** argv) {
-  if (std::getenv("OPENBLAS_NUM_THREADS")) return;
-  ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
-  ::setenv("OMP_NUM_THREADS", "1", 0);
-  ::execv("/proc/self/exe", argv);
-}
-
 // Where a learner's embedded server listens, so that the actors it starts
 // (and actors in other languages, by hand) find it: OUT/engram.sock, as an
 // absolute path.

@@ -12,6 +12,7 @@
 #include <exception>
 #include <string>
 
+#include "agents/common/blas_setup.hpp"
 #include "agents/common/children.hpp"
 
 namespace engram::agents {
@@ -84,11 +85,11 @@ inline bool unknown_flag(const char* program, const std::string& flag) {
   return false;
 }
 
-// An agent's main: one BLAS thread (restart_with_one_blas_thread), the
+// An agent's main: OpenBLAS set up (restart_with_blas_settings), the
 // command line, then --eval, an actor (--role actor) or the learner.
 template <typename Options, typename Parse, typename Eval, typename Actor, typename Learner>
 int agent_main(int argc, char** argv, const char* program, Parse parse, Eval eval, Actor actor, Learner learner) {
-  restart_with_one_blas_thread(argv);
+  restart_with_blas_settings(program, argv);
   Options o;
   if (!parse(argc, argv, &o)) return 2;
   try {

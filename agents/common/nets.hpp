@@ -67,8 +67,8 @@ void copy_parameters(torch::nn::Module& from, torch::nn::Module& to);
 //   several processes on few cores, and a second thread per process only
 //   competes with them (updates were 1.6-4.8x slower with two threads each
 //   on two cores). OpenBLAS sizes its pool when it loads, before main, so
-//   OPENBLAS_NUM_THREADS must already be set then (children.hpp,
-//   restart_with_one_blas_thread).
+//   OPENBLAS_NUM_THREADS must already be set then (blas_setup.hpp,
+//   restart_with_blas_settings).
 // - A heap that keeps what it got: every update frees and allocates the
 //   same large tensors, and glibc gave the main thread's freed top back to
 //   the kernel (trim) or mapped large blocks afresh, so each update
