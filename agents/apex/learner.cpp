@@ -33,15 +33,19 @@ namespace engram::agents::apex {
 
 namespace {
 
-// The batches the learner trains on. Two are sampled ahead
-// (engram_sample_begin), each on a connection of its own (one sample at a
-// time per table handle), while the learner trains on the last, which the
-// next collect() overwrites: each batch has two updates' time to be drawn,
-// so the learner seldom waits for the rate limiter or for the owner to be
-// scheduled, and one wake-up of the owner carries the last batch's
-// priorities, the release of its chunks and the next request (Ape-X's
-// prefetch, without a thread: bench/NOTES.md, "Ape-X: time in engram
-// calls").
+// The batches the learner trains on. Each sample draws `per_sample`
+// batches at once, and two samples are drawn ahead (engram_sample_begin),
+// each on a connection of its own (one sample at a time per table
+// handle), while the learner trains on the batches of the last, which the
+// next collect() overwrites. So a sample has two samples' worth of updates
+// to be drawn, and the learner seldom waits for the rate limiter or for
+// the owner to be scheduled; and the owner, asleep between the learner's
+// visits, is woken once per sample: its wake-up (about 20 us of the
+// learner's CPU on a KVM guest) carries the priorities of the batches
+// trained on, the release of their chunks and the next request (Ape-X's
+// prefetch of several batches, without a thread: bench/NOTES.md, "Ape-X:
+// time in engram calls"). The price: a batch's items were drawn up to
+// 2 * per_sample updates before it trains, with the priorities of then.
 class Batches {
  public:
   Batches(const Options& o, api::Table& replay, const std::string& socket, size_t obs_size)
@@ -49,8 +53,9 @@ class Batches {
         second_client_(api::Client::connect(socket)),
         second_(second_client_.open_table(kReplayTable)),
         bytes_(byte_observations(o)),
-        options_(api::sample_options(static_cast<uint32_t>(o.batch), 1, 200)) {
-    size_t b = static_cast<size_t>(o.batch);
+        batch_(static_cast<uint32_t>(o.batch)),
+        options_(api::sample_options(batch_ * static_cast<uint32_t>(o.batches_per_sample), 1, 200)) {
+    size_t b = options_.batch_size;
     if (bytes_) {
       obs_b.resize(b * obs_size);
       next_b.resize(b * obs_size);
@@ -62,18 +67,27 @@ class Batches {
     reward.resize(b);
     discount.resize(b);
     info.resize(b);
+    priorities.resize(b);
     bufs_ = {bytes_ ? static_cast<void*>(obs_b.data()) : obs.data(), action.data(), reward.data(), discount.data(),
              bytes_ ? static_cast<void*>(next_b.data()) : next.data()};
-    replay_.sample_begin(options_);
+    try {
+      replay_.sample_begin(options_);
+    } catch (const std::exception& e) {
+      throw std::runtime_error("a sample of --batch " + std::to_string(o.batch) + " x --batches-per-sample " +
+                               std::to_string(o.batches_per_sample) + " items: " + e.what());
+    }
     second_.sample_begin(options_);
   }
-  // Copies out the older batch begun over the one trained on, then sends
-  // the latter's new priorities (taken from *priorities, which may be
-  // empty) and begins the next batch. 0 items when the rate limiter held
-  // the batch past its timeout (the actors have not caught up).
-  uint32_t collect(std::vector<double>* priorities) {
-    keys_.resize(priorities->size());
+  // Is every batch of the last sample taken (next_batch)? Then collect().
+  bool used_up() const { return taken_ == drawn_; }
+  // Copies out the older sample begun over the one trained on, then sends
+  // the latter's new priorities (`priorities`, set for every item of its
+  // batches) and begins the next sample. 0 items when the rate limiter
+  // held the sample past its timeout (the actors have not caught up).
+  uint32_t collect() {
+    keys_.resize(taken_);
     for (size_t i = 0; i < keys_.size(); ++i) keys_[i] = info[i].key;
+    prio_sent_.assign(priorities.begin(), priorities.begin() + static_cast<ptrdiff_t>(taken_));
     api::Table& t = turn_ == 0 ? replay_ : second_;
     turn_ ^= 1;
     uint32_t n = 0;
@@ -82,12 +96,21 @@ class Batches {
     } catch (const api::Error& e) {
       if (e.code() != ENGRAM_E_TIMEOUT) throw;
     }
-    if (!priorities->empty()) {
+    if (!keys_.empty()) {
       // Not awaited: keys evicted meanwhile are skipped.
-      replay_.update_priorities_async(keys_, *priorities);
-      priorities->clear();
+      replay_.update_priorities_async(keys_, prio_sent_);
     }
     t.sample_begin(options_);
+    drawn_ = n;
+    taken_ = 0;
+    return n;
+  }
+  // The next batch of the last sample: items [*first, *first + return) of
+  // the buffers below, whose priorities the learner sets in `priorities`.
+  uint32_t next_batch(size_t* first) {
+    *first = taken_;
+    uint32_t n = std::min(batch_, drawn_ - taken_);
+    taken_ += n;
     return n;
   }
 
@@ -96,16 +119,20 @@ class Batches {
   std::vector<int32_t> action;
   std::vector<float> reward, discount;
   std::vector<engram_sample_info> info;
+  std::vector<double> priorities;        // the new ones, by item, for the next collect()
 
  private:
   api::Table& replay_;
   api::Client second_client_;
   api::Table second_;
   bool bytes_;
+  uint32_t batch_;
   engram_sample_options options_;
   std::vector<void*> bufs_;
   std::vector<uint64_t> keys_;
-  int turn_ = 0;  // whose batch is collected next: replay_'s or second_'s
+  std::vector<double> prio_sent_;
+  uint32_t drawn_ = 0, taken_ = 0;  // items of the last sample, and of them those trained on
+  int turn_ = 0;  // whose sample is collected next: replay_'s or second_'s
 };
 
 // The embedded server's config: an arena with room for the replay, the
@@ -204,31 +231,35 @@ int run_learner(const Options& o) {
     if (o.train) in_engram([&] { batches.emplace(o, replay, socket, obs_size); });
     std::vector<int64_t> batch_shape = {o.batch};
     batch_shape.insert(batch_shape.end(), shape.begin(), shape.end());
-    std::vector<double> prio;  // the last batch's new priorities, sent by the next batches->collect()
     bool done = false;         // solved, or the step limit
     while (!done) {
+      size_t first = 0;
+      int64_t n = 0;
       if (!o.train) {  // actors alone: only watch
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      } else if (int64_t n = in_engram([&] { return batches->collect(&prio); }); n > 0) {
+      } else if (!batches->used_up() || in_engram([&] { return batches->collect(); }) > 0) {
+        n = batches->next_batch(&first);
+      }
+      if (n > 0) {
         Batches* s = &*batches;
         auto shape_n = batch_shape;
         shape_n[0] = n;
         torch::Tensor obs, next;
         if (byte_observations(o)) {
-          obs = torch::from_blob(s->obs_b.data(), shape_n, torch::kUInt8).to(torch::kFloat32);
-          next = torch::from_blob(s->next_b.data(), shape_n, torch::kUInt8).to(torch::kFloat32);
+          obs = torch::from_blob(s->obs_b.data() + first * obs_size, shape_n, torch::kUInt8).to(torch::kFloat32);
+          next = torch::from_blob(s->next_b.data() + first * obs_size, shape_n, torch::kUInt8).to(torch::kFloat32);
         } else {
-          obs = torch::from_blob(s->obs.data(), shape_n, torch::kFloat32);
-          next = torch::from_blob(s->next.data(), shape_n, torch::kFloat32);
+          obs = torch::from_blob(s->obs.data() + first * obs_size, shape_n, torch::kFloat32);
+          next = torch::from_blob(s->next.data() + first * obs_size, shape_n, torch::kFloat32);
         }
-        torch::Tensor action = torch::from_blob(s->action.data(), {n}, torch::kInt32).to(torch::kInt64);
-        torch::Tensor reward = torch::from_blob(s->reward.data(), {n}, torch::kFloat32);
-        torch::Tensor discount = torch::from_blob(s->discount.data(), {n}, torch::kFloat32);
+        torch::Tensor action = torch::from_blob(s->action.data() + first, {n}, torch::kInt32).to(torch::kInt64);
+        torch::Tensor reward = torch::from_blob(s->reward.data() + first, {n}, torch::kFloat32);
+        torch::Tensor discount = torch::from_blob(s->discount.data() + first, {n}, torch::kFloat32);
         std::vector<double> p(static_cast<size_t>(n));
         std::vector<uint32_t> size(static_cast<size_t>(n));
         for (int64_t i = 0; i < n; ++i) {
-          p[static_cast<size_t>(i)] = s->info[static_cast<size_t>(i)].probability;
-          size[static_cast<size_t>(i)] = s->info[static_cast<size_t>(i)].table_size;
+          p[static_cast<size_t>(i)] = s->info[first + static_cast<size_t>(i)].probability;
+          size[static_cast<size_t>(i)] = s->info[first + static_cast<size_t>(i)].table_size;
         }
         std::vector<float> w = importance_weights(p, size, o.beta);
         torch::Tensor weight = torch::from_blob(w.data(), {n}, torch::kFloat32);
@@ -252,8 +283,8 @@ int run_learner(const Options& o) {
 
         torch::Tensor abs_td = td.detach().abs();
         auto a = abs_td.accessor<float, 1>();
-        prio.resize(static_cast<size_t>(n));
-        for (int64_t i = 0; i < n; ++i) prio[static_cast<size_t>(i)] = std::isfinite(a[i]) ? a[i] + 1e-6 : 1.0;
+        for (int64_t i = 0; i < n; ++i)
+          s->priorities[first + static_cast<size_t>(i)] = std::isfinite(a[i]) ? a[i] + 1e-6 : 1.0;
         if (updates % static_cast<uint64_t>(o.target_every) == 0) copy_parameters(*online, *target);
         if (updates % static_cast<uint64_t>(o.publish_every) == 0) {
           std::vector<float> flat = flatten_parameters(*online);

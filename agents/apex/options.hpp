@@ -27,6 +27,11 @@ struct Options {
   // Per environment (see defaults_for).
   double lr = 1e-3;
   int batch = 128;
+  // The learner's batches drawn by one sample (learner.cpp, Batches):
+  // CartPole's learner spends 4.0-4.4% of its CPU in engram calls at 4,
+  // 4.6-4.8% at 2 and 5.7-6.2% at 1, with as many of five seeds solved
+  // (bench/NOTES.md, "Ape-X: time in engram calls").
+  int batches_per_sample = 4;
   float gamma = 0.99f;
   int n_step = 3;
   uint64_t capacity = 100000;
