@@ -14,11 +14,15 @@ namespace engram {
 namespace {
 constexpr int kBatchPerChannel = 64;  // requests per channel per round: fairness between clients
 // A client with a request held by the rate limiter is woken once
-// 1/kWakeFraction of its request ring was freed, or when less than that is
-// still queued (wake_client; a half was
-// measured against an eighth in bench/NOTES.md, "Ape-X: time in engram
-// calls").
-constexpr uint32_t kWakeFraction = 8;
+// 1/kWakeFraction of its request ring was freed, or when less than
+// 1/kWakeFloor of it is still queued (wake_client). An eighth for both
+// woke an Ape-X CartPole actor 34 times a second; a half and a
+// thirty-second 18 times, and took its CPU in engram calls from
+// 0.45-0.48 to 0.39-0.44 us a frame (bench/NOTES.md, "Ape-X: time in
+// engram calls", ninth session; a half alone, with the floor at an
+// eighth, was measured against an eighth before insert_items).
+constexpr uint32_t kWakeFraction = 2;
+constexpr uint32_t kWakeFloor = 32;
 // A record of acks for successful inserts (up to kRecordAcks of them).
 bool is_ack_record(const ResponseRecord& r) {
   return r.op == static_cast<uint32_t>(RequestOp::insert) && r.status == 0;
@@ -276,24 +280,25 @@ void TableOwner::send_responses(ChannelState& c) {
 }
 
 void TableOwner::wake_client(ChannelState& c) {
-  // A held client is woken in steps of an eighth of its ring. While the
-  // rate limiter holds one of this channel's requests, whatever else the
+  // A held client is woken in steps of half its ring. While the rate
+  // limiter holds one of this channel's requests, whatever else the
   // client sends queues behind it: waking it sooner only lets it queue
   // more, and costs it a futex sleep and wake-up per limiter turn (for an
   // Ape-X actor, one per learner update, more CPU than the steps it then
   // writes: bench/NOTES.md, "Ape-X: time in engram calls"). So while a
   // request is held and the batch answered nothing but inserts, with
-  // success, both bells stay silent until an eighth of the ring was freed
-  // since they last rang, as long as an eighth is still queued. A client
-  // that sleeps on a full ring or on response credit then still has most
-  // of a ring queued for this owner, so the owner never idles for want of
-  // its requests. One with fewer queued (a writer out of spare blocks,
-  // which come with the acks) is woken at every turn: left asleep, it
-  // would run dry and leave the line to the other writers until it woke
-  // (bench/NOTES.md, "Held writers and their spare blocks"). Any other
-  // answer (an error, a sample, a priority update) and any batch that
-  // ends with nothing held ring at once; and every client wait ends
-  // within a slice (0.1 s) to look again, whatever this does. The queue
+  // success, both bells stay silent until half the ring was freed since
+  // they last rang, as long as a thirty-second of it is still queued. A
+  // client that sleeps on a full ring or on response credit is then woken
+  // with records still queued for this owner, so the owner does not idle
+  // for want of its requests while the client wakes. One with fewer queued
+  // (a writer out of spare blocks, which come with the acks) is woken at
+  // every turn: left asleep, it would run dry and leave the line to the
+  // other writers until it woke (bench/NOTES.md, "Held writers and their
+  // spare blocks"). Any other answer (an error, a sample, a priority
+  // update) and any batch that ends with nothing held ring at once; and
+  // every client wait ends within a slice (0.1 s) to look again, whatever
+  // this does. The queue
   // is read from the client's ring, which it can scribble on: that
   // changes only when it is woken. (Steps of a sixth as many records for
   // a writer of insert_items records, whose response credit, a slot per
@@ -301,8 +306,9 @@ void TableOwner::wake_client(ChannelState& c) {
   // cost its process more CPU per item, its own work included;
   // bench/NOTES.md, "Ape-X: time in engram calls".)
   const uint32_t step = c.channel.requests.capacity() / kWakeFraction;
+  const uint32_t floor = std::max<uint32_t>(1, c.channel.requests.capacity() / kWakeFloor);
   bool quiet = c.pending && std::all_of(out_.begin(), out_.end(), is_ack_record) && c.popped_since_ring < step &&
-               c.channel.requests.peek(step - 1) != nullptr;
+               c.channel.requests.peek(floor - 1) != nullptr;
   send_responses(c);
   if (quiet || c.broken) return;
   // One wake-up for the whole batch, for a client waiting on a full ring.
