@@ -23,7 +23,7 @@ if [ "$env" = actors ]; then
   for shape in 1x16 1x64 2x32; do
     for r in $(seq 1 "$runs"); do
       echo "== actors alone, $shape, run $r =="
-      "$bin" --env cartpole --learner 0 --actors "${shape%x*}" --envs-per-actor "${shape#*x}" --steps 600000 \
+      "$bin" --env cartpole --learner 0 --actors "${shape%x*}" --envs-per-actor "${shape#*x}" --steps 3000000 \
         --seed "$r" --out "$work/$shape-$r" | tail -2
     done
   done
@@ -38,6 +38,8 @@ for shape in ("1x16", "1x64", "2x32"):
     for r in range(1, runs + 1):
         with open(f"{work}/{shape}-{r}/curve.csv") as f:
             rows = [[float(x) for x in row] for row in list(csv.reader(f))[1:]]
+        if len(rows) < 3:
+            sys.exit(f"{shape} run {r}: {len(rows)} progress lines; the rate needs two after the first second")
         first, last = rows[1], rows[-1]  # from the end of the first second
         rates.append(round((last[1] - first[1]) / (last[0] - first[0])))
     with open(f"{work}/{shape}-1/summary.json") as f:

@@ -1706,8 +1706,8 @@ TEST_F(CApi, ACommandComesAfterTheRequestsItsSenderPushedBeforeIt) {
 // and a writer that sleeps until its last request is applied has left the
 // line, so another writer takes every turn until it is back (one of two
 // writers got 43 of 400 turns under load). Here a raw client's 24 inserts
-// meet a Queue(4): four go in and the rest wait, far fewer than the eighth
-// of a ring (128) that would otherwise end the silence. The client says it
+// meet a Queue(4): four go in and the rest wait, fewer than the
+// thirty-second of a ring (32) below which the owner rings at every turn. The client says it
 // sleeps on its response bell; the owner must ring it.
 TEST_F(CApi, AHeldClientWithFewRequestsQueuedHearsItsAcks) {
   ASSERT_EQ(create_queue("held", 4), ENGRAM_OK) << last();
