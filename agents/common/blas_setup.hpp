@@ -23,6 +23,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 namespace engram::agents {
 
@@ -78,7 +79,7 @@ inline void restart_with_blas_settings(const char* program, char** argv) {
     if (const char* core = blas_core_for(chosen, cpu_has_avx512(), cpu_has_avx2_fma())) {
       std::fprintf(stderr, "%s: OpenBLAS does not know this CPU and chose its %s kernels; the CPU has %s, so "
                            "%s's are used instead (OPENBLAS_CORETYPE=%s; set it to choose yourself)\n",
-                   program, chosen, core[0] == 'S' ? "AVX-512" : "AVX2 and FMA", core, core);
+                   program, chosen, std::strcmp(core, "SkylakeX") == 0 ? "AVX-512" : "AVX2 and FMA", core, core);
       ::setenv("OPENBLAS_CORETYPE", core, 1);
       restart = true;
     }
