@@ -22,8 +22,9 @@ void defaults_for(const std::string& name, Options* o) {
     // gave 11.7-13.3 against 2's 10.1-11.0 on the same seeds and day, at
     // 5.6k-6.3k frames/s (bench/results/apex-breakout-spi.json).
     o->samples_per_insert = 2.5;
-    // An update takes 3-4 ms: the owner's wake-up per update is a small
-    // part of it (2.4-2.5% in engram calls at 1).
+    // An update takes about 3.5 ms: the owner's wake-up per update is a
+    // small part of it (the learner's engram calls are 2.1-2.2% of its CPU
+    // at 1, bench/results/apex-breakout.json).
     o->batches_per_sample = 1;
     o->target_every = 1000;
     o->steps = 1000000;
