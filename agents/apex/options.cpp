@@ -45,7 +45,10 @@ const char* kHelp =
     "DIR/summary.json. For measurements: --free-running 1 (no sample-to-insert ratio:\n"
     "nobody waits) and --learner 0 (actors alone, no training). --actors 0 starts no\n"
     "actor: actors in any language connect to the socket (DIR/engram.sock without\n"
-    "--socket), e.g. bindings/python/examples/apex_actor.py.\n";
+    "--socket), e.g. bindings/python/examples/apex_actor.py.\n"
+    "Tuning, each env's defaults in agents/apex/options.hpp and options.cpp: --batch B,\n"
+    "--batches-per-sample K (the learner's batches drawn by one sample), --lr,\n"
+    "--samples-per-insert, --target-every (updates between target-network copies).\n";
 
 }  // namespace
 
