@@ -298,13 +298,12 @@ void TableOwner::wake_client(ChannelState& c) {
   // spare blocks"). Any other answer (an error, a sample, a priority
   // update) and any batch that ends with nothing held ring at once; and
   // every client wait ends within a slice (0.1 s) to look again, whatever
-  // this does. The queue
-  // is read from the client's ring, which it can scribble on: that
-  // changes only when it is woken. (Steps of a sixth as many records for
-  // a writer of insert_items records, whose response credit, a slot per
-  // item, runs out with a sixth of a ring of them queued, were tried: they
-  // cost its process more CPU per item, its own work included;
-  // bench/NOTES.md, "Ape-X: time in engram calls".)
+  // this does. The queue is read from the client's ring, which it can
+  // scribble on: that changes only when it is woken. (Steps of a sixth as
+  // many records for a writer of insert_items records, whose response
+  // credit, a slot per item, runs out with a sixth of a ring of them
+  // queued, were tried: they cost its process more CPU per item, its own
+  // work included; bench/NOTES.md, "Ape-X: time in engram calls".)
   const uint32_t step = c.channel.requests.capacity() / kWakeFraction;
   const uint32_t floor = std::max<uint32_t>(1, c.channel.requests.capacity() / kWakeFloor);
   bool quiet = c.pending && std::all_of(out_.begin(), out_.end(), is_ack_record) && c.popped_since_ring < step &&

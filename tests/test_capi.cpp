@@ -1091,10 +1091,10 @@ TEST_F(CApi, WritersHeldByOneRateLimiterShareIt) {
 
 // A writer that outruns its sampler fills its request ring and sleeps
 // until the rate limiter lets inserts through. Woken at every limiter turn
-// (here an insert per item sampled, eight at a time 0.2 ms apart), it would sleep and
-// wake once per turn; the owner wakes it once half its ring was freed, or
-// when less than a thirty-second of it is queued, instead
-// (TableOwner::wake_client). This writer's records carry six items each
+// (here an insert per item sampled, eight at a time 0.2 ms apart), it
+// would sleep and wake once per turn; the owner wakes it once half its
+// ring was freed, or when less than a thirty-second of it is queued,
+// instead (TableOwner::wake_client). This writer's records carry six items each
 // (insert_items) and its response credit, a slot per item, runs out with
 // about 170 records queued, so it was woken after about 40 of them were
 // applied, once fewer than an eighth (128) were queued; now after about
@@ -1707,8 +1707,8 @@ TEST_F(CApi, ACommandComesAfterTheRequestsItsSenderPushedBeforeIt) {
 // line, so another writer takes every turn until it is back (one of two
 // writers got 43 of 400 turns under load). Here a raw client's 24 inserts
 // meet a Queue(4): four go in and the rest wait, fewer than the
-// thirty-second of a ring (32) below which the owner rings at every turn. The client says it
-// sleeps on its response bell; the owner must ring it.
+// thirty-second of a ring (32) below which the owner rings at every turn.
+// The client says it sleeps on its response bell; the owner must ring it.
 TEST_F(CApi, AHeldClientWithFewRequestsQueuedHearsItsAcks) {
   ASSERT_EQ(create_queue("held", 4), ENGRAM_OK) << last();
   RawClient raw(socket_, "held");

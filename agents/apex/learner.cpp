@@ -85,9 +85,10 @@ class Batches {
   // batches) and begins the next sample. 0 items when the rate limiter
   // held the sample past its timeout (the actors have not caught up).
   uint32_t collect() {
+    // The keys are taken before sample_end overwrites `info`; the
+    // priorities stay in place until the learner trains on the new batches.
     keys_.resize(taken_);
     for (size_t i = 0; i < keys_.size(); ++i) keys_[i] = info[i].key;
-    prio_sent_.assign(priorities.begin(), priorities.begin() + static_cast<ptrdiff_t>(taken_));
     api::Table& t = turn_ == 0 ? replay_ : second_;
     turn_ ^= 1;
     uint32_t n = 0;
@@ -98,7 +99,7 @@ class Batches {
     }
     if (!keys_.empty()) {
       // Not awaited: keys evicted meanwhile are skipped.
-      replay_.update_priorities_async(keys_, prio_sent_);
+      replay_.update_priorities_async(keys_, api::Span<const double>(priorities.data(), keys_.size()));
     }
     t.sample_begin(options_);
     drawn_ = n;
@@ -130,7 +131,6 @@ class Batches {
   engram_sample_options options_;
   std::vector<void*> bufs_;
   std::vector<uint64_t> keys_;
-  std::vector<double> prio_sent_;
   uint32_t drawn_ = 0, taken_ = 0;  // items of the last sample, and of them those trained on
   int turn_ = 0;  // whose sample is collected next: replay_'s or second_'s
 };

@@ -9,8 +9,9 @@
 //   (0.3.21, built for every x86 generation and choosing at load) does not
 //   know CPUs newer than itself, and on one it falls back to its SSE3
 //   kernels (`Prescott`) whatever the CPU has: on a KVM guest of an Intel
-//   Xeon of family 6, model 207 (AVX-512), a 128x128x128 sgemm took 344 us
-//   with those and 45 us with `SkylakeX`'s, and sgemm was 41% of an Ape-X
+//   Xeon of family 6, model 207 (AVX-512), a 128x128x128 sgemm took about
+//   four times as long with those as with `SkylakeX`'s
+//   (bench/blas_kernels.py), and sgemm was 41% of an Ape-X
 //   CartPole learner's CPU (bench/NOTES.md, "OpenBLAS on an unknown
 //   CPU"). When OpenBLAS chose one of those generic kernels on a CPU with
 //   AVX2 or AVX-512, the agent names the newest kernels the CPU's features
