@@ -22,6 +22,7 @@ calls of one client with a lock, and Ctrl-C ends a blocking call
 (KeyboardInterrupt) within about 100 ms.
 """
 import ctypes
+import operator
 import threading
 import weakref
 
@@ -88,6 +89,40 @@ def _check(rc):
     return rc
 
 
+# ctypes stores an int into a C integer by keeping its low bits: -1 becomes
+# 4294967295 and 2**32 becomes 0, and the library would then refuse (or
+# worse, accept) a number the caller never passed. Every integer a caller
+# gives passes through here on its way to C.
+_U32, _I32, _U64, _I64 = (0, 2**32 - 1), (-2**31, 2**31 - 1), (0, 2**64 - 1), (-2**63, 2**63 - 1)
+
+
+def _int(what, value, bounds):
+    try:
+        i = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{what} must be an integer, got {value!r}") from None
+    lo, hi = bounds
+    if not lo <= i <= hi:
+        raise ValueError(f"{what} is {i}; it must be in {lo}..{hi}")
+    return i
+
+
+def _real(what, value):
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{what} must be a number, got {value!r}") from None
+
+
+def _index(what, i, n):
+    """i as an index into n things, counting from the end when negative, as
+    Python's sequences do."""
+    i = _int(what, i, _I64)
+    if not -n <= i < n:
+        raise IndexError(f"{what} {i} is out of range: there are {n}")
+    return i + n if i < 0 else i
+
+
 def _closed(what):
     return Closed(_ffi.E_CLOSED, f"this {what} handle is closed")
 
@@ -104,6 +139,31 @@ _DTYPES = [np.uint8, np.int8, np.uint16, np.int16, np.uint32, np.int32, np.uint6
 _CODE_OF = {np.dtype(t): i + 1 for i, t in enumerate(_DTYPES)}
 _SELECTORS = {"uniform": 1, "prioritized": 2, "fifo": 3, "lifo": 4, "max_heap": 5, "min_heap": 6}
 _CODECS = {"none": 0, "zstd": 1, "delta_zstd": 2}
+
+
+def _converted(name, v, dt):
+    """v as an array of dt, refusing the conversions numpy would make
+    silently but a caller seldom means: floats into an integer or bool column
+    (0.7 would be stored as 0) and integers outside the column's range (300
+    into uint8 would be stored as 44)."""
+    try:
+        a = np.asarray(v)  # not ascontiguousarray: it makes scalars 1-d
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"column {name!r}: {e}") from None
+    if a.dtype == dt:
+        return a
+    if dt.kind in "iub" and a.dtype.kind in "fc":
+        raise ValueError(f"column {name!r}: {a.dtype} values would be truncated to fit the column's {dt}; "
+                         f"convert them first if that is meant (np.asarray(v).astype('{dt}'))")
+    if dt.kind in "iu" and a.dtype.kind in "iu" and a.size:
+        info = np.iinfo(dt)
+        lo, hi = a.min(), a.max()
+        if lo < info.min or hi > info.max:
+            raise ValueError(f"column {name!r}: values {lo}..{hi} do not fit {dt} ({info.min}..{info.max})")
+    if a.dtype.kind not in "biuf":
+        what = f"{v!r}"[:40] if a.dtype == object else f"{a.dtype} values"
+        raise ValueError(f"column {name!r}: {what} cannot be stored as {dt}")
+    return a.astype(dt)
 
 
 class _Columns:
@@ -124,7 +184,7 @@ class _Columns:
             if dt not in _CODE_OF:
                 raise ValueError(f"column {name!r}: dtype {dt} is not one of engram's "
                                  f"({', '.join(str(np.dtype(t)) for t in _DTYPES)})")
-            shape = tuple(int(d) for d in shape)
+            shape = tuple(_int(f"column {name!r}: shape[{k}]", d, _U32) for k, d in enumerate(shape))
             if len(shape) > _ffi.MAX_RANK:
                 raise ValueError(f"column {name!r}: rank {len(shape)} > {_ffi.MAX_RANK}")
             b = name.encode()
@@ -165,17 +225,18 @@ def _limiter(fn, *args):
 
 def min_size(n):
     """Sampling may start once the table holds n items; inserts never wait."""
-    return _limiter(lib.engram_rate_limiter_min_size, n)
+    return _limiter(lib.engram_rate_limiter_min_size, _int("min_size", n, _I64))
 
 
 def sample_to_insert_ratio(samples_per_insert, min_size, error_buffer):
     """Reverb's SampleToInsertRatio."""
-    return _limiter(lib.engram_rate_limiter_sample_to_insert_ratio, samples_per_insert, min_size, error_buffer)
+    return _limiter(lib.engram_rate_limiter_sample_to_insert_ratio, _real("samples_per_insert", samples_per_insert),
+                    _int("min_size", min_size, _I64), _real("error_buffer", error_buffer))
 
 
 def queue(size):
     """A queue of at most `size` items (pair with sampler="fifo", max_times_sampled=1)."""
-    return _limiter(lib.engram_rate_limiter_queue, size)
+    return _limiter(lib.engram_rate_limiter_queue, _int("size", size, _I64))
 
 
 # --- handles ---------------------------------------------------------------------------
@@ -287,7 +348,7 @@ class Client(_Handle):
         lib.engram_connect_options_init(ctypes.byref(o))
         path = socket.encode() if socket else None
         o.socket_path = path
-        o.timeout_ms = timeout_ms
+        o.timeout_ms = _int("timeout_ms", timeout_ms, _I32)
         p = _ffi.Client()
         _check(lib.engram_connect(ctypes.byref(o), ctypes.byref(p)))
         self._p = p
@@ -345,14 +406,14 @@ class Client(_Handle):
         lib.engram_table_options_init(ctypes.byref(o))
         b = name.encode()
         o.name = b
-        o.max_size = max_size
+        o.max_size = _int("max_size", max_size, _U64)
         try:
             o.sampler, o.remover = _SELECTORS[sampler], _SELECTORS[remover]
         except KeyError as e:
             raise ValueError(f"selector {e.args[0]!r}: one of {', '.join(_SELECTORS)}") from None
-        o.priority_exponent = priority_exponent
-        o.max_times_sampled = max_times_sampled
-        o.max_chunks_per_item = max_chunks_per_item
+        o.priority_exponent = _real("priority_exponent", priority_exponent)
+        o.max_times_sampled = _int("max_times_sampled", max_times_sampled, _U32)
+        o.max_chunks_per_item = _int("max_chunks_per_item", max_chunks_per_item, _U32)
         if rate_limiter is not None:
             o.rate_limiter = rate_limiter
         o.columns = cols.c
@@ -403,7 +464,7 @@ class Client(_Handle):
         """Writes a checkpoint of every table now; returns its path."""
         buf = ctypes.create_string_buffer(4096)
         with self._core:
-            _check(lib.engram_checkpoint(self._ptr(), timeout_ms, buf, len(buf)))
+            _check(lib.engram_checkpoint(self._ptr(), _int("timeout_ms", timeout_ms, _I32), buf, len(buf)))
         return buf.value.decode()
 
 
@@ -456,7 +517,9 @@ class Table(_Child):
     def _options(self, batch_size, num_steps, timeout_ms):
         o = _ffi.SampleOptions()
         lib.engram_sample_options_init(ctypes.byref(o))
-        o.batch_size, o.num_steps, o.timeout_ms = batch_size, num_steps, timeout_ms
+        o.batch_size = _int("batch_size", batch_size, _U32)
+        o.num_steps = _int("num_steps", num_steps, _U32)
+        o.timeout_ms = _int("timeout_ms", timeout_ms, _I32)
         return o
 
     def _blocking(self, fn, *args):
@@ -572,6 +635,7 @@ class Batch(_Child):
         return self.size
 
     def info(self, item):
+        item = _index("item", item, self.size)
         i = _ffi.SampleInfo()
         with self._core:
             _check(lib.engram_batch_info(self._ptr(), item, ctypes.byref(i)))
@@ -580,7 +644,13 @@ class Batch(_Child):
     def views(self, item, column):
         """The pieces of an item's column (one per chunk it spans), each a
         read-only array [steps, *shape] over shared memory."""
-        c = self._index[column] if isinstance(column, str) else column
+        item = _index("item", item, self.size)
+        if isinstance(column, str):
+            if column not in self._index:
+                raise KeyError(f"no column {column!r}; the table's are {list(self._index)}")
+            c = self._index[column]
+        else:
+            c = _index("column", column, len(self._columns))
         _, dtype, shape = self._columns[c]
         out = (_ffi.View * 8)()
         n = ctypes.c_uint32()
@@ -641,9 +711,9 @@ class Writer(_Child):
         lib.engram_writer_options_init(ctypes.byref(o))
         o.columns = self._cols.c
         o.num_columns = len(self._cols)
-        o.chunk_length = chunk_length
-        o.max_item_steps = max_item_steps
-        o.insert_timeout_ms = insert_timeout_ms
+        o.chunk_length = _int("chunk_length", chunk_length, _U32)
+        o.max_item_steps = _int("max_item_steps", max_item_steps, _U32)
+        o.insert_timeout_ms = _int("insert_timeout_ms", insert_timeout_ms, _I32)
         o.keep_keys = 1 if keep_keys else 0
         comp = _compression(compression, len(self._cols))
         if comp is not None:
@@ -673,7 +743,7 @@ class Writer(_Child):
                 keep.append(v)  # the common case, checked cheaply
                 self._ptrs[i] = v.ctypes.data
                 continue
-            a = np.asarray(v, dtype=dt)  # not ascontiguousarray: it makes scalars 1-d
+            a = _converted(name, v, dt)
             if not a.flags.c_contiguous:
                 a = a.copy(order="C")
             if a.shape != want:
@@ -681,6 +751,13 @@ class Writer(_Child):
             keep.append(a)
             self._ptrs[i] = a.ctypes.data
         return keep
+
+    def _steps(self, values, columns):
+        """The steps of a batch: the first column's length."""
+        if not values and not columns:
+            raise ValueError(f"no columns given; the writer's are {self._cols.names}")
+        first = next(iter(columns.values())) if columns else values[0]
+        return _int("the number of steps (the first column's length)", len(first), _U32)
 
     def append(self, *values, **columns):
         """Appends one step: a value per column, positionally or by name."""
@@ -692,8 +769,7 @@ class Writer(_Child):
 
     def append_batch(self, *values, **columns):
         """Appends n steps at once: arrays [n, *shape] per column."""
-        first = next(iter(columns.values())) if columns else values[0]
-        n = len(first)
+        n = self._steps(values, columns)
         keep = self._arrays(values, columns, n)
         with self._core:
             with _interrupt.waiting(self._core):
@@ -705,8 +781,8 @@ class Writer(_Child):
         name) and after each creates an item over the last num_steps steps in
         `table`, with priorities[k] (default 1.0): one call into libengram
         for the batch (engram_writer_append_items)."""
-        first = next(iter(columns.values())) if columns else values[0]
-        n = len(first)
+        n = self._steps(values, columns)
+        num_steps = _int("num_steps", num_steps, _U32)
         keep = self._arrays(values, columns, n)
         pr = None
         if priorities is not None:
@@ -722,6 +798,7 @@ class Writer(_Child):
 
     def create_item(self, table, num_steps, priority):
         """An item over the last num_steps steps, in `table`."""
+        num_steps, priority = _int("num_steps", num_steps, _U32), _real("priority", priority)
         with self._core:
             with _interrupt.waiting(self._core):
                 _check(lib.engram_writer_create_item(self._ptr(), table._ptr(), num_steps, priority))
@@ -734,11 +811,11 @@ class Writer(_Child):
         """Waits until every item created so far is applied or refused."""
         with self._core:
             with _interrupt.waiting(self._core):
-                _check(lib.engram_writer_flush(self._ptr(), timeout_ms))
+                _check(lib.engram_writer_flush(self._ptr(), _int("timeout_ms", timeout_ms, _I32)))
 
     def take_keys(self, cap=4096):
         """With keep_keys: the keys of applied items, in creation order."""
-        keys = np.empty(cap, np.uint64)
+        keys = np.empty(_int("cap", cap, _U32), np.uint64)
         n = ctypes.c_size_t()
         with self._core:
             _check(lib.engram_writer_take_keys(self._ptr(), keys.ctypes.data_as(ctypes.POINTER(ctypes.c_uint64)), cap,

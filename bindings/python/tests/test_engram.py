@@ -118,6 +118,65 @@ def test_errors_carry_the_code_and_the_message(client):
         t.sample(batch_size=1)
 
 
+def test_integers_that_do_not_fit_c_are_refused_by_name(client):
+    # ctypes keeps an int's low bits: without the binding's check, -1 steps
+    # reached the library as 4294967295 and 2**32 as 0 ("needs at least one
+    # step"), and a batch's item 2**32 would have been item 0.
+    cols = [("x", np.float32, (2,))]
+    for bad, kind in ((-1, ValueError), (2**32, ValueError), (1.0, TypeError)):
+        with pytest.raises(kind, match="max_size"):
+            client.create_table("t", cols, max_size=bad if bad != 2**32 else 2**64)
+    with pytest.raises(ValueError, match=r"shape\[0\] is -1"):
+        client.create_table("t", [("x", np.float32, (-1,))], max_size=10)
+    client.create_table("t", cols, max_size=10)
+    with client.table("t") as t, client.writer(cols) as w:
+        w.append(x=np.ones(2, np.float32))
+        for bad in (-1, 2**32):
+            with pytest.raises(ValueError, match=f"num_steps is {bad}"):
+                w.create_item(t, num_steps=bad, priority=1.0)
+            with pytest.raises(ValueError, match=f"batch_size is {bad}"):
+                t.sample(batch_size=bad)
+        with pytest.raises(TypeError, match="priority must be a number"):
+            w.create_item(t, num_steps=1, priority="high")
+        with pytest.raises(ValueError, match="timeout_ms is"):
+            w.flush(timeout_ms=2**31)
+        w.create_item(t, num_steps=1, priority=1.0)
+        w.flush()
+        with t.sample_view(batch_size=1) as b:
+            for bad in (1, 2**32, -2):
+                with pytest.raises(IndexError, match=f"item {bad} is out of range"):
+                    b.view(bad, "x")
+            with pytest.raises(IndexError, match="column 3 is out of range"):
+                b.view(0, 3)
+            with pytest.raises(KeyError, match="no column 'y'"):
+                b.view(0, "y")
+            np.testing.assert_array_equal(b.view(-1, 0), b.view(0, "x"))  # as Python's sequences count
+
+
+def test_conversions_that_would_change_values_are_refused(client):
+    cols = [("frame", np.uint8, (2,)), ("action", np.int32, ()), ("done", np.bool_, ()), ("r", np.float32, ())]
+    client.create_table("t", cols, max_size=10, sampler="fifo")
+    good = dict(frame=[255, 0], action=3, done=True, r=1)  # ints into float, 0/1 into bool: exact
+    with client.table("t") as t, client.writer(cols) as w:
+        for column, bad, message in (("frame", np.array([0.5, 0.7]), "float64 values would be truncated"),
+                                     ("frame", [300, 1], r"values 1\.\.300 do not fit uint8"),
+                                     ("frame", [-1, 1], r"values -1\.\.1 do not fit uint8"),
+                                     ("action", 1.5, "would be truncated"),
+                                     ("action", 2**40, "values 1099511627776.* do not fit int32"),
+                                     ("action", 2**70, "cannot be stored as int32"),
+                                     ("action", None, "None cannot be stored"),
+                                     ("done", 0.5, "would be truncated"),
+                                     ("action", "3", "cannot be stored as int32")):
+            with pytest.raises(ValueError, match=f"column '{column}': .*{message}"):
+                w.append(**dict(good, **{column: bad}))
+        w.append(**good)
+        w.create_item(t, num_steps=1, priority=1.0)
+        w.flush()
+        data, _ = t.sample(batch_size=1)
+        assert list(data["frame"][0, 0]) == [255, 0] and data["action"][0, 0] == 3 and data["r"][0, 0] == 1.0
+        assert client.table_info("t")["inserts"] == 1
+
+
 def test_priority_updates_and_deletes_report_each_key(client):
     cols = [("x", np.float32, ())]
     client.create_table("t", cols, max_size=10, sampler="prioritized")

@@ -793,18 +793,29 @@ impl Batch<'_> {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// `item` as the C index, if the batch has it: a plain `as u32` would
+    /// turn item 2^32 into item 0.
+    fn item(&self, item: usize) -> Result<u32> {
+        let n = self.len();
+        if item >= n {
+            return Err(Error::new(sys::ENGRAM_E_RANGE, format!("item {} of a batch of {}", item, n)));
+        }
+        Ok(item as u32)
+    }
     /// Key, priority, probability, times sampled, table size of one item.
     pub fn info(&self, item: usize) -> Result<SampleInfo> {
+        let item = self.item(item)?;
         let mut i = SampleInfo::default();
-        check(unsafe { sys::engram_batch_info(self.ptr, item as u32, &mut i) })?;
+        check(unsafe { sys::engram_batch_info(self.ptr, item, &mut i) })?;
         Ok(i)
     }
     /// The pieces of an item's column, one per chunk it spans, as bytes.
     pub fn view_bytes(&self, item: usize, column: usize) -> Result<Vec<&[u8]>> {
         let c = self.columns.get(column).ok_or_else(|| Error::new(sys::ENGRAM_E_RANGE, format!("no column {}", column)))?;
+        let item = self.item(item)?;
         let mut views = [sys::engram_view { data: ptr::null(), steps: 0 }; 8];
         let mut n = 0u32;
-        check(unsafe { sys::engram_batch_views(self.ptr, item as u32, column as u32, views.as_mut_ptr(), 8, &mut n) })?;
+        check(unsafe { sys::engram_batch_views(self.ptr, item, column as u32, views.as_mut_ptr(), 8, &mut n) })?;
         Ok(views[..n as usize]
             .iter()
             .map(|v| unsafe { std::slice::from_raw_parts(v.data as *const u8, v.steps as usize * c.step_bytes()) })

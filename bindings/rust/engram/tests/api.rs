@@ -50,6 +50,12 @@ fn items_round_trip_copied_and_zero_copy() {
         assert_eq!(batch.views::<f32>(k, 0).unwrap(), vec![&[step as f32; 4][..]]);
         assert_eq!(batch.info(k).unwrap().times_sampled, 1);
     }
+    // An index past the batch is refused, not cut to 32 bits (2^32 + 1 was
+    // item 1 before the check).
+    for item in [2usize, (1usize << 32) + 1] {
+        assert_eq!(batch.info(item).unwrap_err().code(), sys::ENGRAM_E_RANGE, "info of item {}", item);
+        assert_eq!(batch.view_bytes(item, 0).unwrap_err().code(), sys::ENGRAM_E_RANGE, "views of item {}", item);
+    }
 }
 
 #[test]
