@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "core/codec.hpp"
+#include "core/priority.hpp"
 
 namespace engram {
 
@@ -124,6 +125,10 @@ TableOptions get_options(In& in) {
   t.sampler.exponent = in.get<double>("sampler exponent");
   t.remover.kind = static_cast<SelectorKind>(in.get<uint32_t>("remover"));
   t.remover.exponent = in.get<double>("remover exponent");
+  // Before 2026-11-27 a selector other than prioritized took any exponent,
+  // NaN included, and never read it; such a checkpoint still restores.
+  for (SelectorOptions* o : {&t.sampler, &t.remover})
+    if (o->kind != SelectorKind::prioritized && !validate_exponent(o->exponent).ok()) o->exponent = 1.0;
   t.max_times_sampled = in.get<uint32_t>("max_times_sampled");
   t.max_refs_per_item = in.get<uint32_t>("max chunks per item");
   t.rate_limiter.samples_per_insert = in.get<double>("samples_per_insert");

@@ -11,13 +11,13 @@ namespace engram {
 inline Status validate_priority(double p) {
   if (std::isnan(p)) return {Errc::invalid_priority, "priority is NaN; priorities must be finite and >= 0"};
   if (std::isinf(p)) return {Errc::invalid_priority, "priority is infinite; priorities must be finite and >= 0"};
-  if (p < 0) return {Errc::invalid_priority, "priority " + std::to_string(p) + " is negative; priorities must be >= 0"};
+  if (p < 0) return {Errc::invalid_priority, "priority " + number_text(p) + " is negative; priorities must be >= 0"};
   return Status::Ok();
 }
 
 inline Status validate_exponent(double e) {
-  if (!std::isfinite(e)) return {Errc::invalid_exponent, "priority exponent must be finite"};
-  if (e < 0) return {Errc::invalid_exponent, "priority exponent " + std::to_string(e) + " is negative; use a value >= 0"};
+  if (!std::isfinite(e)) return {Errc::invalid_exponent, "priority exponent is " + number_text(e) + "; it must be finite and >= 0"};
+  if (e < 0) return {Errc::invalid_exponent, "priority exponent " + number_text(e) + " is negative; use a value >= 0"};
   return Status::Ok();
 }
 

@@ -23,13 +23,13 @@ Result<RateLimiterConfig> RateLimiterConfig::min_size(int64_t n) {
 
 Result<RateLimiterConfig> RateLimiterConfig::sample_to_insert_ratio(double spi, int64_t min_size, double error_buffer) {
   if (!std::isfinite(error_buffer) || error_buffer < 0)
-    return bad("SampleToInsertRatio: error_buffer must be finite and >= 0, got " + std::to_string(error_buffer));
+    return bad("SampleToInsertRatio: error_buffer must be finite and >= 0, got " + number_text(error_buffer));
   double need = 2 * std::max(1.0, spi);
   if (std::isfinite(spi) && 2 * error_buffer < need)
-    return bad("SampleToInsertRatio: error_buffer " + std::to_string(error_buffer) + " gives a window of " +
-               std::to_string(2 * error_buffer) + " samples, narrower than 2 * max(1, samples_per_insert) = " +
-               std::to_string(need) + "; writers and samplers could block each other for ever: increase error_buffer to at least " +
-               std::to_string(need / 2));
+    return bad("SampleToInsertRatio: error_buffer " + number_text(error_buffer) + " gives a window of " +
+               number_text(2 * error_buffer) + " samples, narrower than 2 * max(1, samples_per_insert) = " +
+               number_text(need) + "; writers and samplers could block each other for ever: increase error_buffer to at least " +
+               number_text(need / 2));
   RateLimiterConfig c;
   c.samples_per_insert = spi;
   c.min_size_to_sample = min_size;
@@ -50,12 +50,12 @@ Result<RateLimiterConfig> RateLimiterConfig::queue(int64_t size) {
 
 Status RateLimiterConfig::validate() const {
   if (!std::isfinite(samples_per_insert) || samples_per_insert <= 0)
-    return bad("samples_per_insert must be finite and > 0, got " + std::to_string(samples_per_insert));
+    return bad("samples_per_insert must be finite and > 0, got " + number_text(samples_per_insert));
   if (min_size_to_sample < 1)
     return bad("min_size_to_sample must be >= 1, got " + std::to_string(min_size_to_sample));
   if (std::isnan(min_diff) || std::isnan(max_diff)) return bad("min_diff and max_diff must not be NaN");
   if (min_diff > max_diff)
-    return bad("min_diff (" + std::to_string(min_diff) + ") must be <= max_diff (" + std::to_string(max_diff) + ")");
+    return bad("min_diff (" + number_text(min_diff) + ") must be <= max_diff (" + number_text(max_diff) + ")");
   // Either would stop one side for good: no cursor is ever >= +inf, and
   // past min_size_to_sample none is <= -inf.
   if (min_diff == std::numeric_limits<double>::infinity())

@@ -61,13 +61,16 @@ size_t plan(const SelectorOptions& o, uint32_t cap, SelectorHeader* h) {
 
 }  // namespace
 
+// Only the prioritized selector reads the exponent, but every kind checks it:
+// a NaN accepted for a uniform table would come back in its table info (and
+// as invalid JSON from engramctl), and the config file refuses it for any.
 Status Selector::validate(const SelectorOptions& o) {
   switch (o.kind) {
     case SelectorKind::uniform:
     case SelectorKind::fifo:
     case SelectorKind::lifo:
     case SelectorKind::max_heap:
-    case SelectorKind::min_heap: return Status::Ok();
+    case SelectorKind::min_heap:
     case SelectorKind::prioritized: return validate_exponent(o.exponent);
   }
   return {Errc::invalid_argument, "unknown selector kind " + std::to_string(static_cast<uint32_t>(o.kind)) +
@@ -161,8 +164,8 @@ Status Selector::check_weight(uint32_t slot, double priority) const {
   if (kind() != SelectorKind::prioritized) return Status::Ok();
   double w = weight_of(priority);
   if (!std::isfinite(w))
-    return {Errc::invalid_priority, "priority " + std::to_string(priority) + " raised to exponent " +
-                                        std::to_string(h_->exponent) + " overflows a double"};
+    return {Errc::invalid_priority, "priority " + number_text(priority) + " raised to exponent " +
+                                        number_text(h_->exponent) + " overflows a double"};
   double old = slot < h_->capacity && tree_.is_occupied(slot) ? tree_.get(slot) : 0.0;
   if (w > kMaxTotalWeight || tree_.total() - old > kMaxTotalWeight - w) {
     char msg[256];

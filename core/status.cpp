@@ -1,5 +1,7 @@
 #include "core/status.hpp"
 
+#include <cstdio>
+
 namespace engram {
 
 const char* errc_name(Errc c) noexcept {
@@ -38,6 +40,12 @@ std::string Status::to_string() const {
   std::string s = errc_name(code_);
   if (!message_.empty()) s += ": " + message_;
   return s;
+}
+
+std::string number_text(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", v);
+  return b;
 }
 
 }  // namespace engram

@@ -39,6 +39,10 @@ enum class Errc : int {
 
 const char* errc_name(Errc c) noexcept;
 
+// A double as a message shows it (%g): std::to_string prints -1e-300 as
+// -0.000000 and DBL_MAX with 309 digits.
+std::string number_text(double v);
+
 class Status {
  public:
   Status() = default;

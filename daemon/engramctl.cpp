@@ -4,6 +4,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -81,7 +82,11 @@ std::string json_string(const std::string& s) {
   return out + "\"";
 }
 
+// JSON has no infinity or NaN: an unbounded rate-limiter difference prints
+// as the string "inf" or "-inf", a NaN as null.
 std::string num(double v) {
+  if (std::isnan(v)) return "null";
+  if (std::isinf(v)) return v > 0 ? "\"inf\"" : "\"-inf\"";
   std::ostringstream os;
   os.precision(17);
   os << v;

@@ -584,6 +584,25 @@ TEST_F(CApi, TableOptionsAreChecked) {
   engram_rate_limiter r;
   EXPECT_EQ(engram_rate_limiter_sample_to_insert_ratio(&r, 1.0, 1, 0.1), ENGRAM_E_INVALID);
   EXPECT_EQ(engram_rate_limiter_queue(&r, 0), ENGRAM_E_INVALID);
+  // The config file refuses these for any sampler; so does the API now
+  // (a uniform table took a NaN exponent, and engramctl printed it as nan).
+  engram_table_options o;
+  engram_table_options_init(&o);
+  o.max_size = 10;
+  o.columns = cols_;
+  o.num_columns = 2;
+  for (double e : {std::nan(""), -1.0, double(INFINITY)}) {
+    o.name = "uniform_exponent";
+    o.priority_exponent = e;
+    EXPECT_EQ(engram_table_create(c_, &o), ENGRAM_E_INVALID) << e;
+    EXPECT_NE(last().find("exponent"), std::string::npos) << last();
+  }
+  // Messages show doubles as %g: not DBL_MAX's 309 digits, nor -0.000000.
+  o.priority_exponent = 1.0;
+  o.rate_limiter.min_diff = 1e300;
+  o.rate_limiter.max_diff = -1e300;
+  EXPECT_EQ(engram_table_create(c_, &o), ENGRAM_E_INVALID);
+  EXPECT_NE(last().find("min_diff (1e+300) must be <= max_diff (-1e+300)"), std::string::npos) << last();
 }
 
 TEST_F(CApi, SignatureMismatchesAreRefused) {

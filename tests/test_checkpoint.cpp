@@ -101,6 +101,26 @@ TEST(Manifest, EveryTruncationAndFlipIsRefused) {
   }
 }
 
+// Until every selector kind checked the exponent, a uniform or heap table
+// could be created with a NaN or negative one that nothing read; its
+// checkpoints must still restore, with the exponent a valid 1.
+TEST(Manifest, AnExponentNoSelectorReadsRestoresAsOneAndAPrioritizedOneIsKept) {
+  Manifest m = sample_manifest();
+  m.tables[0].options.sampler = {SelectorKind::max_heap, std::nan("")};
+  m.tables[0].options.remover = {SelectorKind::fifo, -2.0};
+  TableState p = m.tables[0];
+  p.options.name = "prio";
+  p.options.sampler = {SelectorKind::prioritized, 0.6};
+  m.tables.push_back(p);
+  std::string bytes = encode_manifest(m);
+  auto back = decode_manifest(bytes.data(), bytes.size());
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->tables[0].options.sampler.exponent, 1.0);
+  EXPECT_EQ(back->tables[0].options.remover.exponent, 1.0);
+  EXPECT_TRUE(Table::validate(back->tables[0].options).ok()) << Table::validate(back->tables[0].options).message();
+  EXPECT_EQ(back->tables[1].options.sampler.exponent, 0.6);
+}
+
 TEST(Manifest, ANewerFormatIsRefusedNamingBothVersions) {
   Manifest m = sample_manifest();
   m.format_version = kCheckpointFormat + 1;

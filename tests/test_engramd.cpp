@@ -238,6 +238,18 @@ TEST(Engramd, CheckpointsOnRequestAndShutdownAndRestoresThem) {
   d.start();  // keeps the daemon's destructor happy
 }
 
+// Options for a table of ten items of one float32 scalar, the rest default.
+engram_table_options scalar_table(const char* name) {
+  static const engram_column col = {"x", ENGRAM_FLOAT32, 0, {}};
+  engram_table_options o;
+  engram_table_options_init(&o);
+  o.name = name;
+  o.max_size = 10;
+  o.columns = &col;
+  o.num_columns = 1;
+  return o;
+}
+
 // A table name is logged when it is created: one with a newline and a
 // syslog priority would forge a journal line of its own. Such names are
 // refused with the rule; what a client sends through the raw protocol is
@@ -246,13 +258,7 @@ TEST(Engramd, NamesThatWouldForgeLogLinesAreRefusedAndNothingIsLoggedRaw) {
   Daemon d("");
   engram_client* c = connect_c(d.socket());
   ASSERT_NE(c, nullptr);
-  engram_column col = {"x", ENGRAM_FLOAT32, 0, {}};
-  engram_table_options o;
-  engram_table_options_init(&o);
-  o.name = "evil\n<2>engramd: forged critical line";
-  o.max_size = 10;
-  o.columns = &col;
-  o.num_columns = 1;
+  engram_table_options o = scalar_table("evil\n<2>engramd: forged critical line");
   EXPECT_EQ(engram_table_create(c, &o), ENGRAM_E_INVALID);
   EXPECT_NE(std::string(engram_last_error()).find("letters, digits"), std::string::npos) << engram_last_error();
   engram_disconnect(c);
@@ -552,6 +558,18 @@ TEST(Engramctl, CommandsAgainstTheDaemon) {
   EXPECT_NE(out.find("\"size\": 0,"), std::string::npos) << out;
   EXPECT_EQ(run({ctl, s, d.socket(), "info", "nope"}, &out, d.dir()), 1);
   EXPECT_NE(out.find("no table named \"nope\""), std::string::npos) << out;
+  // JSON has no infinity: an unbounded limiter's differences, which the C
+  // API allows, print as strings (they printed as bare inf, which no JSON
+  // parser takes).
+  engram_client* c = connect_c(d.socket());
+  engram_table_options o = scalar_table("unbounded");
+  o.rate_limiter.min_diff = -INFINITY;
+  o.rate_limiter.max_diff = INFINITY;
+  ASSERT_EQ(engram_table_create(c, &o), ENGRAM_OK) << engram_last_error();
+  engram_disconnect(c);
+  EXPECT_EQ(run({ctl, s, d.socket(), "info", "unbounded", "--json"}, &out, d.dir()), 0) << out;
+  EXPECT_NE(out.find("\"min_diff\": \"-inf\", \"max_diff\": \"inf\""), std::string::npos) << out;
+  EXPECT_EQ(out.find(": inf"), std::string::npos) << out;
   EXPECT_EQ(run({ctl, s, d.socket(), "frobnicate"}, &out, d.dir()), 2);
   EXPECT_EQ(run({ctl, s, d.dir() + "/none.sock", "status"}, &out, d.dir()), 1);
   EXPECT_NE(out.find("is engramd running"), std::string::npos) << out;

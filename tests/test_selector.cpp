@@ -205,6 +205,15 @@ TEST(SelectorValidation, DistinctErrorsForBadInput) {
   EXPECT_EQ(Selector::validate({SelectorKind::prioritized, INFINITY}).code(), Errc::invalid_exponent);
   EXPECT_EQ(Selector::validate({SelectorKind::prioritized, -1.0}).code(), Errc::invalid_exponent);
   EXPECT_EQ(Selector::validate({static_cast<SelectorKind>(99), 1.0}).code(), Errc::invalid_argument);
+  // Every kind checks the exponent, though only prioritized reads it.
+  for (SelectorKind k : {SelectorKind::uniform, SelectorKind::fifo, SelectorKind::lifo, SelectorKind::max_heap,
+                         SelectorKind::min_heap}) {
+    EXPECT_EQ(Selector::validate({k, std::nan("")}).code(), Errc::invalid_exponent);
+    EXPECT_EQ(Selector::validate({k, -1.0}).code(), Errc::invalid_exponent);
+    EXPECT_TRUE(Selector::validate({k, 0.0}).ok());
+  }
+  EXPECT_NE(Selector::validate({SelectorKind::prioritized, -1e-300}).message().find("-1e-300"), std::string::npos)
+      << "a tiny negative is shown as itself, not as -0.000000";
   AlignedBuffer buf(4096);
   EXPECT_EQ(Selector::format(buf.data(), buf.size, {SelectorKind::uniform, 1.0}, 0).status().code(), Errc::invalid_capacity);
   OwnedSelector o({SelectorKind::prioritized, 1.0}, 10);

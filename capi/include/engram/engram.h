@@ -241,7 +241,7 @@ typedef struct engram_table_options {
   uint64_t max_size;             /* capacity in items, 1..2^30 */
   int32_t sampler;               /* engram_selector; default ENGRAM_UNIFORM */
   int32_t remover;               /* engram_selector; default ENGRAM_FIFO */
-  double priority_exponent;      /* for ENGRAM_PRIORITIZED; default 1 */
+  double priority_exponent;      /* finite, >= 0; read by ENGRAM_PRIORITIZED; default 1 */
   uint32_t max_times_sampled;    /* 0 = unlimited */
   uint32_t max_chunks_per_item;  /* 1..8; default 8 */
   engram_rate_limiter rate_limiter; /* default: min_size 1 */
