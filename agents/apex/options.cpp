@@ -57,26 +57,17 @@ bool parse(int argc, char** argv, Options* o) {
   bool ok = walk_flags(argc, argv, me, kHelp, [&](const char* env) { defaults_for(env, o); },
                        [&](const std::string& f, const char* v) {
     if (int taken = shared_flag(me, f, v, o)) return taken > 0;
-    double d = 0;
-    if (!flag_number(me, f, v, &d)) return false;
-    else if (f == "--envs-per-actor") o->envs_per_actor = static_cast<int>(d);
-    else if (f == "--lr") o->lr = d;
-    else if (f == "--batch") o->batch = static_cast<int>(d);
-    else if (f == "--batches-per-sample") o->batches_per_sample = static_cast<int>(d);
-    else if (f == "--samples-per-insert") o->samples_per_insert = d;
-    else if (f == "--target-every") o->target_every = static_cast<int>(d);
-    else if (f == "--learner") o->train = d != 0;
-    else if (f == "--free-running") o->free_running = d != 0;
-    else return unknown_flag(me, f);
-    return true;
+    if (f == "--envs-per-actor") return flag_integer(me, f, v, 1, kMaxCount, &o->envs_per_actor);
+    if (f == "--lr") return flag_real(me, f, v, false, &o->lr);
+    if (f == "--batch") return flag_integer(me, f, v, 1, kMaxCount, &o->batch);
+    if (f == "--batches-per-sample") return flag_integer(me, f, v, 1, kMaxCount, &o->batches_per_sample);
+    if (f == "--samples-per-insert") return flag_real(me, f, v, false, &o->samples_per_insert);
+    if (f == "--target-every") return flag_integer(me, f, v, 1, 1e9, &o->target_every);
+    if (f == "--learner") return flag_switch(me, f, v, &o->train);
+    if (f == "--free-running") return flag_switch(me, f, v, &o->free_running);
+    return unknown_flag(me, f);
   });
-  if (!ok) return false;
-  if (o->actors < 0 || o->envs_per_actor < 1 || o->steps < 1 || o->batch < 1 || o->batches_per_sample < 1) {
-    std::fprintf(stderr, "engram-apex: --envs-per-actor, --steps, --batch and --batches-per-sample must be at least 1, "
-                         "--actors at least 0\n");
-    return false;
-  }
-  return true;
+  return ok;
 }
 
 }  // namespace engram::agents::apex

@@ -6,6 +6,8 @@
 
 #include <engram/engram.hpp>
 
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -38,7 +40,8 @@ bool walk_flags(int argc, char** argv, const char* program, const char* help, On
       return false;
     }
     if (i + 1 >= argc) {
-      std::fprintf(stderr, "%s: %s needs a value (--help)\n", program, f.c_str());
+      std::fprintf(stderr, "%s: %s has no value after it (flags are \"--flag value\" pairs; --help)\n", program,
+                   f.c_str());
       return false;
     }
     const char* v = argv[++i];
@@ -47,37 +50,69 @@ bool walk_flags(int argc, char** argv, const char* program, const char* help, On
   return true;
 }
 
-// `v` as a number, or false after saying that `flag` wants one.
-inline bool flag_number(const char* program, const std::string& flag, const char* v, double* out) {
+// The values flags take. A number that does not fit its field (1e20 into an
+// int), a fraction where a count is meant, a negative seed or a NaN rate are
+// refused here, naming the flag and what it takes: cast, each would be
+// undefined behaviour or a run that fails minutes later (--target-every 0
+// divided by zero in the learner).
+
+// `v` as a whole number in lo..hi into *out ("1e6" is one), or false after
+// saying what `flag` takes.
+template <typename T>
+bool flag_integer(const char* program, const std::string& flag, const char* v, double lo, double hi, T* out) {
   char* end = nullptr;
-  *out = std::strtod(v, &end);
-  if (end == v || *end) {
-    std::fprintf(stderr, "%s: %s wants a number, not \"%s\"\n", program, flag.c_str(), v);
+  double d = std::strtod(v, &end);
+  if (end == v || *end || !(d >= lo && d <= hi) || d != static_cast<double>(static_cast<int64_t>(d))) {
+    std::fprintf(stderr, "%s: %s takes a whole number from %.0f to %.0f, not \"%s\"\n", program, flag.c_str(), lo, hi,
+                 v);
     return false;
   }
+  *out = static_cast<T>(d);
   return true;
 }
 
+// `v` as a finite number above 0 (or from 0, with zero_ok) into *out.
+inline bool flag_real(const char* program, const std::string& flag, const char* v, bool zero_ok, double* out) {
+  char* end = nullptr;
+  double d = std::strtod(v, &end);
+  if (end == v || *end || !std::isfinite(d) || d < 0 || (d == 0 && !zero_ok)) {
+    std::fprintf(stderr, "%s: %s takes a finite number %s 0, not \"%s\"\n", program, flag.c_str(),
+                 zero_ok ? "of at least" : "above", v);
+    return false;
+  }
+  *out = d;
+  return true;
+}
+
+// 0 or 1, for the flags that switch something on or off.
+inline bool flag_switch(const char* program, const std::string& flag, const char* v, bool* out) {
+  int b = 0;
+  if (!flag_integer(program, flag, v, 0, 1, &b)) return false;
+  *out = b != 0;
+  return true;
+}
+
+// Counts of envs, actors, batches: far above what two cores can use, and
+// far below what an int holds.
+constexpr double kMaxCount = 1 << 20;
+
 // The flags both agents take, into the Options fields of the same names
 // (each agent's Options has them). 1: taken; 0: not one of them; -1: a
-// value that is not a number, said.
+// bad value, said.
 template <typename Options>
 int shared_flag(const char* program, const std::string& f, const char* v, Options* o) {
+  bool ok = true;
   if (f == "--socket") o->socket = v;
   else if (f == "--out") o->out = v;
   else if (f == "--eval") o->eval = v;
   else if (f == "--role") o->role = v;
-  else if (f != "--actors" && f != "--steps" && f != "--seed" && f != "--episodes" && f != "--actor-id") return 0;
-  else {
-    double d = 0;
-    if (!flag_number(program, f, v, &d)) return -1;
-    if (f == "--actors") o->actors = static_cast<int>(d);
-    else if (f == "--steps") o->steps = static_cast<int64_t>(d);
-    else if (f == "--seed") o->seed = static_cast<uint64_t>(d);
-    else if (f == "--episodes") o->eval_episodes = static_cast<int>(d);
-    else o->actor_id = static_cast<int>(d);
-  }
-  return 1;
+  else if (f == "--actors") ok = flag_integer(program, f, v, 0, kMaxCount, &o->actors);
+  else if (f == "--steps") ok = flag_integer(program, f, v, 1, 1e15, &o->steps);
+  else if (f == "--seed") ok = flag_integer(program, f, v, 0, 9007199254740992.0, &o->seed);  // 2^53: exact in a double
+  else if (f == "--episodes") ok = flag_integer(program, f, v, 1, kMaxCount, &o->eval_episodes);
+  else if (f == "--actor-id") ok = flag_integer(program, f, v, 0, kMaxCount, &o->actor_id);
+  else return 0;
+  return ok ? 1 : -1;
 }
 
 inline bool unknown_flag(const char* program, const std::string& flag) {
@@ -92,14 +127,15 @@ int agent_main(int argc, char** argv, const char* program, Parse parse, Eval eva
   restart_with_blas_settings(program, argv);
   Options o;
   if (!parse(argc, argv, &o)) return 2;
+  const char* who = o.eval.empty() ? o.role.c_str() : "--eval";
   try {
     if (!o.eval.empty()) return eval(o);
     return o.role == "actor" ? actor(o) : learner(o);
   } catch (const api::Error& e) {
-    std::fprintf(stderr, "%s %s: %s\n", program, o.role.c_str(), e.what());
+    std::fprintf(stderr, "%s %s: %s\n", program, who, e.what());
     return e.code() == ENGRAM_E_DISCONNECTED ? 3 : 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s %s: %s\n", program, o.role.c_str(), e.what());
+    std::fprintf(stderr, "%s %s: %s\n", program, who, e.what());
     return 1;
   }
 }

@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,20 @@
 #include "agents/common/rng.hpp"
 
 namespace engram::agents {
+
+// Loads a model that training wrote (DIR/model.pt) into `net`, or throws an
+// error that names the file and the cause without LibTorch's backtrace
+// (c10::Error's what() carries twenty frames of it).
+template <typename Net>
+void load_model(Net& net, const std::string& path, const std::string& env_name) {
+  try {
+    torch::load(net, path);
+  } catch (const c10::Error& e) {
+    throw std::runtime_error("cannot load the model " + path + " for --env " + env_name + ": " +
+                             e.what_without_backtrace() +
+                             " (--eval takes the model.pt that training with the same --env wrote)");
+  }
+}
 
 template <typename Act>
 int play_greedy(const std::string& env_name, uint64_t seed, int episodes, Act act) {

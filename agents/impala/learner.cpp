@@ -416,7 +416,7 @@ int run_eval(const Options& o) {
   setup_process();
   std::unique_ptr<Env> probe = make_env(o.env);
   PolicyValue net(o.env, probe->observation_shape(), probe->num_actions());
-  torch::load(net, o.eval);
+  load_model(net, o.eval, o.env);
   return play_greedy(o.env, o.seed, o.eval_episodes,
                      [&](const torch::Tensor& obs) { return static_cast<int>(net->forward(obs).first.argmax(1).item<int64_t>()); });
 }

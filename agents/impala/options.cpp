@@ -43,26 +43,30 @@ bool parse(int argc, char** argv, Options* o) {
   bool ok = walk_flags(argc, argv, me, kHelp, [&](const char* env) { defaults_for(env, o); },
                        [&](const std::string& f, const char* v) {
     if (int taken = shared_flag(me, f, v, o)) return taken > 0;
-    double d = 0;
-    if (!flag_number(me, f, v, &d)) return false;
-    else if (f == "--envs") o->envs = static_cast<int>(d);
-    else if (f == "--envs-per-actor") per_actor = static_cast<int>(d);
-    else if (f == "--updates") o->updates = static_cast<int64_t>(d);
-    else if (f == "--reproducible") o->reproducible = d != 0;
-    else if (f == "--micro-batch") o->micro_batch = static_cast<int>(d);
-    else if (f == "--handoff") o->handoff = d != 0;
-    else if (f == "--lr") o->lr = d;
-    else if (f == "--batch") o->batch = static_cast<int>(d);
-    else if (f == "--unroll") o->unroll = static_cast<int>(d);
-    else if (f == "--entropy-cost") o->entropy_cost = d;
-    else return unknown_flag(me, f);
-    return true;
+    if (f == "--envs") return flag_integer(me, f, v, 1, kMaxCount, &o->envs);
+    if (f == "--envs-per-actor") return flag_integer(me, f, v, 1, kMaxCount, &per_actor);
+    if (f == "--updates") return flag_integer(me, f, v, 0, 1e15, &o->updates);
+    if (f == "--reproducible") return flag_switch(me, f, v, &o->reproducible);
+    if (f == "--micro-batch") return flag_integer(me, f, v, 1, kMaxCount, &o->micro_batch);
+    if (f == "--handoff") return flag_switch(me, f, v, &o->handoff);
+    if (f == "--lr") return flag_real(me, f, v, false, &o->lr);
+    if (f == "--batch") return flag_integer(me, f, v, 1, kMaxCount, &o->batch);
+    if (f == "--unroll") return flag_integer(me, f, v, 1, kMaxCount, &o->unroll);
+    if (f == "--entropy-cost") return flag_real(me, f, v, true, &o->entropy_cost);
+    return unknown_flag(me, f);
   });
   if (!ok) return false;
-  if (per_actor > 0) o->envs = per_actor * o->actors;
-  if (o->actors < 1 || o->envs < 1 || o->steps < 1 || o->batch < 1 || o->unroll < 1 || o->micro_batch < 1) {
-    std::fprintf(stderr, "engram-impala: --actors, --envs, --steps, --batch, --unroll and --micro-batch must be at least 1\n");
+  if (o->actors < 1) {
+    std::fprintf(stderr, "engram-impala: --actors must be at least 1\n");
     return false;
+  }
+  if (per_actor > 0) {
+    if (static_cast<double>(per_actor) * o->actors > kMaxCount) {
+      std::fprintf(stderr, "engram-impala: --envs-per-actor %d times --actors %d is more than %.0f envs\n", per_actor,
+                   o->actors, kMaxCount);
+      return false;
+    }
+    o->envs = per_actor * o->actors;
   }
   if (o->envs % o->actors) {
     std::fprintf(stderr, "engram-impala: --envs %d does not split evenly over %d actors; make it a multiple of --actors\n",

@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""What engram-apex and engram-impala say to a careless command line: every
+bad flag value is refused before anything starts (exit 2), naming the flag
+and what it takes, and a model --eval cannot load is one line naming the
+file (exit 1), not LibTorch's backtrace.
+Usage: command_lines.py ENGRAM_APEX ENGRAM_IMPALA"""
+import subprocess
+import sys
+import tempfile
+
+# (arguments, exit status, what stderr must contain)
+COMMON = [
+    (["--actors", "1.5"], 2, "--actors takes a whole number"),
+    (["--actors", "1e20"], 2, "--actors takes a whole number"),
+    (["--steps", "0"], 2, "--steps takes a whole number from 1"),
+    (["--steps", "1e6x"], 2, "--steps takes a whole number"),
+    (["--seed", "-5"], 2, "--seed takes a whole number from 0"),
+    (["--lr", "nan"], 2, "--lr takes a finite number above 0"),
+    (["--lr", "-1"], 2, "--lr takes a finite number above 0"),
+    (["--batch", "0"], 2, "--batch takes a whole number from 1"),
+    (["--bogus", "3"], 2, "unknown flag --bogus"),
+    (["--steps"], 2, "--steps has no value after it"),
+    (["--env", "pong"], 2, "--env is cartpole or breakout"),
+]
+APEX = [
+    (["--target-every", "0"], 2, "--target-every takes a whole number from 1"),  # divided by zero in the learner
+    (["--samples-per-insert", "0"], 2, "--samples-per-insert takes a finite number above 0"),
+    (["--learner", "2"], 2, "--learner takes a whole number from 0 to 1"),
+]
+IMPALA = [
+    (["--actors", "0"], 2, "--actors must be at least 1"),
+    (["--entropy-cost", "-1"], 2, "--entropy-cost takes a finite number of at least 0"),
+    (["--envs-per-actor", "4096", "--actors", "4096"], 2, "is more than 1048576 envs"),
+]
+
+
+def check(binary, cases, failures):
+    for args, status, words in cases:
+        r = subprocess.run([binary, *args], capture_output=True, text=True, timeout=60)
+        if r.returncode != status or words not in r.stderr:
+            failures.append(f"{binary} {' '.join(args)}: exit {r.returncode} (want {status}), stderr {r.stderr!r} "
+                            f"(want {words!r})")
+        elif r.stdout:
+            failures.append(f"{binary} {' '.join(args)}: refused, but printed {r.stdout!r} first")
+
+
+def main():
+    apex, impala = sys.argv[1:3]
+    failures = []
+    with tempfile.NamedTemporaryFile(suffix=".pt") as junk:
+        junk.write(b"not a model")
+        junk.flush()
+        bad_models = [(["--eval", "/nonexistent/model.pt"], 1, "cannot load the model /nonexistent/model.pt"),
+                      (["--eval", junk.name], 1, f"cannot load the model {junk.name}")]
+        check(apex, COMMON + APEX + bad_models, failures)
+        check(impala, COMMON + IMPALA + bad_models, failures)
+    for binary in (apex, impala):
+        r = subprocess.run([binary, "--eval", "/nonexistent/model.pt"], capture_output=True, text=True, timeout=60)
+        if "frame #" in r.stderr or r.stderr.count("\n") > 2:
+            failures.append(f"{binary} --eval of a missing file printed a backtrace: {r.stderr!r}")
+    for f in failures:
+        print("FAIL", f)
+    print(f"command lines: {len(failures)} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
