@@ -141,28 +141,28 @@ _SELECTORS = {"uniform": 1, "prioritized": 2, "fifo": 3, "lifo": 4, "max_heap": 
 _CODECS = {"none": 0, "zstd": 1, "delta_zstd": 2}
 
 
-def _converted(name, v, dt):
+def _converted(what, v, dt):
     """v as an array of dt, refusing the conversions numpy would make
     silently but a caller seldom means: floats into an integer or bool column
-    (0.7 would be stored as 0) and integers outside the column's range (300
-    into uint8 would be stored as 44)."""
+    (0.7 would be stored as 0) and integers outside its range (300 into
+    uint8 would be stored as 44). `what` names v in the messages."""
     try:
         a = np.asarray(v)  # not ascontiguousarray: it makes scalars 1-d
     except (TypeError, ValueError) as e:
-        raise ValueError(f"column {name!r}: {e}") from None
-    if a.dtype == dt:
-        return a
+        raise ValueError(f"{what}: {e}") from None
+    if a.dtype == dt or a.size == 0:  # [] is float64 to numpy
+        return a.astype(dt, copy=False)
     if dt.kind in "iub" and a.dtype.kind in "fc":
-        raise ValueError(f"column {name!r}: {a.dtype} values would be truncated to fit the column's {dt}; "
+        raise ValueError(f"{what}: {a.dtype} values would be truncated to fit {dt}; "
                          f"convert them first if that is meant (np.asarray(v).astype('{dt}'))")
-    if dt.kind in "iu" and a.dtype.kind in "iu" and a.size:
+    if dt.kind in "iu" and a.dtype.kind in "iu":
         info = np.iinfo(dt)
         lo, hi = a.min(), a.max()
         if lo < info.min or hi > info.max:
-            raise ValueError(f"column {name!r}: values {lo}..{hi} do not fit {dt} ({info.min}..{info.max})")
+            raise ValueError(f"{what}: values {lo}..{hi} do not fit {dt} ({info.min}..{info.max})")
     if a.dtype.kind not in "biuf":
-        what = f"{v!r}"[:40] if a.dtype == object else f"{a.dtype} values"
-        raise ValueError(f"column {name!r}: {what} cannot be stored as {dt}")
+        given = f"{v!r}"[:40] if a.dtype == object else f"{a.dtype} values"
+        raise ValueError(f"{what}: {given} cannot be stored as {dt}")
     return a.astype(dt)
 
 
@@ -576,7 +576,10 @@ class Table(_Child):
             return Batch(self, p)
 
     def _keys(self, keys):
-        return np.ascontiguousarray(keys, dtype=np.uint64)
+        if isinstance(keys, np.ndarray):
+            return np.ascontiguousarray(_converted("keys", keys, np.dtype(np.uint64)))
+        # One by one: numpy makes [a uint64 key, a Python int] a float64 array.
+        return np.fromiter((_int("key", k, _U64) for k in keys), dtype=np.uint64)
 
     def update_priorities(self, keys, priorities):
         """Sets priorities by key; returns per-key codes (0, or
@@ -743,7 +746,7 @@ class Writer(_Child):
                 keep.append(v)  # the common case, checked cheaply
                 self._ptrs[i] = v.ctypes.data
                 continue
-            a = _converted(name, v, dt)
+            a = _converted(f"column {name!r}", v, dt)
             if not a.flags.c_contiguous:
                 a = a.copy(order="C")
             if a.shape != want:

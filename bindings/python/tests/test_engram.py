@@ -175,6 +175,15 @@ def test_conversions_that_would_change_values_are_refused(client):
         data, _ = t.sample(batch_size=1)
         assert list(data["frame"][0, 0]) == [255, 0] and data["action"][0, 0] == 3 and data["r"][0, 0] == 1.0
         assert client.table_info("t")["inserts"] == 1
+        # Keys too: 1.5 was key 1 and -1 was 2^64 - 1.
+        for keys, kind, message in (([1.5], TypeError, "key must be an integer"), ([-1], ValueError, "key is -1"),
+                                    (np.array([1.5]), ValueError, "keys: float64 values would be truncated"),
+                                    (np.array([-1]), ValueError, "keys: values -1..-1 do not fit uint64")):
+            with pytest.raises(kind, match=message):
+                t.update_priorities(keys, [1.0])
+            with pytest.raises(kind, match=message):
+                t.delete_items(keys)
+        assert len(t.update_priorities([], [])) == 0
 
 
 def test_priority_updates_and_deletes_report_each_key(client):
