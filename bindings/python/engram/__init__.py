@@ -23,6 +23,7 @@ calls of one client with a lock, and Ctrl-C ends a blocking call
 """
 import ctypes
 import operator
+import os
 import threading
 import weakref
 
@@ -114,6 +115,15 @@ def _real(what, value):
         raise TypeError(f"{what} must be a number, got {value!r}") from None
 
 
+def _text(what, value):
+    """A name or a path (str, or os.PathLike) as the bytes C takes."""
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a str, got {value!r}")
+    return value.encode()
+
+
 def _index(what, i, n):
     """i as an index into n things, counting from the end when negative, as
     Python's sequences do."""
@@ -180,14 +190,21 @@ class _Columns:
                 name, dtype, shape = col
             except (TypeError, ValueError):
                 raise ValueError(f"column {i}: expected (name, dtype, shape), got {col!r}") from None
-            dt = np.dtype(dtype)
+            if not isinstance(name, str):
+                raise TypeError(f"column {i}: its name must be a str, got {name!r}")
+            try:
+                dt = np.dtype(dtype)
+            except TypeError:
+                raise TypeError(f"column {name!r}: {dtype!r} is not a dtype") from None
             if dt not in _CODE_OF:
                 raise ValueError(f"column {name!r}: dtype {dt} is not one of engram's "
                                  f"({', '.join(str(np.dtype(t)) for t in _DTYPES)})")
+            if not isinstance(shape, (tuple, list)):
+                shape = (shape,)  # as numpy takes np.zeros(4)
             shape = tuple(_int(f"column {name!r}: shape[{k}]", d, _U32) for k, d in enumerate(shape))
             if len(shape) > _ffi.MAX_RANK:
                 raise ValueError(f"column {name!r}: rank {len(shape)} > {_ffi.MAX_RANK}")
-            b = name.encode()
+            b = _text("a column name", name)
             self._names.append(b)
             self.c[i].name = b
             self.c[i].dtype = _CODE_OF[dt]
@@ -202,15 +219,24 @@ class _Columns:
         return len(self.names)
 
 
-def _compression(compression, n):
-    """None, or {column index: (codec, level)} as a C array for n columns."""
+def _compression(compression, names):
+    """None, or {column (index or name): codec or (codec, level)} as a C
+    array, one entry per column of `names`."""
     if not compression:
         return None
-    arr = (_ffi.Compression * n)()
-    for i, spec in compression.items():
+    arr = (_ffi.Compression * len(names))()
+    for column, spec in compression.items():
+        if isinstance(column, str):
+            if column not in names:
+                raise KeyError(f"compression: no column {column!r}; the columns are {names}")
+            i = names.index(column)
+        else:
+            i = _index("compression: column", column, len(names))
         codec, level = (spec, 0) if isinstance(spec, str) else spec
+        if codec not in _CODECS:
+            raise ValueError(f"compression of column {names[i]!r}: codec {codec!r} is not one of {', '.join(_CODECS)}")
         arr[i].codec = _CODECS[codec]
-        arr[i].level = level
+        arr[i].level = _int(f"compression of column {names[i]!r}: level", level, _I32)
     return arr
 
 
@@ -220,6 +246,13 @@ def _compression(compression, n):
 def _limiter(fn, *args):
     r = _ffi.RateLimiter()
     _check(fn(ctypes.byref(r), *args))
+    return r
+
+
+def _limiter_arg(r):
+    if not isinstance(r, _ffi.RateLimiter):
+        raise TypeError(f"rate_limiter must come from engram.min_size, engram.queue or engram.sample_to_insert_ratio, "
+                        f"got {r!r}")
     return r
 
 
@@ -311,7 +344,8 @@ class Server(_Handle):
     def __init__(self, socket=None, config_path=None, config_toml=None, quiet=True):
         o = _ffi.ServerOptions()
         lib.engram_server_options_init(ctypes.byref(o))
-        self._keep = [s.encode() if s else None for s in (socket, config_path, config_toml)]
+        self._keep = [_text(what, s) if s else None
+                      for what, s in (("socket", socket), ("config_path", config_path), ("config_toml", config_toml))]
         o.socket_path, o.config_path, o.config_toml = self._keep
         o.quiet = 1 if quiet else 0
         p = _ffi.Server()
@@ -346,7 +380,7 @@ class Client(_Handle):
         socket, timeout_ms = self._socket, self._timeout_ms
         o = _ffi.ConnectOptions()
         lib.engram_connect_options_init(ctypes.byref(o))
-        path = socket.encode() if socket else None
+        path = _text("socket", socket) if socket else None
         o.socket_path = path
         o.timeout_ms = _int("timeout_ms", timeout_ms, _I32)
         p = _ffi.Client()
@@ -399,12 +433,12 @@ class Client(_Handle):
         """Creates a table. columns: [(name, dtype, shape), ...]; sampler and
         remover: "uniform", "prioritized", "fifo", "lifo", "max_heap",
         "min_heap"; rate_limiter: min_size(n) (default n=1), queue(size) or
-        sample_to_insert_ratio(...); compression: {column index: "zstd" or
-        ("delta_zstd", level)}."""
+        sample_to_insert_ratio(...); compression: {column index or name:
+        "zstd" or ("delta_zstd", level)}."""
         cols = _Columns(columns)
         o = _ffi.TableOptions()
         lib.engram_table_options_init(ctypes.byref(o))
-        b = name.encode()
+        b = _text("a table name", name)
         o.name = b
         o.max_size = _int("max_size", max_size, _U64)
         try:
@@ -415,10 +449,10 @@ class Client(_Handle):
         o.max_times_sampled = _int("max_times_sampled", max_times_sampled, _U32)
         o.max_chunks_per_item = _int("max_chunks_per_item", max_chunks_per_item, _U32)
         if rate_limiter is not None:
-            o.rate_limiter = rate_limiter
+            o.rate_limiter = _limiter_arg(rate_limiter)
         o.columns = cols.c
         o.num_columns = len(cols)
-        comp = _compression(compression, len(cols))
+        comp = _compression(compression, cols.names)
         if comp is not None:
             o.compression = comp
         with self._core:
@@ -428,7 +462,7 @@ class Client(_Handle):
         """Opens a table for writing items and sampling."""
         with self._core:
             p = _ffi.Table()
-            _check(lib.engram_table_open(self._ptr(), name.encode(), ctypes.byref(p)))
+            _check(lib.engram_table_open(self._ptr(), _text("a table name", name), ctypes.byref(p)))
             return Table(self, p, name)
 
     def writer(self, columns, chunk_length=1, max_item_steps=0, insert_timeout_ms=-1, keep_keys=False,
@@ -439,22 +473,23 @@ class Client(_Handle):
 
     def drop_table(self, name):
         with self._core:
-            _check(lib.engram_table_drop(self._ptr(), name.encode()))
+            _check(lib.engram_table_drop(self._ptr(), _text("a table name", name)))
 
     def reset_table(self, name):
         with self._core:
-            _check(lib.engram_table_reset(self._ptr(), name.encode()))
+            _check(lib.engram_table_reset(self._ptr(), _text("a table name", name)))
 
     def set_rate_limiter(self, name, rate_limiter):
         with self._core:
-            _check(lib.engram_table_set_rate_limiter(self._ptr(), name.encode(), ctypes.byref(rate_limiter)))
+            _check(lib.engram_table_set_rate_limiter(self._ptr(), _text("a table name", name),
+                                                     ctypes.byref(_limiter_arg(rate_limiter))))
 
     def table_info(self, name):
         """The table's size, counters and settings, as a dict."""
         i = _ffi.TableInfo()
         lib.engram_table_info_init(ctypes.byref(i))
         with self._core:
-            _check(lib.engram_table_info_get(self._ptr(), name.encode(), ctypes.byref(i)))
+            _check(lib.engram_table_info_get(self._ptr(), _text("a table name", name), ctypes.byref(i)))
         out = {f: getattr(i, f) for f, _ in _ffi.TableInfo._fields_ if f not in ("struct_size", "rate_limiter")}
         out["name"] = i.name.decode()
         out["rate_limiter"] = {f: getattr(i.rate_limiter, f) for f, _ in _ffi.RateLimiter._fields_}
@@ -718,7 +753,7 @@ class Writer(_Child):
         o.max_item_steps = _int("max_item_steps", max_item_steps, _U32)
         o.insert_timeout_ms = _int("insert_timeout_ms", insert_timeout_ms, _I32)
         o.keep_keys = 1 if keep_keys else 0
-        comp = _compression(compression, len(self._cols))
+        comp = _compression(compression, self._cols.names)
         if comp is not None:
             o.compression = comp
         self._comp = comp

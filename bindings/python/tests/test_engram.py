@@ -153,6 +153,33 @@ def test_integers_that_do_not_fit_c_are_refused_by_name(client):
             np.testing.assert_array_equal(b.view(-1, 0), b.view(0, "x"))  # as Python's sequences count
 
 
+def test_careless_table_arguments_are_refused_by_name(client):
+    cols = [("obs", np.float32, (4,)), ("action", np.int32, ())]
+    for kwargs, kind, message in (
+            (dict(compression={5: "zstd"}), IndexError, "compression: column 5 is out of range"),  # was "invalid index"
+            (dict(compression={0: "zst"}), ValueError, "codec 'zst' is not one of none, zstd, delta_zstd"),  # KeyError
+            (dict(compression={"act": "zstd"}), KeyError, "no column 'act'"),
+            (dict(compression={0: ("zstd", "high")}), TypeError, "level must be an integer"),
+            (dict(rate_limiter="queue"), TypeError, "rate_limiter must come from engram.min_size")):
+        with pytest.raises(kind, match=message):
+            client.create_table("t", cols, max_size=10, **kwargs)
+    with pytest.raises(TypeError, match="a table name must be a str, got None"):  # was AttributeError
+        client.create_table(None, cols, max_size=10)
+    with pytest.raises(TypeError, match="column 0: its name must be a str, got 3"):
+        client.create_table("t", [(3, np.float32, ())], max_size=10)
+    with pytest.raises(TypeError, match="a table name must be a str"):
+        client.table(None)
+    with pytest.raises(TypeError, match="socket must be a str"):
+        engram.connect(5)
+    # A column named in compression, and a shape given as one int (as numpy takes it).
+    client.create_table("t", [("obs", np.float32, 4), ("action", np.int32, ())], max_size=10,
+                        compression={"obs": "zstd"})
+    with client.table("t") as t:
+        assert t.columns[0][2] == (4,)
+    with pytest.raises(TypeError, match="rate_limiter must come from"):
+        client.set_rate_limiter("t", None)
+
+
 def test_conversions_that_would_change_values_are_refused(client):
     cols = [("frame", np.uint8, (2,)), ("action", np.int32, ()), ("done", np.bool_, ()), ("r", np.float32, ())]
     client.create_table("t", cols, max_size=10, sampler="fifo")
