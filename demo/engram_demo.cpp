@@ -195,16 +195,31 @@ dtype = "float32"
 
 }  // namespace
 
+// `v` as a number in [lo, hi] (a whole one if `whole`), or false after
+// saying what `flag` takes. atof and atoi took "nan" (which ran for ever)
+// and "abc" (as 0) without a word.
+bool flag_value(const std::string& flag, const char* v, double lo, double hi, bool whole, double* out) {
+  char* end = nullptr;
+  double d = std::strtod(v, &end);
+  if (end == v || *end || !(d >= lo && d <= hi) || (whole && d != static_cast<double>(static_cast<int64_t>(d)))) {
+    std::fprintf(stderr, "engram_demo: %s takes a %s from %g to %.0f, not \"%s\"\n", flag.c_str(),
+                 whole ? "whole number" : "number", lo, hi, v);
+    return false;
+  }
+  *out = d;
+  return true;
+}
+
 int main(int argc, char** argv) {
-  double seconds = 20;
-  uint32_t actors = 3;
+  double seconds = 20, actor_count = 3, env_us = g_env_us;
   std::string socket;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--seconds" && i + 1 < argc) seconds = std::atof(argv[++i]);
-    else if (a == "--actors" && i + 1 < argc) actors = static_cast<uint32_t>(std::atoi(argv[++i]));
+    bool ok = true;
+    if (a == "--seconds" && i + 1 < argc) ok = flag_value(a, argv[++i], 0.1, 600, false, &seconds);
+    else if (a == "--actors" && i + 1 < argc) ok = flag_value(a, argv[++i], 2, 16, true, &actor_count);
     else if (a == "--socket" && i + 1 < argc) socket = argv[++i];
-    else if (a == "--env-us" && i + 1 < argc) g_env_us = std::atoi(argv[++i]);
+    else if (a == "--env-us" && i + 1 < argc) ok = flag_value(a, argv[++i], 0, 1e6, true, &env_us);
     else {
       std::fprintf(stderr,
                    "usage: engram_demo [--seconds S (20)] [--actors N (3)] [--env-us US (50)] [--socket PATH]\n"
@@ -212,11 +227,10 @@ int main(int argc, char** argv) {
                    "  without --socket the server runs embedded in this process\n");
       return 2;
     }
+    if (!ok) return 2;
   }
-  if (seconds <= 0 || seconds > 600 || actors < 2 || actors > 16) {
-    std::fprintf(stderr, "engram_demo: --seconds must be in (0, 600] and --actors in 2..16\n");
-    return 2;
-  }
+  const uint32_t actors = static_cast<uint32_t>(actor_count);
+  g_env_us = static_cast<int>(env_us);
   bool embedded = socket.empty();
   char dir[] = "/tmp/engram-demo-XXXXXX";
   if (embedded) socket = std::string(::mkdtemp(dir)) + "/engram.sock";
