@@ -2,7 +2,7 @@
 """Runs engram-impala (agents/impala) as a user would and checks the outcome.
 
 Usage: impala_runs.py ENGRAM_IMPALA CASE, where CASE is one of
-  cartpole-learns   300k env steps: trailing-100 mean >= 120 (random: ~22) in
+  cartpole-learns   400k env steps: trailing-100 mean >= 120 (random: ~22) in
                     one of up to three seeds
   breakout-learns   1M frames: trailing-100 mean >= 3 (random: ~0.5)
   reproducible      --reproducible: the parameter hashes of the first 20
@@ -107,16 +107,18 @@ def main():
     out = tempfile.mkdtemp(prefix="engram-impala-test-")
     try:
         if case == "cartpole-learns":
-            # Runs of one seed differ (actors and learner race), and at 300k
-            # steps a run is still climbing: five seeds here ended at 111-247,
-            # and a CI run of seed 1 at 93. One of three must reach 120.
+            # Runs of one seed differ (actors and learner race), and early on
+            # a run may dip before it climbs (every run solves by 1.2M). At
+            # 300k steps 10 of 18 runs (seeds 1-3) reached 120 on 2026-11-27's
+            # host, and all three seeds of a CI run missed (98.7, 20.9, 88.0);
+            # at 400k 18 of 20 (seeds 1-5, the misses at 96.5 and 9.6).
             for seed in ("1", "2", "3"):
-                s, _ = run(binary, ["--env", "cartpole", "--steps", "300000", "--seed", seed], out)
+                s, _ = run(binary, ["--env", "cartpole", "--steps", "400000", "--seed", seed], out)
                 if s["mean100"] >= 120:
                     break
-                print(f"seed {seed}: trailing-100 mean {s['mean100']:.1f} after 300k steps")
+                print(f"seed {seed}: trailing-100 mean {s['mean100']:.1f} after 400k steps")
             else:
-                sys.exit("no seed of three reached a trailing-100 mean of 120 within 300k steps")
+                sys.exit("no seed of three reached a trailing-100 mean of 120 within 400k steps")
         elif case == "breakout-learns":
             s, _ = run(binary, ["--env", "breakout", "--steps", "1000000", "--seed", "1"], out)
             if s["mean100"] < 3:
