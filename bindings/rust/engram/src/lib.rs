@@ -644,10 +644,12 @@ impl<'c> Table<'c> {
     {
         let per_item: Vec<usize> = self.columns.iter().map(|c| c.step_bytes() * num_steps as usize).collect();
         // u64 words: every column starts 8-byte aligned, for typed access.
-        let mut data: Vec<Vec<u64>> =
-            per_item.iter().map(|&b| vec![0u64; (b * batch_size as usize + 7) / 8]).collect();
+        let mut data = Vec::with_capacity(per_item.len());
+        for &b in &per_item {
+            data.push(zeroed::<u64>((b * batch_size as usize + 7) / 8, batch_size)?);
+        }
         let bufs: Vec<*mut c_void> = data.iter_mut().map(|d| d.as_mut_ptr() as *mut c_void).collect();
-        let mut infos = vec![SampleInfo::default(); batch_size as usize];
+        let mut infos = zeroed::<SampleInfo>(batch_size as usize, batch_size)?;
         let mut count = 0u32;
         check(call(bufs.as_ptr(), infos.as_mut_ptr(), &mut count))?;
         infos.truncate(count as usize);
@@ -732,6 +734,27 @@ impl Drop for Table<'_> {
 
 /// Column `i` of `columns`, if it exists (else ENGRAM_E_RANGE) and holds
 /// T's values (else ENGRAM_E_SIGNATURE): the check before any typed view.
+/// `n` zeroed values (`T` plain numbers, for which zero bytes are a value),
+/// or ENGRAM_E_NOMEM if this process cannot have them: `vec!` would abort
+/// the process for a careless batch_size (u32::MAX infos are 128 GiB)
+/// before the server could refuse it. Zeroed as `vec![0; n]` is, by the
+/// allocator (calloc), so a large batch costs no memset here.
+fn zeroed<T: Copy>(n: usize, batch_size: u32) -> Result<Vec<T>> {
+    let nomem = || {
+        Error::new(sys::ENGRAM_E_NOMEM, format!("a sample of batch_size {} does not fit this process's memory", batch_size))
+    };
+    if n == 0 || std::mem::size_of::<T>() == 0 {
+        return Ok(Vec::new());
+    }
+    let layout = std::alloc::Layout::array::<T>(n).map_err(|_| nomem())?;
+    let p = unsafe { std::alloc::alloc_zeroed(layout) } as *mut T;
+    if p.is_null() {
+        return Err(nomem());
+    }
+    // The global allocator's block of exactly `n` T, as Vec frees it.
+    Ok(unsafe { Vec::from_raw_parts(p, n, n) })
+}
+
 fn typed_column<T: Element>(columns: &[Column], i: usize) -> Result<&Column> {
     let c = columns.get(i).ok_or_else(|| Error::new(sys::ENGRAM_E_RANGE, format!("no column {}", i)))?;
     if c.dtype != T::DTYPE {

@@ -50,6 +50,13 @@ fn items_round_trip_copied_and_zero_copy() {
         assert_eq!(batch.views::<f32>(k, 0).unwrap(), vec![&[step as f32; 4][..]]);
         assert_eq!(batch.info(k).unwrap().times_sampled, 1);
     }
+    // A batch this process cannot hold is an error, not an abort in vec!
+    // (the server would refuse it too, but only once the buffers exist).
+    // Where the kernel grants any allocation (vm.overcommit_memory 1) the
+    // buffers exist and the server refuses the batch size instead.
+    let code = table.sample(&SampleOptions::new(u32::MAX)).err().map(|e| e.code());
+    let always = std::fs::read_to_string("/proc/sys/vm/overcommit_memory").map_or(false, |m| m.trim() == "1");
+    assert_eq!(code, Some(if always { sys::ENGRAM_E_RANGE } else { sys::ENGRAM_E_NOMEM }));
     // An index past the batch is refused, not cut to 32 bits (2^32 + 1 was
     // item 1 before the check).
     for item in [2usize, (1usize << 32) + 1] {
