@@ -41,7 +41,7 @@ def rust_actor():
     return os.path.join(build, "rust", "release", "examples", "apex_actor")
 
 
-def run(binary, args, out, kill_actor_after=None, python_actor=False, rust_actor_path=None):
+def run(binary, args, out, kill_actor_at=None, python_actor=False, rust_actor_path=None):
     cmd = [binary, *args, "--out", out]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     killed = None
@@ -64,10 +64,21 @@ def run(binary, args, out, kill_actor_after=None, python_actor=False, rust_actor
             rust = subprocess.Popen([rust_actor_path, "--socket", os.path.join(out, "engram.sock"),
                                      "--envs-per-actor", envs, "--actor-id", "1", "--actors", actors],
                                     stdout=subprocess.PIPE, text=True)
-    if kill_actor_after is not None:
-        time.sleep(kill_actor_after)
-        killed = kill_one_actor(p.pid)
+    before = ""
+    if kill_actor_at is not None:
+        # Kill once the progress line shows that many env steps: a time
+        # would race the run's speed (at 20k steps/s a 60k-step run ended
+        # before a kill at 4 s, and the test failed).
+        for line in p.stdout:
+            before += line
+            m = re.search(r"\bsteps\s+(\d+)\s", line)
+            if m and int(m.group(1)) >= kill_actor_at:
+                killed = kill_one_actor(p.pid)
+                break
+        else:
+            sys.exit(f"the run ended before {kill_actor_at} env steps:\n{before}")
     log, _ = p.communicate(timeout=600)
+    log = before + log
     frames = {}  # the bindings' actors' frames, from their last line ("... N frames ...")
     for name, proc in (("Python", actor), ("Rust", rust if rust_actor_path else None)):
         if proc is None:
@@ -136,7 +147,7 @@ def main():
                 sys.exit(f"trailing-100 mean {s['mean100_low_epsilon']:.2f} after 100k frames; want >= 1.5")
         elif case == "killed-actor":
             s, log, killed = run(binary, ["--env", "cartpole", "--actors", "2", "--envs-per-actor", "8",
-                                          "--steps", "60000", "--seed", "2"], out, kill_actor_after=4)
+                                          "--steps", "60000", "--seed", "2"], out, kill_actor_at=15000)
             if f"actor pid {killed} ended" not in log:
                 sys.exit(f"the learner did not notice actor {killed}'s death")
             if s["env_steps"] < 60000:
