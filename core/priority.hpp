@@ -16,7 +16,8 @@ inline Status validate_priority(double p) {
 }
 
 inline Status validate_exponent(double e) {
-  if (!std::isfinite(e)) return {Errc::invalid_exponent, "priority exponent is " + number_text(e) + "; it must be finite and >= 0"};
+  if (!std::isfinite(e))
+    return {Errc::invalid_exponent, "priority exponent is " + number_text(e) + "; it must be finite and >= 0"};
   if (e < 0) return {Errc::invalid_exponent, "priority exponent " + number_text(e) + " is negative; use a value >= 0"};
   return Status::Ok();
 }
