@@ -219,6 +219,9 @@ int run_learner(const Options& o) {
   Progress progress(o.out, t0, "eps<=0.01");
   std::printf("engram-apex: %s, %d actors x %d envs, learner batch %d; curve in %s/curve.csv\n", o.env.c_str(), o.actors,
               o.envs_per_actor, o.batch, o.out.c_str());
+  if (o.actors == 0)  // else the progress lines of zeros look like a hang
+    std::printf("engram-apex: --actors 0: waiting for actors to connect to %s (e.g. "
+                "bindings/python/examples/apex_actor.py --socket %s)\n", socket.c_str(), socket.c_str());
 
   Curve curve;
   CallClock in_engram;  // the main thread's engram calls

@@ -243,7 +243,7 @@ typedef struct engram_table_options {
   int32_t remover;               /* engram_selector; default ENGRAM_FIFO */
   double priority_exponent;      /* finite, >= 0; read by ENGRAM_PRIORITIZED; default 1 */
   uint32_t max_times_sampled;    /* 0 = unlimited */
-  uint32_t max_chunks_per_item;  /* 1..8; default 8 */
+  uint32_t max_chunks_per_item;  /* 1..8; default (and 0) 8 */
   engram_rate_limiter rate_limiter; /* default: min_size 1 */
   const engram_column* columns;
   uint32_t num_columns;          /* 1..ENGRAM_MAX_COLUMNS */
