@@ -17,6 +17,7 @@
 #include <new>
 
 #include "core/fnv.hpp"
+#include "core/signature.hpp"
 #include "daemon/log.hpp"
 #include "daemon/server_impl.hpp"
 
@@ -202,6 +203,29 @@ void Server::Impl::accept_clients() {
   }
 }
 
+namespace {
+
+// The settings of `wanted` (a table in the reloaded config) that a reload
+// cannot give the running table, by their config keys: only rate limiters
+// change at run time, and an operator who edited max_size would otherwise
+// see "rate limiter applied" and think the edit took.
+std::string settings_kept(const TableSpec& running, const TableSpec& wanted) {
+  std::string out;
+  auto differs = [&](bool d, const char* key) {
+    if (d) out += (out.empty() ? "" : ", ") + std::string(key);
+  };
+  differs(running.capacity != wanted.capacity, "max_size");
+  differs(running.sampler != wanted.sampler, "sampler");
+  differs(running.remover != wanted.remover, "remover");
+  differs(running.sampler_exponent != wanted.sampler_exponent, "priority_exponent");
+  differs(running.max_times_sampled != wanted.max_times_sampled, "max_times_sampled");
+  differs(running.max_refs_per_item != wanted.max_refs_per_item, "max_chunks_per_item");
+  differs(!same_signature(running.columns, running.num_columns, wanted.columns, wanted.num_columns), "column");
+  return out;
+}
+
+}  // namespace
+
 void Server::Impl::apply_reload() {
   std::unique_ptr<ServerConfig> next;
   {
@@ -215,6 +239,10 @@ void Server::Impl::apply_reload() {
       log_warn("reload: table " + o.name + " is new; create it with engramctl create-table or restart");
       continue;
     }
+    std::string kept = settings_kept(e->owner->info().spec, to_spec(o));
+    if (!kept.empty())
+      log_warn("reload: table " + o.name + ": " + kept + " in the config differ from the running table and are not "
+               "applied: a reload changes rate limiters only (drop the table and create it again to change them)");
     Status s = e->owner->set_rate_limiter(o.rate_limiter);
     log_line(s.ok() ? LogLevel::info : LogLevel::warn,
              "reload: table " + o.name + ": " + (s.ok() ? "rate limiter applied" : s.message()));

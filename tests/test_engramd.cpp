@@ -193,6 +193,17 @@ TEST(Engramd, SighupReloadsRateLimiters) {
   }
   EXPECT_EQ(w.spec.limiter.min_size_to_sample, 7);
   EXPECT_NE(read_file(d.log()).find("rate limiter applied"), std::string::npos);
+  EXPECT_EQ(read_file(d.log()).find("differ from the running table"), std::string::npos) << read_file(d.log());
+  // What a reload cannot change is named, not passed over in silence: the
+  // log said only "rate limiter applied" for an edited max_size.
+  std::ofstream(cfg) << "socket = \"" << d.socket() << "\"\n"
+                     << table_toml("t", "max_size = 20\nsampler = \"lifo\"\n"
+                                        "rate_limiter = { kind = \"min_size\", min_size = 7 }");
+  ::kill(d.pid(), SIGHUP);
+  const std::string want = "reload: table t: max_size, sampler in the config differ from the running table";
+  for (int i = 0; i < 500 && read_file(d.log()).find(want) == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_NE(read_file(d.log()).find(want), std::string::npos) << read_file(d.log());
 }
 
 TEST(Engramd, CheckpointsOnRequestAndShutdownAndRestoresThem) {
