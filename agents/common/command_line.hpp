@@ -19,20 +19,25 @@
 
 namespace engram::agents {
 
-// Walks argv[1..]: first every `--env NAME`, to on_env(NAME) (an env's
+// Walks argv[1..]: first the last `--env NAME`, to on_env(NAME) (an env's
 // defaults, which the other flags then override), then every pair, to
 // on_flag(flag, value), which returns false after saying why. --help
 // prints `help`; a flag without a value is refused. False: do not run.
 template <typename OnEnv, typename OnFlag>
 bool walk_flags(int argc, char** argv, const char* program, const char* help, OnEnv on_env, OnFlag on_flag) {
+  // The last --env wins, as other flags do (scripts/train.sh puts its
+  // --env cartpole before the user's): each env's defaults are applied
+  // once, so breakout's never stay under a later --env cartpole.
+  const char* env = nullptr;
   for (int i = 1; i + 1 < argc; ++i)
     if (!std::strcmp(argv[i], "--env")) {
       if (std::strcmp(argv[i + 1], "cartpole") && std::strcmp(argv[i + 1], "breakout")) {
         std::fprintf(stderr, "%s: --env is cartpole or breakout, not \"%s\"\n", program, argv[i + 1]);
         return false;
       }
-      on_env(argv[i + 1]);
+      env = argv[++i];
     }
+  if (env) on_env(env);
   for (int i = 1; i < argc; ++i) {
     std::string f = argv[i];
     if (f == "--help" || f == "-h") {

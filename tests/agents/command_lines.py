@@ -54,6 +54,14 @@ def main():
                       (["--eval", junk.name], 1, f"cannot load the model {junk.name}")]
         check(apex, COMMON + APEX + bad_models, failures)
         check(impala, COMMON + IMPALA + bad_models, failures)
+    # The last --env wins whole: breakout's defaults (a batch of 64) did not
+    # stay under a later --env cartpole (128), as scripts/train.sh passes
+    # --env cartpole before the user's flags.
+    with tempfile.TemporaryDirectory() as out:
+        r = subprocess.run([apex, "--env", "breakout", "--env", "cartpole", "--steps", "1", "--out", out],
+                           capture_output=True, text=True, timeout=120)
+        if r.returncode != 0 or "cartpole, 1 actors x 16 envs, learner batch 128" not in r.stdout:
+            failures.append(f"--env breakout --env cartpole: exit {r.returncode}, {r.stdout!r}")
     for binary in (apex, impala):
         r = subprocess.run([binary, "--eval", "/nonexistent/model.pt"], capture_output=True, text=True, timeout=60)
         if "frame #" in r.stderr or r.stderr.count("\n") > 2:
