@@ -33,7 +33,9 @@ const char* kHelp =
     "actors infer --micro-batch envs at a time (it must divide E/K). --handoff 1 is the\n"
     "baseline for measurements: the actors run as threads of the learner and hand\n"
     "unrolls over in memory, without engram. Writes\n"
-    "DIR/curve.csv, DIR/curve.png, DIR/model.pt and DIR/summary.json.\n";
+    "DIR/curve.csv, DIR/curve.png, DIR/model.pt and DIR/summary.json.\n"
+    "Tuning, each env's defaults in agents/impala/options.hpp and options.cpp: --batch B\n"
+    "(unrolls per update), --unroll T (steps per unroll), --lr, --entropy-cost.\n";
 
 }  // namespace
 
