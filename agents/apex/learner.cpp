@@ -54,7 +54,7 @@ class Batches {
         second_(second_client_.open_table(kReplayTable)),
         bytes_(byte_observations(o)),
         batch_(static_cast<uint32_t>(o.batch)),
-        options_(api::sample_options(batch_ * static_cast<uint32_t>(o.batches_per_sample), 1, 200)) {
+        options_(api::sample_options(sample_size(o), 1, 200)) {
     size_t b = options_.batch_size;
     if (bytes_) {
       obs_b.resize(b * obs_size);
@@ -73,8 +73,7 @@ class Batches {
     try {
       replay_.sample_begin(options_);
     } catch (const std::exception& e) {
-      throw std::runtime_error("a sample of --batch " + std::to_string(o.batch) + " x --batches-per-sample " +
-                               std::to_string(o.batches_per_sample) + " items: " + e.what());
+      throw std::runtime_error(too_large(o) + e.what());
     }
     second_.sample_begin(options_);
   }
@@ -133,6 +132,18 @@ class Batches {
   std::vector<uint64_t> keys_;
   uint32_t drawn_ = 0, taken_ = 0;  // items of the last sample, and of them those trained on
   int turn_ = 0;  // whose sample is collected next: replay_'s or second_'s
+
+  static std::string too_large(const Options& o) {
+    return "a sample of --batch " + std::to_string(o.batch) + " x --batches-per-sample " +
+           std::to_string(o.batches_per_sample) + " items: ";
+  }
+  // The items one sample draws; each flag may be up to 2^20, and their
+  // product must not wrap in the C API's uint32 into a size that passes.
+  static uint32_t sample_size(const Options& o) {
+    uint64_t n = static_cast<uint64_t>(o.batch) * static_cast<uint64_t>(o.batches_per_sample);
+    if (n > UINT32_MAX) throw std::runtime_error(too_large(o) + "more than a sample can hold");
+    return static_cast<uint32_t>(n);
+  }
 };
 
 // The embedded server's config: an arena with room for the replay, the

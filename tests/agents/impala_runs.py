@@ -114,10 +114,12 @@ def main():
     try:
         if case == "cartpole-learns":
             # Runs of one seed differ (actors and learner race), and early on
-            # a run may dip before it climbs (every run solves by 1.2M). At
-            # 300k steps 10 of 18 runs (seeds 1-3) reached 120 on 2026-11-27's
-            # host, and all three seeds of a CI run missed (98.7, 20.9, 88.0);
-            # at 400k 18 of 20 (seeds 1-5, the misses at 96.5 and 9.6).
+            # a run may dip before it climbs. Counted by hand on 2026-11-27's
+            # host (a shell loop of engram-impala runs, not recorded): at 300k
+            # steps 10 of 18 runs (seeds 1-3) reached 120, and all three seeds
+            # of a CI run missed (98.7, 20.9, 88.0); at 400k 18 of 20 (seeds
+            # 1-5, the misses at 96.5 and 9.6); eight runs of seed 2 to 1.5M
+            # all solved, by 0.73M-1.19M.
             for seed in ("1", "2", "3"):
                 s, _ = run(binary, ["--env", "cartpole", "--steps", "400000", "--seed", seed], out)
                 if s["mean100"] >= 120:

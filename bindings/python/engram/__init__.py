@@ -133,6 +133,16 @@ def _index(what, i, n):
     return i + n if i < 0 else i
 
 
+def _column_index(what, column, names):
+    """A column given by name or by index (negative from the end) as its
+    index among `names`."""
+    if isinstance(column, str):
+        if column not in names:
+            raise KeyError(f"{what}: no column {column!r}; the columns are {names}")
+        return names.index(column)
+    return _index(f"{what}: column", column, len(names))
+
+
 def _closed(what):
     return Closed(_ffi.E_CLOSED, f"this {what} handle is closed")
 
@@ -226,12 +236,7 @@ def _compression(compression, names):
         return None
     arr = (_ffi.Compression * len(names))()
     for column, spec in compression.items():
-        if isinstance(column, str):
-            if column not in names:
-                raise KeyError(f"compression: no column {column!r}; the columns are {names}")
-            i = names.index(column)
-        else:
-            i = _index("compression: column", column, len(names))
+        i = _column_index("compression", column, names)
         codec, level = (spec, 0) if isinstance(spec, str) else spec
         if codec not in _CODECS:
             raise ValueError(f"compression of column {names[i]!r}: codec {codec!r} is not one of {', '.join(_CODECS)}")
@@ -664,7 +669,7 @@ class Batch(_Child):
         self._adopt(table._client, p)
         self._table = table
         self._columns = table.columns
-        self._index = {name: i for i, (name, _, _) in enumerate(self._columns)}
+        self._names = [name for name, _, _ in self._columns]
         self._core.batches += 1
         table._batches.add(self)
         self.size = lib.engram_batch_size(p)
@@ -683,12 +688,7 @@ class Batch(_Child):
         """The pieces of an item's column (one per chunk it spans), each a
         read-only array [steps, *shape] over shared memory."""
         item = _index("item", item, self.size)
-        if isinstance(column, str):
-            if column not in self._index:
-                raise KeyError(f"no column {column!r}; the table's are {list(self._index)}")
-            c = self._index[column]
-        else:
-            c = _index("column", column, len(self._columns))
+        c = _column_index("views", column, self._names)
         _, dtype, shape = self._columns[c]
         out = (_ffi.View * 8)()
         n = ctypes.c_uint32()
