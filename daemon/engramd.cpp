@@ -1,5 +1,6 @@
 // engramd: the engram replay server as a daemon. See man/man8/engramd.8.
 #include <signal.h>
+#include <sys/prctl.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -104,6 +105,15 @@ int main(int argc, char** argv) {
     std::printf("engramd: %s is valid (%zu tables, socket %s)\n", config_path.empty() ? "(defaults)" : config_path.c_str(),
                 config->tables.size(), config->socket_path.c_str());
     return 0;
+  }
+
+  // Non-dumpable: no core file, and /proc/<pid>/mem, ptrace and
+  // process_vm_writev are closed to every process of engramd's uid but
+  // root's. engram(7)'s "no one but the server writes an index" rests on it.
+  if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
+    log_error(std::string("cannot make engramd non-dumpable (prctl PR_SET_DUMPABLE): ") + std::strerror(errno) +
+              "; without it any process of this uid could write the server's memory");
+    return 1;
   }
 
   // Signals are taken synchronously by this thread only; every thread the

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -52,8 +53,11 @@ inline std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-// Starts a child with stdout and stderr appended to `log`.
-inline pid_t spawn(const std::vector<std::string>& args, const std::string& log) {
+// Starts a child with stdout and stderr appended to `log`; `in_child`, if
+// given, runs in the child just before the exec (drop privileges, set
+// limits) and may _exit on failure.
+inline pid_t spawn(const std::vector<std::string>& args, const std::string& log,
+                   const std::function<void()>& in_child = {}) {
   pid_t pid = ::fork();
   if (pid == 0) {
     int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
@@ -61,6 +65,7 @@ inline pid_t spawn(const std::vector<std::string>& args, const std::string& log)
       ::dup2(fd, 1);
       ::dup2(fd, 2);
     }
+    if (in_child) in_child();
     std::vector<char*> argv;
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);

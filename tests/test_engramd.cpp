@@ -2,7 +2,10 @@
 // and engramctl against it.
 #include <gtest/gtest.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <sys/mman.h>
+#include <sys/ptrace.h>
+#include <sys/uio.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -124,6 +127,52 @@ TEST(Engramd, SpeaksSystemdsNotifyProtocol) {
   EXPECT_EQ(wait_exit(pid, 10000), 0);
   std::string cmd = "rm -rf " + dir;
   EXPECT_EQ(std::system(cmd.c_str()), 0);
+}
+
+// Issue 41, point 2: engram(7) says no one but the server can write its
+// indexes. A process of engramd's own uid (not root; this kernel has no
+// Yama) could, through /proc/<pid>/mem, process_vm_writev or ptrace, and
+// on 737aa57 killed it with SIGSEGV that way. engramd is non-dumpable now,
+// which closes all three to every process but root's.
+TEST(Engramd, AProcessOfItsOwnUidCannotReachItsMemory) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to run engramd and the intruder as nobody";
+  const uid_t nobody = 65534;
+  std::string dir = make_temp_dir();
+  ASSERT_EQ(::chmod(dir.c_str(), 0777), 0);
+  auto become_nobody = [nobody] {
+    if (::setgroups(0, nullptr) != 0 || ::setgid(nobody) != 0 || ::setuid(nobody) != 0) ::_exit(126);
+  };
+  std::string socket = dir + "/engram.sock", log = dir + "/engramd.log";
+  pid_t engramd = spawn({ENGRAMD_PATH, "--socket", socket}, log, become_nobody);
+  bool up = false;
+  for (int i = 0; i < 500 && !up; ++i) {
+    up = Control(socket).ok();
+    if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(up) << read_file(log);
+  // The intruder reports each way in as one bit of its exit code.
+  pid_t intruder = ::fork();
+  if (intruder == 0) {
+    become_nobody();
+    int ways = 0;
+    int mem = ::open(("/proc/" + std::to_string(engramd) + "/mem").c_str(), O_RDWR | O_CLOEXEC);
+    if (mem >= 0) ways |= 1;
+    if (::ptrace(PTRACE_SEIZE, engramd, nullptr, nullptr) == 0) ways |= 2;
+    // An address nobody maps: EFAULT means the kernel let us in, EPERM not.
+    char byte = 0;
+    iovec local{&byte, 1}, remote{reinterpret_cast<void*>(0x1000), 1};
+    if (::process_vm_writev(engramd, &local, 1, &remote, 1, 0) >= 0 || errno != EPERM) ways |= 4;
+    ::_exit(ways);
+  }
+  int ways = wait_exit(intruder, 10000);
+  EXPECT_EQ(ways & 1, 0) << "/proc/<engramd>/mem opened for writing by a process of its uid";
+  EXPECT_EQ(ways & 2, 0) << "ptrace attached to engramd from a process of its uid";
+  EXPECT_EQ(ways & 4, 0) << "process_vm_writev reached engramd from a process of its uid";
+  EXPECT_LT(ways, 8) << "the intruder did not run";
+  EXPECT_TRUE(Control(socket).ok()) << "engramd died: " << read_file(log);
+  ::kill(engramd, SIGTERM);
+  EXPECT_EQ(wait_exit(engramd, 10000), 0) << read_file(log);
+  EXPECT_EQ(std::system(("rm -rf " + dir).c_str()), 0);
 }
 
 TEST(Engramd, RefusesASecondServerAndReplacesAStaleOne) {

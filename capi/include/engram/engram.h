@@ -188,7 +188,12 @@ ENGRAM_API void engram_server_options_init(engram_server_options* o);
  * to it exactly as to engramd. Errors: ENGRAM_E_INVALID (config, with the
  * key), ENGRAM_E_EXISTS (a live server on the socket), ENGRAM_E_NOMEM
  * (the memory left, or the memory cgroup's limit, cannot hold the arena),
- * ENGRAM_E_SYSTEM. */
+ * ENGRAM_E_SYSTEM. Trust: the server lives in this process's memory, so
+ * every process that can read or write this process (any of its uid,
+ * through ptrace or /proc/PID/mem, unless the process made itself
+ * non-dumpable) can write the server's indexes; clients of other uids
+ * cannot. For engramd's guarantee against its own uid, run engramd as a
+ * user of its own (engramd(8)). */
 ENGRAM_API int engram_server_start(const engram_server_options* o, engram_server** out);
 /* Stops cleanly (clients get ENGRAM_E_DISCONNECTED) and frees the handle. */
 ENGRAM_API int engram_server_stop(engram_server* s);
