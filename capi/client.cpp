@@ -1,7 +1,6 @@
 // The connection: engram_connect (socket, hello, the arena and bells
 // mapped from the descriptors the server sends), control calls and their
 // late replies, interrupt and disconnect.
-#include <grp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -71,20 +70,6 @@ engram_table* engram_client::table_by_id(uint32_t id) {
   return nullptr;
 }
 
-// The socket's group and mode are the access control: a refused connect
-// says which group admits and how to join it.
-static std::string refused_message(const std::string& path, int err) {
-  std::string name = "GROUP";  // when the path is out of this user's sight
-  struct stat st;
-  char buf[1024];
-  struct group g, *found = nullptr;
-  if (::stat(path.c_str(), &st) == 0 && ::getgrgid_r(st.st_gid, &g, buf, sizeof buf, &found) == 0 && found)
-    name = found->gr_name;
-  return "cannot connect to " + path + ": " + std::strerror(err) + "; clients must be in the socket's group" +
-         (name == "GROUP" ? "" : " (" + name + ")") + ": sudo usermod -aG " + name +
-         " \"$USER\", then log in again (or run newgrp " + name + ")";
-}
-
 static Status connect_client(const engram_connect_options* o, engram_client* c) {
   sockaddr_un addr{};
   std::string path;
@@ -97,22 +82,8 @@ static Status connect_client(const engram_connect_options* o, engram_client* c) 
   if (path.size() >= sizeof addr.sun_path)
     return {Errc::invalid_capacity, "socket path " + escaped(path) + " is longer than " +
                                         std::to_string(sizeof addr.sun_path - 1) + " bytes (a Unix socket limit)"};
-  c->fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  if (c->fd < 0) return {Errc::system, std::string("socket: ") + std::strerror(errno)};
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, path.data(), path.size());
-  if (::connect(c->fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    int e = errno;
-    if (e == EACCES || e == EPERM) return {Errc::permission_denied, refused_message(path, e)};
-    return {Errc::disconnected, "no engram server on " + path + " (" + std::strerror(e) +
-                                    "); start engramd, or set ENGRAM_SOCKET"};
-  }
-  HelloRequest hr = hello_request();
-  std::vector<char> reply;
   ReceivedFds fds;
-  if (Status s = c->control(ControlType::hello, &hr, sizeof hr, &reply, 0, &fds); !s.ok()) return s;
-  if (reply.size() != sizeof(HelloReply)) return {Errc::layout_mismatch, "the server's hello has another size"};
-  std::memcpy(&c->hello, reply.data(), sizeof c->hello);
+  if (Status s = connect_control(path, c->timeout_ms, &c->fd, &c->hello, &fds); !s.ok()) return s;
   if (fds.size() != 2) return {Errc::layout_mismatch, "the server's hello came without the arena and bells"};
   // Both segments are client-writable: nothing of them is read back to
   // check them, a hostile client could have written it. The layouts were

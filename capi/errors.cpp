@@ -36,6 +36,7 @@ int to_code(Errc e) noexcept {
     case Errc::signature_mismatch: return ENGRAM_E_SIGNATURE;
     case Errc::closed: return ENGRAM_E_CLOSED;
     case Errc::interrupted: return ENGRAM_E_INTERRUPTED;
+    case Errc::limit: return ENGRAM_E_LIMIT;
   }
   return ENGRAM_E_INVALID;
 }
@@ -96,6 +97,7 @@ const char* engram_strerror(int code) {
     case ENGRAM_E_CORRUPT: return "shared memory failed validation";
     case ENGRAM_E_CLOSED: return "table closed or dropped";
     case ENGRAM_E_INTERRUPTED: return "interrupted (engram_client_interrupt)";
+    case ENGRAM_E_LIMIT: return "a limit the server sets per client or per user was reached";
     case ENGRAM_E_SYSTEM: return "system error";
   }
   return "unknown error code";

@@ -18,8 +18,12 @@ namespace {
 // spare that does not fit goes back to the server in a round trip. Too
 // few, and a writer into a queue of large items waits on its acks; at
 // most a 16th of the class, so that one client cannot hold the blocks
-// others need, and 256; at least 16 (bench/NOTES.md, "Tuned constants").
-size_t spare_limit(const SizeClass& k) { return std::clamp<size_t>(k.count / 16, 16, 256); }
+// others need, and 256; at least 16 (bench/NOTES.md, "Tuned constants");
+// and at most half of what the server lets this client hold of the class
+// (HelloReply::client_limit), so that its writers' chunks have the rest.
+size_t spare_limit(const SizeClass& k, uint32_t client_limit) {
+  return std::min<size_t>(std::clamp<size_t>(k.count / 16, 16, 256), std::max<uint32_t>(1, client_limit / 2));
+}
 
 // A spare is fetched for writing when it comes within this many chunks of
 // its turn, not when it arrives: acks come ten to a record, and fetching
@@ -43,7 +47,7 @@ void engram_client::keep_spare(BlockRef b) {
   if (spares.size() < arena.num_classes()) spares.resize(arena.num_classes());
   std::deque<BlockRef>& s = spares[k];
   // Past the limit, or late acks of a closed writer: nobody would use it.
-  if (s.size() >= spare_limit(arena.size_class(k)) || writers.empty()) {
+  if (s.size() >= spare_limit(arena.size_class(k), hello.client_limit[k]) || writers.empty()) {
     return_block(b);
     return;
   }
@@ -53,7 +57,7 @@ void engram_client::keep_spare(BlockRef b) {
 
 bool engram_client::wants_spare(uint32_t k, uint32_t coming) const {
   size_t have = (k < spares.size() ? spares[k].size() : 0) + coming;
-  return have < spare_limit(arena.size_class(k));
+  return have < spare_limit(arena.size_class(k), hello.client_limit[k]);
 }
 
 Status engram_client::grant(uint32_t k, int wait_ms, uint32_t coming) {
@@ -65,7 +69,7 @@ Status engram_client::grant(uint32_t k, int wait_ms, uint32_t coming) {
   // a quarter of the limit more lets it run on, and its inserts ask for no
   // spares until it is back under the limit (wants_spare), so that none
   // come back as surplus to return.
-  size_t have = spares[k].size() + coming, limit = spare_limit(arena.size_class(k));
+  size_t have = spares[k].size() + coming, limit = spare_limit(arena.size_class(k), hello.client_limit[k]);
   if (!spares[k].empty() && have >= limit) return Status::Ok();
   size_t n = have < limit ? limit - have : std::max<size_t>(1, limit / 4);
   GrantRequest rq{k, static_cast<uint32_t>(std::min<size_t>(n, kMaxBlockGrant))};

@@ -72,7 +72,8 @@ int engram_table_create(engram_client* c, const engram_table_options* o) {
     return set_error(s);
   NameRequest n;
   if (Status s = name_request(o->name, &n); !s.ok()) return set_error(s);
-  if (o->max_size == 0 || o->max_size > (1u << 30))
+  // Checked here too, as it is narrowed to 32 bits on its way (Table::validate has the rest).
+  if (o->max_size == 0 || o->max_size > kMaxTableCapacity)
     return fail(Errc::invalid_capacity, "max_size is " + std::to_string(o->max_size) + "; allowed 1..2^30");
   TableOptions t;
   t.name = o->name;

@@ -37,8 +37,10 @@ void writer_on_ack(engram_writer* w, engram_table* t, const Status& s, uint64_t 
 
 Status engram_writer::open_chunk() {
   // The arena may be full for a while: items get evicted and chunks come
-  // back. Wait for that (handling acks, which also give chunks back) until
-  // the insert timeout.
+  // back. Or this client may hold all the server lets one client hold of
+  // the class (Errc::limit): its chunks in flight become the tables' as
+  // their inserts are applied. Wait for either (handling acks, which also
+  // give chunks back) until the insert timeout.
   int64_t deadline = 0;  // read at the first wait: most chunks get a block at once
   bool waiting = false;
   int64_t pause_ns = 10'000;
@@ -63,7 +65,7 @@ Status engram_writer::open_chunk() {
       ++next_seq;
       return Status::Ok();
     }
-    if (got.code() != Errc::out_of_memory) return got;
+    if (got.code() != Errc::out_of_memory && got.code() != Errc::limit) return got;
     for (engram_table* t : client->tables) {
       ResponseRecord unused;
       if (Status s = t->pump(0, &unused, nullptr, -1); !s.ok()) return s;
@@ -74,10 +76,14 @@ Status engram_writer::open_chunk() {
       waiting = true;
     }
     if (client->take_interrupt()) return {Errc::interrupted, "interrupted while waiting for a free block of the arena"};
-    if (deadline >= 0 && monotonic_ns() >= deadline)
+    if (deadline >= 0 && monotonic_ns() >= deadline) {
+      if (got.code() == Errc::limit)
+        return {Errc::limit, got.message() + (insert_timeout_ms == 0 ? "" : " (waited " + std::to_string(insert_timeout_ms) +
+                                                                               " ms for its chunks in flight to be taken)")};
       return {insert_timeout_ms == 0 ? Errc::out_of_memory : Errc::timeout,
               "the arena has no free block of " + std::to_string(client->arena.size_class(size_class).block_size) +
                   " bytes; give the server a larger arena, or keep fewer items (max_size)"};
+    }
     std::this_thread::sleep_for(std::chrono::nanoseconds(pause_ns));
     pause_ns = std::min<int64_t>(pause_ns * 2, 5'000'000);
   }

@@ -36,13 +36,14 @@ constexpr uint32_t marker_client(uint32_t payload) { return payload & static_cas
 namespace {
 // The meta region's parts, as offsets from its start.
 struct MetaPlan {
-  size_t blocks, intents, total;
+  size_t blocks, intents, holdings, total;
 };
 MetaPlan plan_meta(uint32_t total_blocks) {
   MetaPlan p;
   p.blocks = sizeof(ArenaMeta);
   p.intents = align_up(p.blocks + sizeof(BlockHeader) * total_blocks, kCacheLine);
-  p.total = p.intents + sizeof(ArenaIntent) * kArenaMaxClients;
+  p.holdings = p.intents + sizeof(ArenaIntent) * kArenaMaxClients;
+  p.total = p.holdings + sizeof(ArenaHolding) * kArenaMaxClients;
   return p;
 }
 }  // namespace
@@ -68,6 +69,7 @@ Result<ChunkArena> ChunkArena::format(void* meta, size_t meta_size, void* data, 
     a.intents_[i].block.store(kNil, std::memory_order_relaxed);
     a.intents_[i].from.store(0, std::memory_order_relaxed);
     a.intents_[i].to.store(0, std::memory_order_relaxed);
+    for (auto& n : a.holdings_[i].reserved) n.store(0, std::memory_order_relaxed);
   }
   // Each class's list holds its blocks in index order: first block on top.
   for (uint32_t k = 0; k < a.num_classes(); ++k) {
@@ -78,6 +80,7 @@ Result<ChunkArena> ChunkArena::format(void* meta, size_t meta_size, void* data, 
       a.blocks_[b].next.store(j + 1 < sc.count ? b + 1 : kNil, std::memory_order_relaxed);
     }
     a.meta_->lists[k].word.store(make_head(0, sc.first_block), std::memory_order_relaxed);
+    a.meta_->client_limit[k].store(sc.count, std::memory_order_relaxed);
   }
   std::atomic_thread_fence(std::memory_order_release);
   return a;
@@ -87,7 +90,25 @@ ChunkArena::ChunkArena(const ArenaBlocks& blocks, void* meta)
     : ArenaBlocks(blocks),
       meta_(new (meta) ArenaMeta),
       blocks_(reinterpret_cast<BlockHeader*>(static_cast<char*>(meta) + plan_meta(blocks.total_blocks()).blocks)),
-      intents_(reinterpret_cast<ArenaIntent*>(static_cast<char*>(meta) + plan_meta(blocks.total_blocks()).intents)) {}
+      intents_(reinterpret_cast<ArenaIntent*>(static_cast<char*>(meta) + plan_meta(blocks.total_blocks()).intents)),
+      holdings_(reinterpret_cast<ArenaHolding*>(static_cast<char*>(meta) + plan_meta(blocks.total_blocks()).holdings)) {}
+
+void ChunkArena::count_reserved(uint32_t id, uint32_t index, int delta) noexcept {
+  holdings_[id].reserved[class_of(index)].fetch_add(static_cast<uint32_t>(delta), std::memory_order_relaxed);
+}
+
+void ChunkArena::set_client_limit(uint32_t k, uint32_t n) noexcept {
+  if (k < num_classes()) meta_->client_limit[k].store(n, std::memory_order_relaxed);
+}
+
+uint32_t ChunkArena::client_limit(uint32_t k) const noexcept {
+  return k < num_classes() ? meta_->client_limit[k].load(std::memory_order_relaxed) : 0;
+}
+
+uint32_t ChunkArena::reserved_by(uint32_t id, uint32_t k) const noexcept {
+  if (id >= kArenaMaxClients || k >= num_classes()) return 0;
+  return holdings_[id].reserved[k].load(std::memory_order_relaxed);
+}
 
 BlockKind ChunkArena::kind(uint32_t i) const noexcept { return state_kind(blocks_[i].state.load(std::memory_order_acquire)); }
 uint32_t ChunkArena::generation(uint32_t i) const noexcept { return state_gen(blocks_[i].state.load(std::memory_order_acquire)); }
@@ -172,6 +193,7 @@ Result<BlockRef> ChunkArena::alloc(uint32_t client, uint32_t k) noexcept {
       // alone: the client that writes them is on another core.
       uint32_t next = blocks_[p].next.load(std::memory_order_relaxed);
       if (next < total_blocks()) prefetch_state(next);
+      count_reserved(client, p, +1);
       return BlockRef{p, state_gen(s)};
     }
   }
@@ -206,7 +228,9 @@ Status ChunkArena::free_reserved(uint32_t client, BlockRef b) noexcept {
                                    " was already freed"};
   if (state_kind(s) != BlockKind::reserved || state_low(s) != client)
     return {Errc::double_free, "block " + std::to_string(b.index) + " is not reserved by client " + std::to_string(client)};
-  return push(client, class_of(b.index), b.index, s);
+  if (Status st = push(client, class_of(b.index), b.index, s); !st.ok()) return st;
+  count_reserved(client, b.index, -1);
+  return Status::Ok();
 }
 
 Status ChunkArena::seal(uint32_t owner, BlockRef b, uint32_t refs) noexcept {
@@ -220,6 +244,7 @@ Status ChunkArena::leave_reserved(uint32_t owner, BlockRef b, uint64_t to) noexc
   if (!blocks_[b.index].state.compare_exchange_strong(expect, to, std::memory_order_acq_rel))
     return {Errc::stale_reference, "block " + std::to_string(b.index) + " generation " + std::to_string(b.generation) +
                                        " is not reserved by client " + std::to_string(owner)};
+  count_reserved(owner, b.index, -1);
   return Status::Ok();
 }
 
@@ -242,8 +267,10 @@ Status ChunkArena::pin(uint32_t owner, BlockRef b, uint32_t refs) noexcept {
   if (refs == 0 || refs > kArenaMaxRefs) return {Errc::invalid_argument, "a pin takes 1 to 2^30-1 references"};
   std::atomic<uint64_t>& st = blocks_[b.index].state;
   uint64_t reserved = make_state(b.generation, BlockKind::reserved, owner);
-  if (st.compare_exchange_strong(reserved, make_state(b.generation, BlockKind::sealed, refs), std::memory_order_acq_rel))
+  if (st.compare_exchange_strong(reserved, make_state(b.generation, BlockKind::sealed, refs), std::memory_order_acq_rel)) {
+    count_reserved(owner, b.index, -1);
     return Status::Ok();
+  }
   uint64_t s = st.load(std::memory_order_acquire);
   for (;;) {
     if (state_gen(s) != b.generation || state_kind(s) != BlockKind::sealed || state_low(s) == 0)
@@ -279,6 +306,7 @@ Status ChunkArena::unref(uint32_t client, BlockRef b, bool* last) noexcept {
     uint64_t next = state_low(s) == 1 ? make_state(b.generation, BlockKind::reserved, client) : s - 1;
     if (st.compare_exchange_weak(s, next, std::memory_order_acq_rel)) {
       *last = state_low(s) == 1;
+      if (*last) count_reserved(client, b.index, +1);
       return Status::Ok();
     }
   }
@@ -288,7 +316,22 @@ Status ChunkArena::hand_over(uint32_t from, uint32_t to, BlockRef b) noexcept {
   if (Status s = check_ref(b, "hand over"); !s.ok()) return s;
   if (from >= kArenaMaxClients || to >= kArenaMaxClients)
     return {Errc::invalid_argument, "client id " + std::to_string(std::max(from, to)) + " is out of range"};
-  return leave_reserved(from, b, make_state(b.generation, BlockKind::reserved, to));
+  // Counted before the move, so that two threads handing blocks to one
+  // client at once cannot both pass the limit.
+  uint32_t k = class_of(b.index);
+  std::atomic<uint32_t>& held = holdings_[to].reserved[k];
+  uint32_t before = held.fetch_add(1, std::memory_order_relaxed);
+  if (to != kArenaDaemonClient && before >= client_limit(k)) {
+    held.fetch_sub(1, std::memory_order_relaxed);
+    return {Errc::limit, "client " + std::to_string(to) + " holds " + std::to_string(before) + " blocks of " +
+                             std::to_string(size_class(k).block_size) + " bytes reserved, the most one client may (" +
+                             std::to_string(client_limit(k)) + " of the class's " + std::to_string(size_class(k).count) + ")"};
+  }
+  if (Status s = leave_reserved(from, b, make_state(b.generation, BlockKind::reserved, to)); !s.ok()) {
+    held.fetch_sub(1, std::memory_order_relaxed);
+    return s;
+  }
+  return Status::Ok();
 }
 
 void order_for_freeing(std::vector<BlockRef>* blocks) {
@@ -312,6 +355,9 @@ Result<uint64_t> ChunkArena::reclaim(uint32_t dead) noexcept {
       ++freed;
     }
   }
+  // It holds nothing now, whatever its counts say: an id that died between
+  // a transition and its count (a test's process) left them behind.
+  for (auto& n : holdings_[dead].reserved) n.store(0, std::memory_order_relaxed);
   return freed;
 }
 
@@ -343,6 +389,18 @@ Result<ArenaAudit> ChunkArena::audit() const {
   if (a.listed != a.free)
     return Status{Errc::corrupt, std::to_string(a.free) + " blocks are free but " + std::to_string(a.listed) +
                                      " are listed: " + std::to_string(a.free - a.listed) + " leaked"};
+  std::vector<uint32_t> held(size_t{kArenaMaxClients} * num_classes(), 0);
+  for (uint32_t i = 0; i < total_blocks(); ++i) {
+    uint64_t s = blocks_[i].state.load(std::memory_order_acquire);
+    if (state_kind(s) == BlockKind::reserved && state_low(s) < kArenaMaxClients)
+      ++held[size_t{state_low(s)} * num_classes() + class_of(i)];
+  }
+  for (uint32_t id = 0; id < kArenaMaxClients; ++id)
+    for (uint32_t k = 0; k < num_classes(); ++k)
+      if (reserved_by(id, k) != held[size_t{id} * num_classes() + k])
+        return Status{Errc::corrupt, "client " + std::to_string(id) + " is counted as holding " +
+                                         std::to_string(reserved_by(id, k)) + " blocks of class " + std::to_string(k) +
+                                         " but holds " + std::to_string(held[size_t{id} * num_classes() + k])};
   return a;
 }
 

@@ -8,7 +8,8 @@
 // shared ArenaBlocks that this class extends.
 //
 // Meta layout (offsets from the meta region's start):
-//   ArenaMeta (free-list heads) | BlockHeader[total_blocks] | ArenaIntent[kArenaMaxClients]
+//   ArenaMeta (free-list heads, per-class limits) | BlockHeader[total_blocks] |
+//   ArenaIntent[kArenaMaxClients] | ArenaHolding[kArenaMaxClients]
 //
 // Block state word (one atomic u64, so every transition is one CAS):
 //   generation:32 | kind:2 (free, reserved, sealed) | low:30
@@ -36,6 +37,15 @@
 // The list operations of one id (alloc, free_reserved, release, reclaim's
 // frees with id 0) must come from one thread at a time: its intent slot is
 // single-writer. Id 0 is the daemon's control thread's.
+//
+// Holdings: how many blocks of each class each id holds reserved, counted
+// by the id's own operations after their transition is done (a helper that
+// completes another's free-list operation counts nothing). So a count can
+// lag its blocks' states only while that id's operation is in flight, and
+// audit(), which needs quiescence, finds them equal. hand_over to a client
+// checks the receiver's count against its class's limit first: that is
+// the one way a client gets blocks (grants and spares), and the limit is
+// what keeps one client from taking a class whole.
 #pragma once
 
 #include <atomic>
@@ -74,9 +84,18 @@ struct alignas(kCacheLine) ArenaIntent {
 
 struct alignas(kCacheLine) ArenaMeta {
   FreeListHead lists[kArenaMaxClasses];
+  // Blocks of each class one client may hold reserved (hand_over's limit).
+  std::atomic<uint32_t> client_limit[kArenaMaxClasses];
+};
+
+// An id's blocks held reserved, by class: one cache line per id, written by
+// whichever threads move that id's blocks (the control thread, the owners).
+struct alignas(kCacheLine) ArenaHolding {
+  std::atomic<uint32_t> reserved[kArenaMaxClasses];
 };
 static_assert(sizeof(BlockHeader) == 16);
 static_assert(sizeof(ArenaIntent) == kCacheLine);
+static_assert(sizeof(ArenaHolding) == kCacheLine);
 
 // Counts from a quiescent walk of the arena (see ChunkArena::audit).
 struct ArenaAudit {
@@ -129,15 +148,24 @@ class ChunkArena : public ArenaBlocks {
   // Reserved by `from` -> reserved by `to`, one CAS: a block freed by the
   // daemon goes straight to the client that will write it next, without a
   // trip through the free list. If `to` dies, reclaim(to) frees it.
+  // Errc::limit, and nothing changes, when `to` (any id but the daemon's)
+  // already holds client_limit(k) blocks of the block's class k.
   Status hand_over(uint32_t from, uint32_t to, BlockRef b) noexcept;
+  // The most blocks of class k (< num_classes()) that one client may hold
+  // reserved; every block of the class until set.
+  void set_client_limit(uint32_t k, uint32_t n) noexcept;
+  uint32_t client_limit(uint32_t k) const noexcept;
+  // Blocks of class k that `id` holds reserved now.
+  uint32_t reserved_by(uint32_t id, uint32_t k) const noexcept;
   // After `dead` is gone: finishes its pending free-list operation, if any,
-  // and frees every block it still had reserved (using the daemon's intent
-  // slot). Returns the number of blocks freed. Must not run while `dead`
-  // may still use its id.
+  // frees every block it still had reserved (using the daemon's intent
+  // slot) and zeroes its holdings. Returns the number of blocks freed. Must
+  // not run while `dead` may still use its id.
   Result<uint64_t> reclaim(uint32_t dead) noexcept;
 
   // Walks everything; call only when no operation is in flight. Errc::corrupt
-  // if a free block is not listed exactly once or a listed one is not free.
+  // if a free block is not listed exactly once, a listed one is not free, or
+  // an id's holding differs from the blocks reserved by it.
   Result<ArenaAudit> audit() const;
 
   // Hints that block `index`'s state word (< total_blocks()) is needed soon:
@@ -156,10 +184,13 @@ class ChunkArena : public ArenaBlocks {
   // Completes the marker in head word `h` of list k, if it is still there.
   Status complete(uint32_t k, uint64_t h) noexcept;
   Status push(uint32_t client, uint32_t k, uint32_t index, uint64_t from) noexcept;
+  // Counts one block of block `index`'s class more (+1) or less (-1) for `id`.
+  void count_reserved(uint32_t id, uint32_t index, int delta) noexcept;
 
   ArenaMeta* meta_ = nullptr;
   BlockHeader* blocks_ = nullptr;
   ArenaIntent* intents_ = nullptr;
+  ArenaHolding* holdings_ = nullptr;
 };
 
 }  // namespace engram

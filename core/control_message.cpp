@@ -1,13 +1,20 @@
 #include "core/control_message.hpp"
 
+#include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 #include <utility>
+
+#include "core/futex.hpp"
 
 namespace engram {
 
@@ -177,6 +184,95 @@ Status control_call(int fd, ControlType type, const void* payload, size_t size, 
   if (reply) *reply = std::move(p);
   if (fds)
     for (size_t i = 0; i < got.size(); ++i) fds->add(got.take(i));
+  return Status::Ok();
+}
+
+namespace {
+
+// Milliseconds left until deadline_ns (-1: none), at least 1 while any is.
+int ms_left(int64_t deadline_ns) {
+  if (deadline_ns < 0) return -1;
+  int64_t left = (deadline_ns - monotonic_ns() + 999'999) / 1'000'000;
+  return static_cast<int>(std::clamp<int64_t>(left, 0, INT32_MAX));
+}
+
+// The socket's group and mode are the access control: a refused connect
+// says which group admits and how to join it.
+std::string refused_message(const std::string& path, int err) {
+  std::string name = "GROUP";  // when the path is out of this user's sight
+  struct stat st;
+  char buf[1024];
+  struct group g, *found = nullptr;
+  if (::stat(path.c_str(), &st) == 0 && ::getgrgid_r(st.st_gid, &g, buf, sizeof buf, &found) == 0 && found)
+    name = found->gr_name;
+  return "cannot connect to " + path + ": " + std::strerror(err) + "; clients must be in the socket's group" +
+         (name == "GROUP" ? "" : " (" + name + ")") + ": sudo usermod -aG " + name +
+         " \"$USER\", then log in again (or run newgrp " + name + ")";
+}
+
+Status connect_socket(int fd, const std::string& path, int timeout_ms, int64_t deadline_ns) {
+  sockaddr_un addr{};
+  if (path.empty() || path.size() >= sizeof addr.sun_path)
+    return {Errc::invalid_argument, "socket path \"" + path + "\" is empty or longer than " +
+                                        std::to_string(sizeof addr.sun_path - 1) + " bytes (a Unix socket limit)"};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  // A Unix socket's connect on a full backlog fails with EAGAIN when
+  // non-blocking (it never says EINPROGRESS), and blocks for as long as
+  // the server does not accept otherwise: retry until the deadline.
+  for (int64_t pause_us = 500;; pause_us = std::min<int64_t>(pause_us * 2, 50'000)) {
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) return Status::Ok();
+    int e = errno;
+    if (e == EINTR) continue;
+    if (e == EACCES || e == EPERM) return {Errc::permission_denied, refused_message(path, e)};
+    if (e != EAGAIN)
+      return {Errc::disconnected, "no engram server listens on " + path + " (" + std::strerror(e) +
+                                      "); start engramd, or point ENGRAM_SOCKET (or --socket) at its socket"};
+    int left = ms_left(deadline_ns);
+    if (left == 0)
+      return {Errc::timeout, "connecting to " + path + ": the server's backlog stayed full for " +
+                                 std::to_string(timeout_ms) + " ms (is the server stopped, or flooded with connections?)"};
+    int64_t nap_us = left < 0 ? pause_us : std::min<int64_t>(pause_us, int64_t{left} * 1000);
+    std::this_thread::sleep_for(std::chrono::microseconds(nap_us));
+  }
+}
+
+}  // namespace
+
+Status connect_control(const std::string& path, int timeout_ms, int* fd, HelloReply* hello, ReceivedFds* fds) {
+  int64_t deadline = timeout_ms < 0 ? -1 : monotonic_ns() + int64_t{timeout_ms} * 1'000'000;
+  *fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (*fd < 0) return {Errc::system, std::string("socket: ") + std::strerror(errno)};
+  auto failed = [&](Status s) {
+    ::close(*fd);
+    *fd = -1;
+    return s;
+  };
+  if (Status s = connect_socket(*fd, path, timeout_ms, deadline); !s.ok()) return failed(s);
+  // Blocking from here on, as every control call expects; the waits for
+  // replies are bounded by poll.
+  if (::fcntl(*fd, F_SETFL, ::fcntl(*fd, F_GETFL) & ~O_NONBLOCK) != 0)
+    return failed({Errc::system, std::string("fcntl: ") + std::strerror(errno)});
+  HelloRequest rq = hello_request();
+  Status sent = send_message(*fd, ControlType::hello, 0, &rq, sizeof rq);
+  // A server that refused the connection at once (a limit) has said why
+  // and hung up, perhaps before the hello went out: read its answer anyway.
+  ControlHeader h{};
+  std::vector<char> p;
+  Status got = recv_message(*fd, &h, &p, sent.ok() ? ms_left(deadline) : 0, fds);
+  if (got.code() == Errc::timeout && sent.ok())
+    return failed({Errc::timeout, "connected to " + path + ", but the server did not answer the hello within " +
+                                      std::to_string(timeout_ms) + " ms (is it stopped, or overloaded?)"});
+  if (!got.ok() || h.type == static_cast<uint32_t>(ControlType::goodbye))
+    return failed({Errc::disconnected, "the server on " + path + " hung up before it answered the hello" +
+                                           (got.ok() ? " (it is stopping)" : "")});
+  if (h.type != static_cast<uint32_t>(ControlType::hello))
+    return failed({Errc::corrupt, "the server on " + path + " answered the hello with another message"});
+  if (h.status != 0) return failed({static_cast<Errc>(h.status), std::string(p.begin(), p.end())});
+  if (p.size() != sizeof(HelloReply))
+    return failed({Errc::layout_mismatch, "the server's hello reply has " + std::to_string(p.size()) + " bytes, not " +
+                                              std::to_string(sizeof(HelloReply)) + " (another version?)"});
+  std::memcpy(hello, p.data(), sizeof *hello);
   return Status::Ok();
 }
 

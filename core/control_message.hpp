@@ -27,8 +27,9 @@ inline constexpr uint32_t kControlMagic = 0x4c525443;  // "CTRL"
 // with the hello and open replies (SCM_RIGHTS), not names under /dev/shm.
 // 5: the arena's allocation state is the daemon's alone; clients ask for
 // blocks (grant_blocks) and give them back (return_blocks). 6: insert
-// requests of several one-chunk items (RequestOp::insert_items).
-inline constexpr uint32_t kProtocolVersion = 6;
+// requests of several one-chunk items (RequestOp::insert_items). 7: the
+// hello reply names each class's per-client limit; status lists clients.
+inline constexpr uint32_t kProtocolVersion = 7;
 // Descriptors one message may carry; a message that comes with more is refused.
 inline constexpr size_t kMaxControlFds = 4;
 inline constexpr uint32_t kMaxControlPayload = 1 << 16;
@@ -87,6 +88,9 @@ struct HelloReply {
   uint64_t arena_size, bells_size;
   uint64_t server_pid;
   SizeClassConfig classes[kArenaMaxClasses];
+  // Blocks of each class this client may hold reserved at once (being
+  // written, or spare); grants past it are refused with Errc::limit.
+  uint32_t client_limit[kArenaMaxClasses];
 };
 
 // A table's full configuration, as created.
@@ -132,14 +136,30 @@ struct RateLimiterRequest {
   RateLimiterConfig limiter;
 };
 
+// Followed by `num_clients` ClientStatus entries, one per attached client.
 struct StatusReply {
   uint64_t pid;
   uint64_t uptime_ms;
-  uint32_t clients;
+  uint32_t clients;      // attached (said hello)
   uint32_t tables;
   uint64_t arena_bytes;
   uint64_t blocks_total, blocks_free, blocks_reserved, blocks_sealed;
   char version[32];
+  uint32_t connections;      // open, attached or not
+  uint32_t max_connections;  // in force: the config's, fitted to the descriptor limit
+  uint32_t max_connections_per_uid;
+  uint32_t fds_open;         // the server's descriptors in use
+  uint32_t fds_limit;        // its RLIMIT_NOFILE (soft)
+  uint32_t num_clients;
+  uint64_t refused;          // connections refused or closed unattached since start
+};
+
+struct ClientStatus {
+  uint32_t id;
+  uint32_t pid;
+  uint32_t uid;
+  uint32_t channels;         // tables open
+  uint64_t reserved_blocks;  // arena blocks it holds reserved, every class
 };
 
 // The hello of a client built from this tree: its protocol and layouts.
@@ -190,5 +210,16 @@ Status recv_message(int fd, ControlHeader* h, std::vector<char>* payload, int ti
 // payload the message); a hang-up or a goodbye is Errc::disconnected.
 Status control_call(int fd, ControlType type, const void* payload, size_t size, std::vector<char>* reply,
                     int timeout_ms, ReceivedFds* fds = nullptr);
+
+// Connects to the server on `path` and says hello, the whole within
+// timeout_ms (< 0: no limit), every step included: connect(2) is
+// non-blocking and retried while the server's backlog is full. On success
+// *fd is a blocking socket, *hello the server's reply and *fds its two
+// descriptors (arena, bells). Errors name the step: Errc::disconnected (no
+// server listens there, or it hung up), Errc::permission_denied (the
+// socket's mode), Errc::timeout (backlog full, or no answer to the hello,
+// until the deadline), or the server's refusal (its message: a limit, the
+// credentials, another version).
+Status connect_control(const std::string& path, int timeout_ms, int* fd, HelloReply* hello, ReceivedFds* fds);
 
 }  // namespace engram

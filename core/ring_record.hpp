@@ -42,7 +42,7 @@
 namespace engram {
 
 inline constexpr uint32_t kRecordSize = 192;
-inline constexpr uint32_t kRecordRefs = 8;       // chunk slices per item
+inline constexpr uint32_t kRecordRefs = kMaxItemChunks;  // chunk slices per item
 inline constexpr uint32_t kRecordUpdates = 10;   // (key, priority) per update record
 inline constexpr uint32_t kRecordKeys = 20;      // keys per remove record, blocks per drop record
 inline constexpr uint32_t kRecordAcks = 10;      // insert acks per response record

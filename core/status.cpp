@@ -31,6 +31,7 @@ const char* errc_name(Errc c) noexcept {
     case Errc::signature_mismatch: return "signature mismatch";
     case Errc::closed: return "closed";
     case Errc::interrupted: return "interrupted";
+    case Errc::limit: return "limit";
   }
   return "unknown error";
 }

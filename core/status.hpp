@@ -35,6 +35,7 @@ enum class Errc : int {
   signature_mismatch,    // columns (count, dtype, shape) differ from the table's
   closed,                // the handle's table was dropped or its channel closed
   interrupted,           // another thread or a signal handler interrupted the wait
+  limit,                 // a limit the server sets per client or per user (the message names it)
 };
 
 const char* errc_name(Errc c) noexcept;

@@ -44,9 +44,11 @@ Status Table::validate(const TableOptions& o) {
   if (Status s = validate_name(o.name, kMaxTableName - 1, "table name"); !s.ok()) return s;
   std::string t = "table '" + o.name + "': ";
   if (o.capacity == 0) return {Errc::invalid_capacity, t + "capacity (max_size) must be at least 1"};
-  if (o.capacity > (1u << 31)) return {Errc::invalid_capacity, t + "capacity (max_size) must be at most 2^31"};
-  if (o.max_refs_per_item == 0 || o.max_refs_per_item > 4096)
-    return {Errc::invalid_argument, t + "max_refs_per_item must be between 1 and 4096"};
+  if (o.capacity > kMaxTableCapacity)
+    return {Errc::invalid_capacity, t + "capacity (max_size) " + std::to_string(o.capacity) + " is more than 2^30"};
+  if (o.max_refs_per_item == 0 || o.max_refs_per_item > kMaxItemChunks)
+    return {Errc::invalid_argument, t + "max_chunks_per_item " + std::to_string(o.max_refs_per_item) + " is not in 1.." +
+                                        std::to_string(kMaxItemChunks)};
   if (Status s = Selector::validate(o.sampler); !s.ok()) return {s.code(), t + "sampler: " + s.message()};
   if (Status s = Selector::validate(o.remover); !s.ok()) return {s.code(), t + "remover: " + s.message()};
   if (Status s = o.rate_limiter.validate(); !s.ok()) return {s.code(), t + s.message()};

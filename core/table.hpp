@@ -60,6 +60,11 @@ struct ItemSlot {
 };
 static_assert(sizeof(ItemSlot) == 40);
 
+// A table's bounds, checked by Table::validate for every way a table is
+// made (the C API, engramd.toml, engramctl, a restored checkpoint).
+inline constexpr uint32_t kMaxTableCapacity = 1u << 30;  // items (max_size)
+inline constexpr uint32_t kMaxItemChunks = 8;            // chunk slices per item: what one insert record carries
+
 struct TableOptions {
   std::string name;
   uint32_t capacity = 0;  // max_size

@@ -176,7 +176,7 @@ Result<TableOptions> parse_table(const toml::table& t, const std::string& path) 
   if (name->size() >= kMaxTableName)
     return bad(at(path, "name"), "\"" + *name + "\" is longer than " + std::to_string(kMaxTableName - 1) + " bytes");
   o.name = *name;
-  auto cap = get_int(t, path, "max_size", 0, 1, 1 << 30);
+  auto cap = get_int(t, path, "max_size", 0, 1, kMaxTableCapacity);
   if (!cap.ok()) return cap.status();
   if (!t.get("max_size")) return bad(at(path, "max_size"), "is required (items, 1..2^30)");
   o.capacity = static_cast<uint32_t>(*cap);
@@ -196,7 +196,7 @@ Result<TableOptions> parse_table(const toml::table& t, const std::string& path) 
   auto mts = get_int(t, path, "max_times_sampled", 0, 0, UINT32_MAX);
   if (!mts.ok()) return mts.status();
   o.max_times_sampled = static_cast<uint32_t>(*mts);
-  auto mcpi = get_int(t, path, "max_chunks_per_item", 8, 1, 8);
+  auto mcpi = get_int(t, path, "max_chunks_per_item", kMaxItemChunks, 1, kMaxItemChunks);
   if (!mcpi.ok()) return mcpi.status();
   o.max_refs_per_item = static_cast<uint32_t>(*mcpi);
   auto lim = parse_limiter(t.get("rate_limiter"), at(path, "rate_limiter"));
@@ -234,6 +234,11 @@ auto guarded(std::string_view text, const std::string& source, F f) -> decltype(
 
 ArenaConfig default_arena() {
   return ArenaConfig{{{4096, 4096}, {64 << 10, 256}, {1 << 20, 24}, {8 << 20, 2}}};
+}
+
+uint32_t client_block_limit(uint32_t count, double share) {
+  auto by_share = static_cast<uint32_t>(std::floor(count * share));
+  return std::max(by_share, std::min<uint32_t>(count, 4));
 }
 
 Result<uint64_t> parse_size(std::string_view s) {
@@ -294,7 +299,8 @@ static Result<CheckpointConfig> parse_checkpoint(const toml::table& t) {
 Result<ServerConfig> parse_config(std::string_view text, const std::string& source) {
   return guarded(text, source, [&](toml::table& root) -> Result<ServerConfig> {
     ServerConfig c;
-    if (Status s = only_keys(root, "", {"socket", "group", "shm_prefix", "arena", "client", "table", "checkpoint"});
+    if (Status s = only_keys(root, "", {"socket", "group", "shm_prefix", "arena", "server", "client", "table",
+                                        "checkpoint"});
         !s.ok())
       return Status{s.code(), source + ": " + s.message()};
     auto wrap = [&](const Status& s) { return Status{s.code(), source + ": " + s.message()}; };
@@ -328,14 +334,32 @@ Result<ServerConfig> parse_config(std::string_view text, const std::string& sour
       }
       if (Status s = ChunkArena::validate(c.arena); !s.ok()) return wrap(bad("arena.classes", s.message()));
     }
+    if (const toml::node* sv = root.get("server")) {
+      const toml::table* t = sv->as_table();
+      if (!t) return wrap(bad("server", "must be a table"));
+      if (Status s = only_keys(*t, "server", {"max_connections", "max_connections_per_uid", "hello_timeout_ms"}); !s.ok())
+        return wrap(s);
+      auto mc = get_int(*t, "server", "max_connections", c.max_connections, 1, kMaxConnections);
+      auto mu = get_int(*t, "server", "max_connections_per_uid", c.max_connections_per_uid, 1, kMaxConnections);
+      auto ht = get_int(*t, "server", "hello_timeout_ms", c.hello_timeout_ms, 10, 600000);
+      if (!mc.ok()) return wrap(mc.status());
+      if (!mu.ok()) return wrap(mu.status());
+      if (!ht.ok()) return wrap(ht.status());
+      c.max_connections = static_cast<uint32_t>(*mc);
+      c.max_connections_per_uid = static_cast<uint32_t>(*mu);
+      c.hello_timeout_ms = static_cast<uint32_t>(*ht);
+    }
     if (const toml::node* cl = root.get("client")) {
       const toml::table* t = cl->as_table();
       if (!t) return wrap(bad("client", "must be a table"));
-      if (Status s = only_keys(*t, "client", {"ring_records"}); !s.ok()) return wrap(s);
+      if (Status s = only_keys(*t, "client", {"ring_records", "max_reserved_share"}); !s.ok()) return wrap(s);
       auto rr = get_int(*t, "client", "ring_records", 1024, 16, 1 << 16);
       if (!rr.ok()) return wrap(rr.status());
       if ((*rr & (*rr - 1)) != 0) return wrap(bad("client.ring_records", "must be a power of two"));
       c.ring_records = static_cast<uint32_t>(*rr);
+      auto share = get_double(*t, "client", "max_reserved_share", c.max_reserved_share);
+      if (!share.ok()) return wrap(share.status());
+      c.max_reserved_share = *share;
     }
     if (const toml::node* cp = root.get("checkpoint")) {
       const toml::table* t = cp->as_table();
@@ -378,6 +402,12 @@ Status validate_config(const ServerConfig& c) {
   for (char ch : c.shm_prefix)
     if (ch == '/' || ch == '\0') return bad("shm_prefix", "must not contain '/'");
   if (c.tables.size() > kMaxTables) return bad("table", "more than " + std::to_string(kMaxTables) + " tables");
+  if (c.max_connections_per_uid > c.max_connections)
+    return bad("server.max_connections_per_uid", std::to_string(c.max_connections_per_uid) + " is more than max_connections (" +
+                                                     std::to_string(c.max_connections) + "); lower it or raise that");
+  if (!(c.max_reserved_share > 0 && c.max_reserved_share <= 1))
+    return bad("client.max_reserved_share", number_text(c.max_reserved_share) +
+                                                " is not a share of a size class; allowed: above 0, up to 1 (no limit)");
   std::set<std::string> names;
   for (size_t i = 0; i < c.tables.size(); ++i)
     if (!names.insert(c.tables[i].name).second)

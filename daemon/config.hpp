@@ -18,19 +18,37 @@ namespace engram {
 
 inline constexpr const char* kDefaultSocket = "/run/engram/engram.sock";
 inline constexpr size_t kMaxSocketPath = 107;  // bytes: sockaddr_un's sun_path less its NUL
+// Connections one server may hold at once, whatever the config says: each
+// is a descriptor and an entry the control thread polls.
+inline constexpr uint32_t kMaxConnections = 65536;
 
 struct ServerConfig {
   std::string socket_path = kDefaultSocket;
   std::string group;       // owner group of socket and segments; "" = the server's own
   std::string shm_prefix;  // segment name prefix; "" = derived from the socket path
   ArenaConfig arena;       // empty = default_arena()
+  // [server]: the control socket's connections, said hello or not. Each
+  // holds one of the server's descriptors, so a flood of them is bounded
+  // here; start-up lowers max_connections to what the descriptor limit fits.
+  uint32_t max_connections = 512;
+  uint32_t max_connections_per_uid = 256;
+  uint32_t hello_timeout_ms = 5000;  // a connection still silent then is closed
+  // [client]
   uint32_t ring_records = 1024;  // per channel ring; also the largest sample batch
+  // Of each arena size class, the share one client may hold reserved
+  // (being written, or spare): see client_block_limit.
+  double max_reserved_share = 0.25;
   std::vector<TableOptions> tables;  // created at start (after a restore, those it did not bring back)
   CheckpointConfig checkpoint;       // [checkpoint]
 };
 
 // 64 MiB in four size classes: enough for tests and small experiments.
 ArenaConfig default_arena();
+
+// The most blocks of a class of `count` that one client may hold reserved:
+// `share` of them, but at least 4 (a writer's open chunk, one in flight, a
+// spare), or the whole class if it has fewer.
+uint32_t client_block_limit(uint32_t count, double share);
 
 // Parses a whole config file's text; `source` names it in messages.
 Result<ServerConfig> parse_config(std::string_view text, const std::string& source);

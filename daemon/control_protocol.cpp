@@ -118,7 +118,10 @@ bool Server::Impl::hello(Client& c, const std::vector<char>& p) {
   hr.bells_size = bells_seg.size();
   hr.server_pid = static_cast<uint64_t>(::getpid());
   hr.num_classes = arena.num_classes();
-  for (uint32_t k = 0; k < arena.num_classes(); ++k) hr.classes[k] = {arena.size_class(k).block_size, arena.size_class(k).count};
+  for (uint32_t k = 0; k < arena.num_classes(); ++k) {
+    hr.classes[k] = {arena.size_class(k).block_size, arena.size_class(k).count};
+    hr.client_limit[k] = arena.client_limit(k);
+  }
   int fds[2] = {arena_seg.fd(), bells_seg.fd()};
   return send_message(c.fd, ControlType::hello, 0, &hr, sizeof hr, fds, 2).ok();
 }
@@ -218,7 +221,21 @@ bool Server::Impl::status(Client& c) {
   StatusReply st{};
   st.pid = static_cast<uint64_t>(::getpid());
   st.uptime_ms = static_cast<uint64_t>((monotonic_ns() - started_ns) / 1000000);
-  st.clients = static_cast<uint32_t>(clients.size());
+  std::vector<ClientStatus> each;
+  for (const auto& [fd, k] : clients) {
+    if (!k.attached) continue;
+    ClientStatus cs{k.id, static_cast<uint32_t>(k.cred.pid), k.cred.uid, static_cast<uint32_t>(k.channels.size()), 0};
+    for (uint32_t sc = 0; sc < arena.num_classes(); ++sc) cs.reserved_blocks += arena.reserved_by(k.id, sc);
+    each.push_back(cs);
+  }
+  st.clients = static_cast<uint32_t>(each.size());
+  st.num_clients = st.clients;
+  st.connections = static_cast<uint32_t>(clients.size());
+  st.max_connections = max_connections;
+  st.max_connections_per_uid = std::min(config.max_connections_per_uid, max_connections);
+  st.fds_open = fds_open();
+  st.fds_limit = fds_limit();
+  st.refused = refused;
   st.tables = static_cast<uint32_t>(tables->size());
   st.arena_bytes = arena_seg.size();
   st.blocks_total = arena.total_blocks();
@@ -227,7 +244,13 @@ bool Server::Impl::status(Client& c) {
     (k == BlockKind::free ? st.blocks_free : k == BlockKind::reserved ? st.blocks_reserved : st.blocks_sealed)++;
   }
   std::strncpy(st.version, ENGRAM_VERSION_STRING, sizeof st.version - 1);
-  return reply(c, ControlType::status, Status::Ok(), &st, sizeof st);
+  // kMaxConnections clients would not fit one message; those attached are
+  // fewer than the arena's client ids, which do.
+  static_assert(sizeof(StatusReply) + sizeof(ClientStatus) * kArenaMaxClients <= kMaxControlPayload);
+  std::vector<char> out(sizeof st + each.size() * sizeof(ClientStatus));
+  std::memcpy(out.data(), &st, sizeof st);
+  if (!each.empty()) std::memcpy(out.data() + sizeof st, each.data(), each.size() * sizeof(ClientStatus));
+  return reply(c, ControlType::status, Status::Ok(), out.data(), out.size());
 }
 
 // Blocks for a client's writers, reserved by it: taken here, with the
@@ -249,13 +272,19 @@ bool Server::Impl::grant_blocks(Client& c, const std::vector<char>& p) {
       break;
     }
     if (Status s = arena.hand_over(kArenaDaemonClient, c.id, *b); !s.ok()) {
+      (void)arena.free_reserved(kArenaDaemonClient, *b);
       why = s;
       break;
     }
     granted.push_back(*b);
   }
+  if (why.code() == Errc::limit)
+    why = {Errc::limit, why.message() + "; its share is engramd.toml [client] max_reserved_share = " +
+                            number_text(config.max_reserved_share) +
+                            ": keep fewer writers or chunks in flight, or raise it"};
   if (granted.empty()) return reply(c, ControlType::grant_blocks, why);
-  if (!why.ok() && why.code() != Errc::out_of_memory) log_error("granting blocks to " + who(c) + ": " + why.message());
+  if (!why.ok() && why.code() != Errc::out_of_memory && why.code() != Errc::limit)
+    log_error("granting blocks to " + who(c) + ": " + why.message());
   return reply(c, ControlType::grant_blocks, Status::Ok(), granted.data(), granted.size() * sizeof(BlockRef));
 }
 
@@ -302,6 +331,8 @@ void Server::Impl::disconnect(Client& c) {
              std::to_string(c.channels.size()) + " channels in " + std::to_string((monotonic_ns() - t0) / 1000) + " us");
   }
   checkpoints->forget(c.fd);  // before its descriptor number can be another client's
+  if (auto it = connections_by_uid.find(c.cred.uid); it != connections_by_uid.end() && --it->second == 0)
+    connections_by_uid.erase(it);
   ::close(c.fd);
   clients.erase(c.fd);
 }

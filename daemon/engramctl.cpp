@@ -1,7 +1,5 @@
 // engramctl: a small command line client of engramd's control socket.
 // See man/man1/engramctl.1.
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -44,16 +42,9 @@ int fail(const std::string& msg, int code = 1) {
 class Connection {
  public:
   Status open(const std::string& path) {
-    fd_ = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    sockaddr_un a{};
-    if (path.size() >= sizeof a.sun_path) return {Errc::invalid_argument, "socket path too long: " + path};
-    a.sun_family = AF_UNIX;
-    std::memcpy(a.sun_path, path.data(), path.size());
-    if (::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
-      return {Errc::disconnected, "cannot connect to " + path + ": " + std::strerror(errno) +
-                                      " (is engramd running? is --socket right?)"};
-    HelloRequest h = hello_request();
-    return call(ControlType::hello, &h, sizeof h, nullptr);
+    HelloReply hello;
+    ReceivedFds segments;  // the arena and the bells: engramctl maps neither
+    return connect_control(path, 10000, &fd_, &hello, &segments);
   }
   ~Connection() {
     if (fd_ >= 0) ::close(fd_);
@@ -216,23 +207,44 @@ int main(int argc, char** argv) {
   if (cmd == "status") {
     if (Status s = c.call(ControlType::status, nullptr, 0, &reply); !s.ok()) return fail(s.message());
     StatusReply st;
-    if (reply.size() != sizeof st) return fail("the server's status has another size (another version?)");
+    std::vector<ClientStatus> each;
+    if (reply.size() < sizeof st) return fail("the server's status has another size (another version?)");
     std::memcpy(&st, reply.data(), sizeof st);
+    if (reply.size() != sizeof st + size_t{st.num_clients} * sizeof(ClientStatus))
+      return fail("the server's status has another size (another version?)");
+    each.resize(st.num_clients);
+    if (!each.empty()) std::memcpy(each.data(), reply.data() + sizeof st, each.size() * sizeof(ClientStatus));
     if (json) {
       std::printf("{\"pid\": %llu, \"version\": %s, \"uptime_ms\": %llu, \"clients\": %u, \"tables\": %u, "
-                  "\"arena_bytes\": %llu, \"blocks\": {\"total\": %llu, \"free\": %llu, \"reserved\": %llu, \"sealed\": %llu}}\n",
+                  "\"arena_bytes\": %llu, \"blocks\": {\"total\": %llu, \"free\": %llu, \"reserved\": %llu, \"sealed\": %llu}, "
+                  "\"connections\": {\"open\": %u, \"max\": %u, \"max_per_uid\": %u, \"refused\": %llu}, "
+                  "\"descriptors\": {\"open\": %u, \"limit\": %u}, \"client_list\": [",
                   (unsigned long long)st.pid, json_string(fixed_string(st.version, sizeof st.version)).c_str(),
                   (unsigned long long)st.uptime_ms, st.clients, st.tables, (unsigned long long)st.arena_bytes,
                   (unsigned long long)st.blocks_total, (unsigned long long)st.blocks_free,
-                  (unsigned long long)st.blocks_reserved, (unsigned long long)st.blocks_sealed);
+                  (unsigned long long)st.blocks_reserved, (unsigned long long)st.blocks_sealed, st.connections,
+                  st.max_connections, st.max_connections_per_uid, (unsigned long long)st.refused, st.fds_open,
+                  st.fds_limit);
+      for (size_t i = 0; i < each.size(); ++i)
+        std::printf("%s{\"id\": %u, \"pid\": %u, \"uid\": %u, \"tables_open\": %u, \"reserved_blocks\": %llu}",
+                    i ? ", " : "", each[i].id, each[i].pid, each[i].uid, each[i].channels,
+                    (unsigned long long)each[i].reserved_blocks);
+      std::printf("]}\n");
       return 0;
     }
     std::printf("engramd %s, pid %llu, up %.1f s, socket %s\n", fixed_string(st.version, sizeof st.version).c_str(),
                 (unsigned long long)st.pid, st.uptime_ms / 1000.0, socket.c_str());
-    std::printf("  clients  %u (this one included)\n  tables   %u\n", st.clients, st.tables);
-    std::printf("  arena    %.1f MiB: %llu blocks, %llu free, %llu being written, %llu holding chunks\n",
+    std::printf("  clients      %u attached (this one included), %u connections of at most %u (%u per uid), "
+                "%llu refused or timed out\n",
+                st.clients, st.connections, st.max_connections, st.max_connections_per_uid,
+                (unsigned long long)st.refused);
+    std::printf("  descriptors  %u open of %u\n  tables       %u\n", st.fds_open, st.fds_limit, st.tables);
+    std::printf("  arena        %.1f MiB: %llu blocks, %llu free, %llu being written, %llu holding chunks\n",
                 st.arena_bytes / 1048576.0, (unsigned long long)st.blocks_total, (unsigned long long)st.blocks_free,
                 (unsigned long long)st.blocks_reserved, (unsigned long long)st.blocks_sealed);
+    if (!each.empty()) std::printf("  %8s %10s %10s %12s %16s\n", "CLIENT", "PID", "UID", "TABLES_OPEN", "RESERVED_BLOCKS");
+    for (const ClientStatus& k : each)
+      std::printf("  %8u %10u %10u %12u %16llu\n", k.id, k.pid, k.uid, k.channels, (unsigned long long)k.reserved_blocks);
     return 0;
   }
   if (cmd == "tables") {

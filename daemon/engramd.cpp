@@ -1,6 +1,7 @@
 // engramd: the engram replay server as a daemon. See man/man8/engramd.8.
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -114,6 +115,19 @@ int main(int argc, char** argv) {
     log_error(std::string("cannot make engramd non-dumpable (prctl PR_SET_DUMPABLE): ") + std::strerror(errno) +
               "; without it any process of this uid could write the server's memory");
     return 1;
+  }
+
+  // Each connection costs a descriptor: take every one the hard limit
+  // allows (a shell's or systemd's default soft limit is 1,024), so that
+  // [server] max_connections is not lowered for nothing. The unit sets
+  // both limits with LimitNOFILE=, and so needs no call here (its system
+  // call filter refuses setrlimit).
+  if (rlimit r{}; ::getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
+    rlim_t soft = r.rlim_cur;
+    r.rlim_cur = r.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &r) != 0)
+      log_warn("cannot raise the descriptor limit from " + std::to_string(soft) + " to " + std::to_string(r.rlim_max) +
+               ": " + std::strerror(errno));
   }
 
   // Signals are taken synchronously by this thread only; every thread the

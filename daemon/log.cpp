@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdio>
 
+#include "core/futex.hpp"
 #include "core/name.hpp"
 
 namespace engram {
@@ -27,6 +28,34 @@ void log_line(LogLevel level, const std::string& line) {
   // One write per line: atomic for lines under PIPE_BUF, never interleaved.
   ssize_t n = ::write(STDERR_FILENO, out.data(), out.size());
   (void)n;
+}
+
+void RepeatedLog::note(const std::string& line) {
+  if (line == last_) {
+    ++repeats_;
+    tick();
+    return;
+  }
+  tick(true);
+  log_line(level_, line);
+  last_ = line;
+  since_ns_ = monotonic_ns();
+}
+
+void RepeatedLog::tick(bool now) {
+  if (repeats_ == 0 || (!now && monotonic_ns() - since_ns_ < kRepeatSummaryNs)) return;
+  double secs = double(monotonic_ns() - since_ns_) / 1e9;
+  char span[32];
+  std::snprintf(span, sizeof span, "%.1f", secs);
+  log_line(level_, last_ + " (" + std::to_string(repeats_) + " more times in " + span + " s)");
+  repeats_ = 0;
+  since_ns_ = monotonic_ns();
+}
+
+int64_t RepeatedLog::due_in_ns() const {
+  if (repeats_ == 0) return -1;
+  int64_t left = since_ns_ + kRepeatSummaryNs - monotonic_ns();
+  return left < 0 ? 0 : left;
 }
 
 }  // namespace engram

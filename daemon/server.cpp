@@ -39,6 +39,7 @@ std::string shm_prefix_for(const ServerConfig& c) {
 Server::Impl::~Impl() {
   if (listen_fd >= 0) ::close(listen_fd);
   if (wake_fd >= 0) ::close(wake_fd);
+  if (reserve_fd >= 0) ::close(reserve_fd);
 }
 
 // --- start-up --------------------------------------------------------------
@@ -73,6 +74,7 @@ Status Server::Impl::init(const ServerConfig& c) {
   }
   wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_fd < 0) return sys_error("eventfd");
+  if (Status s = fit_descriptors(); !s.ok()) return s;
   if (Status s = listen_socket(); !s.ok()) return s;
   if (!ShmSegment::seal_note().empty()) log_warn(ShmSegment::seal_note());
   log_info("serving " + config.socket_path + " (arena " + std::to_string(arena_seg.size() >> 20) + " MiB, " +
@@ -122,6 +124,8 @@ Status Server::Impl::make_arena() {
   auto a = ChunkArena::format(arena_meta.get(), meta, arena_seg.data(), arena_seg.size(), config.arena);
   if (!a.ok()) return a.status();
   arena = *a;
+  for (uint32_t k = 0; k < arena.num_classes(); ++k)
+    arena.set_client_limit(k, client_block_limit(arena.size_class(k).count, config.max_reserved_share));
   auto b = ShmSegment::create_sealed(prefix + ".bells", sizeof(BellsHeader), ShmSegment::Sealing::fixed_size);
   if (!b.ok()) return b.status();
   bells_seg = std::move(*b);
@@ -156,9 +160,12 @@ void Server::Impl::control_loop() {
   while (!stopping.load()) {
     fds.clear();
     fds.push_back({wake_fd, POLLIN, 0});
-    fds.push_back({listen_fd, POLLIN, 0});
+    // Not while accept rests (a negative descriptor is skipped by poll).
+    fds.push_back({monotonic_ns() < accept_paused_until_ns ? -1 : listen_fd, POLLIN, 0});
     for (auto& [fd, c] : clients) fds.push_back({fd, POLLIN, 0});
-    int r = ::poll(fds.data(), fds.size(), checkpoints->poll_timeout_ms());
+    int timeout = checkpoints->poll_timeout_ms(), conn = connections_poll_ms();
+    if (timeout < 0 || (conn >= 0 && conn < timeout)) timeout = conn;
+    int r = ::poll(fds.data(), fds.size(), timeout);
     if (r < 0 && errno != EINTR) {
       log_error(std::string("poll: ") + std::strerror(errno));
       break;
@@ -178,29 +185,9 @@ void Server::Impl::control_loop() {
       if (it == clients.end()) continue;
       if (!serve(it->second)) disconnect(it->second);
     }
+    close_silent();
   }
   shutdown();
-}
-
-void Server::Impl::accept_clients() {
-  for (;;) {
-    // Non-blocking: a client that stops reading its replies must not be
-    // able to stall this thread (and with it every other client's reclaim).
-    int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0) {
-      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) log_warn(std::string("accept: ") + std::strerror(errno));
-      return;
-    }
-    Client c;
-    c.fd = fd;
-    socklen_t len = sizeof c.cred;
-    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c.cred, &len) != 0) {
-      log_warn(std::string("SO_PEERCRED: ") + std::strerror(errno) + "; refusing the connection");
-      ::close(fd);
-      continue;
-    }
-    clients.emplace(fd, std::move(c));
-  }
 }
 
 namespace {

@@ -1,7 +1,8 @@
 // The state of a running server, shared by the files that make it up:
 // server.cpp (start-up, the shared segments, the control loop, reload,
-// health, shutdown) and control_protocol.cpp (one handler per control
-// message). Tables live in the TableRegistry, checkpoints are the
+// health, shutdown), connections.cpp (admitting, refusing and timing out
+// connections within the descriptors the process has) and
+// control_protocol.cpp (one handler per control message). Tables live in the TableRegistry, checkpoints are the
 // CheckpointScheduler's, and who may connect is AccessControl's.
 //
 // Threads: the control thread owns everything here but the few fields
@@ -31,6 +32,7 @@
 #include "daemon/access_control.hpp"
 #include "daemon/checkpoint_scheduler.hpp"
 #include "daemon/id_pool.hpp"
+#include "daemon/log.hpp"
 #include "daemon/server.hpp"
 #include "daemon/table_registry.hpp"
 
@@ -42,6 +44,7 @@ struct Client {
   uint32_t id = 0;  // arena client id, after hello
   ucred cred{};
   bool attached = false;
+  int64_t hello_deadline_ns = 0;  // closed if still not attached then
   // By table id: the daemon's mapping of each channel the client opened
   // (its descriptor went to the client with the open reply).
   std::map<uint32_t, ShmSegment> channels;
@@ -80,7 +83,15 @@ struct Server::Impl {
   IdPool arena_ids{1, kArenaMaxClients};
   std::unique_ptr<TableRegistry> tables;
   std::unique_ptr<CheckpointScheduler> checkpoints;
-  std::map<int, Client> clients;  // by fd
+  std::map<int, Client> clients;  // by fd, attached or not
+
+  // connections.cpp's state.
+  uint32_t max_connections = 0;  // in force: config.max_connections fitted to the descriptors
+  std::map<uid_t, uint32_t> connections_by_uid;
+  uint64_t refused = 0;          // refused, or closed for want of a hello, since start
+  int reserve_fd = -1;           // given up to accept-and-refuse when out of descriptors
+  int64_t accept_paused_until_ns = 0;
+  RepeatedLog accept_errors, refusals, silences;
 
   ~Impl();
 
@@ -90,11 +101,29 @@ struct Server::Impl {
   Status make_arena();
   Status listen_socket();
   void control_loop();
-  void accept_clients();
   void apply_reload();
   void answer_probes();
   void shutdown();
   void wake();
+
+  // --- connections.cpp: admission and descriptors --------------------------
+  // Fits max_connections to RLIMIT_NOFILE and takes the reserve descriptor.
+  Status fit_descriptors();
+  // Accepts every pending connection: admitted, or refused with a reply
+  // that says which limit (and closed).
+  void accept_clients();
+  // Why a new connection from `uid` is refused; "" to admit it.
+  std::string admission_refusal(uid_t uid) const;
+  // Answers a connection's hello with a refusal and closes it.
+  void refuse(int fd, Errc code, const std::string& why);
+  // Closes every connection whose hello deadline has passed.
+  void close_silent();
+  // Milliseconds until close_silent, a paused accept or a log summary has
+  // work (-1: none).
+  int connections_poll_ms() const;
+  // This process's open descriptors.
+  static uint32_t fds_open();
+  static uint32_t fds_limit();
 
   // --- control_protocol.cpp: the messages of the control socket -----------
   // Serves one message; false when the client is gone or must go.

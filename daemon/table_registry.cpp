@@ -2,19 +2,12 @@
 
 #include "core/control_message.hpp"
 #include "core/name.hpp"
-#include "core/ring_record.hpp"
-#include "core/signature.hpp"
 #include "daemon/log.hpp"
 
 namespace engram {
 
 Status TableRegistry::create(const TableOptions& o) {
   if (tables_.count(o.name)) return {Errc::already_exists, "a table named \"" + escaped(o.name) + "\" exists"};
-  if (o.name.empty() || o.name.size() >= kMaxTableName)
-    return {Errc::invalid_argument, "table name must be 1.." + std::to_string(kMaxTableName - 1) + " bytes"};
-  if (o.max_refs_per_item < 1 || o.max_refs_per_item > kRecordRefs)
-    return {Errc::invalid_argument, "max_chunks_per_item must be 1.." + std::to_string(kRecordRefs)};
-  if (Status s = validate_signature(o.signature.data(), o.signature.size()); !s.ok()) return s;
   if (Status s = Table::validate(o); !s.ok()) return s;
   auto id = table_ids_.take("table");
   if (!id.ok()) return {Errc::full, "at most " + std::to_string(kMaxTables) + " tables"};

@@ -96,18 +96,11 @@ inline int wait_exit(pid_t pid, int timeout_ms) {
 class Control {
  public:
   explicit Control(const std::string& socket) {
-    fd_ = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    std::strncpy(a.sun_path, socket.c_str(), sizeof a.sun_path - 1);
-    ok_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-    HelloRequest h = hello_request();
-    std::vector<char> r;
-    ok_ = ok_ && call(ControlType::hello, &h, sizeof h, &r, &hello_fds_).ok() && r.size() == sizeof hello_ &&
-          hello_fds_.size() == 2;
-    if (ok_) std::memcpy(&hello_, r.data(), sizeof hello_);
+    ok_ = connect_control(socket, 10000, &fd_, &hello_, &hello_fds_).ok() && hello_fds_.size() == 2;
   }
-  ~Control() { ::close(fd_); }
+  ~Control() {
+    if (fd_ >= 0) ::close(fd_);
+  }
   bool ok() const { return ok_; }
   const HelloReply& hello() const { return hello_; }
   int fd() const { return fd_; }
@@ -146,7 +139,7 @@ class Control {
   StatusReply status() {
     std::vector<char> r;
     StatusReply s{};
-    if (call(ControlType::status, nullptr, 0, &r).ok() && r.size() == sizeof s) std::memcpy(&s, r.data(), sizeof s);
+    if (call(ControlType::status, nullptr, 0, &r).ok() && r.size() >= sizeof s) std::memcpy(&s, r.data(), sizeof s);
     return s;
   }
 
@@ -163,10 +156,11 @@ class Control {
   ReceivedFds hello_fds_;
 };
 
-// engramd in a temporary directory, with `body` appended to its config.
+// engramd in a temporary directory, with `body` appended to its config;
+// `in_child` runs in engramd's process before the exec (see spawn).
 class Daemon {
  public:
-  explicit Daemon(const std::string& body) {
+  explicit Daemon(const std::string& body, std::function<void()> in_child = {}) : in_child_(std::move(in_child)) {
     dir_ = make_temp_dir();
     socket_ = dir_ + "/engram.sock";
     config_ = dir_ + "/engramd.toml";
@@ -183,7 +177,7 @@ class Daemon {
     }
   }
   void start() {
-    pid_ = spawn({ENGRAMD_PATH, "--config", config_}, log());
+    pid_ = spawn({ENGRAMD_PATH, "--config", config_}, log(), in_child_);
     for (int i = 0; i < 500; ++i) {
       if (Control(socket_).ok()) return;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -209,6 +203,7 @@ class Daemon {
 
  private:
   std::string dir_, socket_, config_;
+  std::function<void()> in_child_;
   pid_t pid_ = -1;
 };
 

@@ -186,6 +186,54 @@ TEST(ChunkArena, UnrefLeavesTheLastReferencesBlockReservedUntilListedOrHandedOve
   expect_all_free(a);
 }
 
+// Issue 41, point 4: a client gets blocks only by hand_over, which counts
+// what the receiver holds of the block's class against the class's limit.
+// Sealing, handing back and reclaim lower the count; the daemon's own id
+// has no limit.
+TEST(ChunkArena, AClientHoldsAtMostItsLimitOfAClass) {
+  SharedArena s(small_config());
+  ChunkArena& a = s.arena;
+  EXPECT_EQ(a.client_limit(0), 40u) << "no limit until one is set: the whole class";
+  a.set_client_limit(0, 3);
+  std::vector<BlockRef> mine;
+  for (int i = 0; i < 5; ++i) {
+    auto b = a.alloc(kArenaDaemonClient, 0);
+    ASSERT_TRUE(b.ok());
+    Status s = a.hand_over(kArenaDaemonClient, 5, *b);
+    if (i < 3) {
+      ASSERT_TRUE(s.ok()) << s.to_string();
+      mine.push_back(*b);
+      continue;
+    }
+    EXPECT_EQ(s.code(), Errc::limit) << s.to_string();
+    EXPECT_NE(s.message().find("holds 3 blocks of 64 bytes"), std::string::npos) << s.message();
+    EXPECT_EQ(a.refcount_or_owner(b->index), kArenaDaemonClient) << "a refused hand-over moves nothing";
+    ASSERT_TRUE(a.free_reserved(kArenaDaemonClient, *b).ok());
+  }
+  EXPECT_EQ(a.reserved_by(5, 0), 3u);
+  EXPECT_EQ(a.reserved_by(kArenaDaemonClient, 0), 0u);
+  auto other = a.alloc(kArenaDaemonClient, 1);
+  ASSERT_TRUE(other.ok());
+  EXPECT_TRUE(a.hand_over(kArenaDaemonClient, 5, *other).ok()) << "another class has its own limit";
+  ASSERT_TRUE(a.pin(5, mine[0], 1).ok()) << "sealing the client's chunk";
+  EXPECT_EQ(a.reserved_by(5, 0), 2u);
+  auto again = a.alloc(kArenaDaemonClient, 0);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(a.hand_over(kArenaDaemonClient, 5, *again).ok()) << "room again after a seal";
+  ASSERT_TRUE(a.hand_over(5, kArenaDaemonClient, mine[1]).ok()) << "the daemon takes back beyond any limit";
+  EXPECT_EQ(a.reserved_by(5, 0), 2u);
+  auto audit = a.audit();
+  ASSERT_TRUE(audit.ok()) << audit.status().to_string();
+  auto freed = a.reclaim(5);
+  ASSERT_TRUE(freed.ok());
+  EXPECT_EQ(*freed, 3u) << "two of class 0, one of class 1";
+  EXPECT_EQ(a.reserved_by(5, 0), 0u);
+  EXPECT_EQ(a.reserved_by(5, 1), 0u);
+  ASSERT_TRUE(a.free_reserved(kArenaDaemonClient, mine[1]).ok());
+  ASSERT_TRUE(a.release(kArenaDaemonClient, mine[0]).ok());
+  expect_all_free(a);
+}
+
 TEST(ChunkArena, ConfigValidationAndAttach) {
   EXPECT_EQ(ArenaBlocks::validate({}).code(), Errc::invalid_argument);
   EXPECT_EQ(ArenaBlocks::validate({{{100, 1}}}).code(), Errc::invalid_argument);         // not a multiple of 64

@@ -406,6 +406,57 @@ TEST(HostileClient, ScribblingOverTheWholeArenaCostsBytesNotAllocation) {
   d.start();
 }
 
+// Issue 41, also noticed: every arena descriptor allows punching holes
+// (fallocate PUNCH_HOLE, or MADV_REMOVE on a mapping): the pages go back to
+// the kernel and read as zeros until written again. That is a scribble by
+// other means: engramd, which reads sealed chunks when it checkpoints them,
+// takes no SIGBUS (a memfd has no size limit to fault on), and the arena
+// is whole for the next writer.
+TEST(HostileClient, PunchingHolesInTheArenaCostsBytesNotTheServer) {
+  std::string ckpt = make_temp_dir();
+  Daemon d(bystander_config() + "[checkpoint]\ndir = \"" + ckpt + "\"\n");
+  engram_client* c = connect_c(d.socket());
+  ASSERT_NE(c, nullptr);
+  engram_table* t = nullptr;
+  ASSERT_EQ(engram_table_open(c, "b", &t), ENGRAM_OK) << engram_last_error();
+  engram_writer* w = bystander_writer(c, 2000, false);
+  ASSERT_NE(w, nullptr);
+  std::vector<float> step(kFloats), out(16 * kFloats);
+  auto write = [&](uint32_t from, uint32_t n) {
+    for (uint32_t i = from; i < from + n; ++i) {
+      fill_step(i, step.data());
+      const void* cols[1] = {step.data()};
+      ASSERT_EQ(engram_writer_append(w, cols), ENGRAM_OK) << "item " << i << ": " << engram_last_error();
+      ASSERT_EQ(engram_writer_create_item(w, t, 1, 1.0), ENGRAM_OK) << "item " << i << ": " << engram_last_error();
+    }
+    ASSERT_EQ(engram_writer_flush(w, 5000), ENGRAM_OK) << engram_last_error();
+  };
+  write(0, 100);
+  {
+    Control ctl(d.socket());
+    ASSERT_TRUE(ctl.ok());
+    ShmSegment arena = ctl.map_arena();
+    ASSERT_NE(arena.data(), nullptr);
+    ASSERT_EQ(::madvise(arena.data(), arena.size(), MADV_REMOVE), 0) << std::strerror(errno);
+  }
+  char path[512];
+  EXPECT_EQ(engram_checkpoint(c, 30000, path, sizeof path), ENGRAM_OK) << "engramd reads every punched chunk: "
+                                                                       << engram_last_error();
+  write(100, 600);
+  engram_sample_options so;
+  engram_sample_options_init(&so);
+  so.batch_size = 16;
+  void* bufs[1] = {out.data()};
+  uint32_t n = 0;
+  ASSERT_EQ(engram_sample(t, &so, bufs, nullptr, &n), ENGRAM_OK) << engram_last_error();
+  for (uint32_t i = 0; i < n; ++i) EXPECT_TRUE(step_is_whole(&out[i * kFloats])) << "sampled bytes nobody wrote";
+  engram_writer_close(w);
+  engram_table_close(t);
+  engram_disconnect(c);
+  EXPECT_EQ(d.terminate(), 0) << read_file(d.log());
+  EXPECT_EQ(std::system(("rm -rf " + ckpt).c_str()), 0);
+}
+
 // Blocks come only from the server, and go back to it only from the
 // client that holds them reserved: a return of another client's block, a
 // sealed one, a free one, a stale generation or an index out of range is

@@ -366,6 +366,13 @@ TEST(Table, OptionValidation) {
             Errc::invalid_argument);
   Status s = with([](TableOptions& o) { o.capacity = 0; });
   EXPECT_NE(s.message().find("replay"), std::string::npos) << "message names the table: " << s.message();
+  // The bounds engram.h, engramd.toml(5) and the config parser state, here
+  // too: a checkpoint's tables come through this check alone. On 2a36a7f it
+  // let a capacity up to 2^31 and 4096 chunks per item through.
+  EXPECT_TRUE(with([](TableOptions& o) { o.capacity = 1u << 30; }).ok());
+  EXPECT_EQ(with([](TableOptions& o) { o.capacity = (1u << 30) + 1; }).code(), Errc::invalid_capacity);
+  EXPECT_TRUE(with([](TableOptions& o) { o.max_refs_per_item = 8; }).ok());
+  EXPECT_EQ(with([](TableOptions& o) { o.max_refs_per_item = 9; }).code(), Errc::invalid_argument);
 }
 
 TEST(Table, QueueDeliversEachItemOnceAndRateLimits) {

@@ -149,7 +149,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ReceivedFds got;
   Status s = control_call(probe, ControlType::hello, &h, sizeof h, &reply, 5000, &got);
   if (s.ok()) s = control_call(probe, ControlType::status, nullptr, 0, &reply, 5000);
-  if (!s.ok() || reply.size() != sizeof(StatusReply)) {
+  if (!s.ok() || reply.size() < sizeof(StatusReply)) {
     std::fprintf(stderr, "fuzz_control: the server no longer answers: %s\n", s.message().c_str());
     std::abort();
   }

@@ -32,7 +32,7 @@ import numpy as np
 from . import _ffi, _interrupt
 from ._ffi import lib
 
-__all__ = ["EngramError", "Timeout", "RateLimited", "NotFound", "Exists", "Disconnected", "Interrupted", "Closed",
+__all__ = ["EngramError", "Timeout", "RateLimited", "NotFound", "Exists", "Disconnected", "Interrupted", "Closed", "Limit",
            "Server", "Client", "Table", "Writer", "Batch", "connect", "min_size", "queue", "sample_to_insert_ratio",
            "version"]
 
@@ -77,9 +77,14 @@ class Closed(EngramError):
     pass
 
 
+class Limit(EngramError):
+    """A limit the server sets per client or per user (connections, reserved
+    blocks); the message names its setting."""
+
+
 _BY_CODE = {_ffi.E_TIMEOUT: Timeout, _ffi.E_RATE_LIMITED: RateLimited, _ffi.E_NOT_FOUND: NotFound,
             _ffi.E_EXISTS: Exists, _ffi.E_DISCONNECTED: Disconnected, _ffi.E_INTERRUPTED: Interrupted,
-            _ffi.E_CLOSED: Closed}
+            _ffi.E_CLOSED: Closed, _ffi.E_LIMIT: Limit}
 
 
 def _check(rc):

@@ -44,7 +44,11 @@
  *    client. Clients of one server share the arena's memory writable, so a
  *    client can overwrite chunks that others wrote (never the allocation
  *    state, which is the server's): give the server's group only to
- *    processes you trust with each other's data. See engram(7).
+ *    processes you trust with each other's data. See engram(7). A client
+ *    that writes its own channels' memory (rings, headers) other than
+ *    through this library harms only itself, but may then wait in any call
+ *    on that table until its timeout, and in one without a timeout (a
+ *    priority update, a delete, -1) until engram_client_interrupt.
  *  - Arguments: every pointer and array entry the library reads is checked
  *    (ENGRAM_E_INVALID naming it), and strings are read no further than
  *    their limit (ENGRAM_E_RANGE if no NUL comes by then).
@@ -94,6 +98,7 @@ extern "C" {
 #define ENGRAM_E_CLOSED (-16)        /* the table was dropped, or its channel closed */
 #define ENGRAM_E_SYSTEM (-17)        /* an operating-system call failed; see the message */
 #define ENGRAM_E_INTERRUPTED (-18)   /* engram_client_interrupt ended the wait */
+#define ENGRAM_E_LIMIT (-19)         /* a per-client or per-user limit of the server; the message names it */
 
 /* Element types of a column. */
 typedef enum engram_dtype {
@@ -205,15 +210,21 @@ typedef struct engram_client engram_client;
 typedef struct engram_connect_options {
   size_t struct_size;
   const char* socket_path;  /* NULL: $ENGRAM_SOCKET, else /run/engram/engram.sock */
-  int32_t timeout_ms;       /* for control requests; default 10000 */
+  int32_t timeout_ms;       /* bounds engram_connect, every step of it, and each control request;
+                               default 10000 (0 or less: the default) */
 } engram_connect_options;
 
 /* Sets every field to its default (given at the field) and struct_size to
  * sizeof the struct; call it first, then set fields. Thread-safe. */
 ENGRAM_API void engram_connect_options_init(engram_connect_options* o);
 /* Connects and maps the shared arena. `o` may be NULL for the defaults.
- * Errors: ENGRAM_E_DISCONNECTED (no server on the socket), ENGRAM_E_PERMISSION,
- * ENGRAM_E_VERSION, ENGRAM_E_SYSTEM. */
+ * The whole call, connect(2) included, ends within o->timeout_ms.
+ * Errors: ENGRAM_E_DISCONNECTED (no server on the socket, or it hung up),
+ * ENGRAM_E_PERMISSION, ENGRAM_E_VERSION, ENGRAM_E_TIMEOUT (the server's
+ * backlog stayed full, or it did not answer the hello, within timeout_ms:
+ * the message says which), ENGRAM_E_LIMIT (the server refused the
+ * connection: too many from this user or in all, or it is out of
+ * descriptors; the message names the setting), ENGRAM_E_SYSTEM. */
 ENGRAM_API int engram_connect(const engram_connect_options* o, engram_client** out);
 /* Closes every table, writer and batch of the client, then the connection.
  * NULL is a no-op. */
@@ -356,7 +367,10 @@ ENGRAM_API int engram_writer_open(engram_client* c, const engram_writer_options*
 /* Appends one step: columns[i] points at one value of column i. Errors:
  * ENGRAM_E_NOMEM / ENGRAM_E_TIMEOUT (no arena block within insert_timeout_ms,
  * or, when the writer needs more blocks, no answer from the server within
- * insert_timeout_ms, or the client's timeout if that is -1 or 0).
+ * insert_timeout_ms, or the client's timeout if that is -1 or 0),
+ * ENGRAM_E_LIMIT (the client holds as many blocks of the size class as the
+ * server lets one client hold, and none came back within insert_timeout_ms;
+ * the message names the server's setting).
  * Each value is copied into its chunk column, which starts on a 64-byte
  * boundary. A value of 1 KB or more, when no column of the writer is
  * compressed, bypasses the caches (non-temporal stores: a chunk is read long

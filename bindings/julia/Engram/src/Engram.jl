@@ -62,6 +62,7 @@ const ENGRAM_E_CORRUPT = Cint(-15)
 const ENGRAM_E_CLOSED = Cint(-16)
 const ENGRAM_E_SYSTEM = Cint(-17)
 const ENGRAM_E_INTERRUPTED = Cint(-18)
+const ENGRAM_E_LIMIT = Cint(-19)
 
 const ENGRAM_MAX_RANK = 6
 const ENGRAM_MAX_COLUMNS = 32

@@ -47,6 +47,7 @@ pub const ENGRAM_E_CLOSED: c_int = -16;
 pub const ENGRAM_E_SYSTEM: c_int = -17;
 /// engram_client_interrupt ended the wait.
 pub const ENGRAM_E_INTERRUPTED: c_int = -18;
+pub const ENGRAM_E_LIMIT: c_int = -19;
 
 /// `engram_dtype` values.
 pub const ENGRAM_UINT8: i32 = 1;
