@@ -346,7 +346,8 @@ Result<ServerConfig> parse_config(std::string_view text, const std::string& sour
       if (!mu.ok()) return wrap(mu.status());
       if (!ht.ok()) return wrap(ht.status());
       c.max_connections = static_cast<uint32_t>(*mc);
-      c.max_connections_per_uid = static_cast<uint32_t>(*mu);
+      // Left out, it follows a smaller max_connections down.
+      c.max_connections_per_uid = static_cast<uint32_t>(t->get("max_connections_per_uid") ? *mu : std::min(*mu, *mc));
       c.hello_timeout_ms = static_cast<uint32_t>(*ht);
     }
     if (const toml::node* cl = root.get("client")) {

@@ -437,3 +437,15 @@ def test_reconnect_is_one_call_after_a_server_restart(tmp_path):
         client.close()
     finally:
         server.close()
+
+
+def test_a_server_limit_is_its_own_error_naming_the_setting(tmp_path):
+    sock = str(tmp_path / "l.sock")
+    with engram.Server(socket=sock, config_toml="[server]\nmax_connections = 1\n") as server:
+        with engram.connect(sock):
+            with pytest.raises(engram.Limit) as e:
+                engram.connect(sock)
+            assert e.value.code == _ffi.E_LIMIT
+            assert "[server] max_connections" in e.value.message
+        with engram.connect(sock):  # the first one's place is free again
+            pass
