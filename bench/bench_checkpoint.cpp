@@ -35,6 +35,7 @@
 
 #include "daemon/file_writer.hpp"
 #include "engram/engram.hpp"
+#include "engram/server.hpp"
 
 namespace {
 

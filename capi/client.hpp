@@ -21,6 +21,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "capi/boundary.hpp"
 #include "capi/fifo.hpp"
 #include "core/channel.hpp"
 #include "core/arena_blocks.hpp"
@@ -34,11 +35,6 @@ struct engram_writer;
 
 namespace engram {
 
-// The C code for a core error; Errc values keep their meaning across the ABI.
-int to_code(Errc e) noexcept;
-// Records s as this thread's last error and returns its code (0 for ok).
-int set_error(const Status& s);
-inline int fail(Errc e, std::string msg) { return set_error({e, std::move(msg)}); }
 
 struct Owed {  // one request whose responses are still to come
   RequestOp op;
@@ -70,32 +66,7 @@ Status take_sample_record(const ResponseRecord& rsp, std::vector<SampledItemWire
 // The columns of a C signature with their compression (comp may be NULL:
 // none), validated.
 Status columns_from_c(const engram_column* cols, uint32_t n, const engram_compression* comp, std::vector<Column>* out);
-const char* last_error() noexcept;
-// A caller's C string, read no further than max_bytes + 1 bytes: one that
-// has no NUL within them is Errc::invalid_capacity naming `what`, never a
-// read past the caller's array. NULL is Errc::invalid_argument.
-Status bounded_string(const char* s, size_t max_bytes, const char* what, std::string* out);
-// Bytes of `type` up to and including `field`: what a caller's struct_size
-// must cover for this version to read `field`.
-#define ENGRAM_END_OF(type, field) (offsetof(type, field) + sizeof(static_cast<type*>(nullptr)->field))
-// Does the caller's struct *o (of `type`) reach `field`? Older callers' do not.
-#define ENGRAM_HAS_FIELD(o, type, field) ((o)->struct_size >= ENGRAM_END_OF(type, field))
-// Errc::invalid_argument naming `type` when struct_size < need (options
-// structs only ever grow at the end; see engram.h).
-Status check_struct_size(size_t struct_size, size_t need, const char* type);
-
 }  // namespace engram
-
-// Every entry point catches everything: no exception crosses the C ABI.
-#define ENGRAM_GUARD_BEGIN try {
-#define ENGRAM_GUARD_END                                                                      \
-  }                                                                                           \
-  catch (const std::bad_alloc&) {                                                             \
-    return engram::fail(engram::Errc::out_of_memory, "out of memory in the client process"); \
-  }                                                                                           \
-  catch (const std::exception& e) {                                                           \
-    return engram::fail(engram::Errc::system, std::string("internal error: ") + e.what());    \
-  }
 
 struct engram_client {
   int fd = -1;

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "engram/engram.hpp"
+#include "engram/server.hpp"
 
 namespace {
 

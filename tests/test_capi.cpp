@@ -22,6 +22,7 @@
 #include "core/shm.hpp"
 #include "daemon_fixture.hpp"
 #include "engram/engram.h"
+#include "engram/server.h"
 #include "seccomp_deny.hpp"
 
 namespace engram::test {
@@ -154,7 +155,7 @@ class CApi : public ::testing::Test {
 
 TEST_F(CApi, VersionAndErrorStrings) {
   EXPECT_EQ(engram_version(), unsigned{ENGRAM_VERSION_NUMBER});
-  EXPECT_STREQ(engram_version_string(), "0.1.0");
+  EXPECT_STREQ(engram_version_string(), "0.5.0");
   for (int code = 0; code >= ENGRAM_E_SYSTEM; --code) EXPECT_STRNE(engram_strerror(code), "unknown error code");
   EXPECT_STREQ(engram_strerror(-1000), "unknown error code");
 }

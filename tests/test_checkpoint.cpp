@@ -22,6 +22,7 @@
 #include "daemon/checkpointer.hpp"
 #include "daemon_fixture.hpp"
 #include "engram/engram.h"
+#include "engram/server.h"
 #include "seccomp_deny.hpp"
 #include "test_util.hpp"
 

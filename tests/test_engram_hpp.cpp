@@ -2,6 +2,7 @@
 // sees only the public headers and links only libengram, as a user's
 // program does.
 #include <engram/engram.hpp>
+#include <engram/server.hpp>
 #include <gtest/gtest.h>
 #include <unistd.h>
 

@@ -38,7 +38,7 @@ TEST(Engramd, HelpVersionAndCheckConfig) {
   EXPECT_EQ(run({ENGRAMD_PATH, "--help"}, &out, dir), 0);
   EXPECT_NE(out.find("--check-config"), std::string::npos);
   EXPECT_EQ(run({ENGRAMD_PATH, "--version"}, &out, dir), 0);
-  EXPECT_NE(out.find("engramd 0.1.0"), std::string::npos);
+  EXPECT_NE(out.find("engramd 0.5.0"), std::string::npos);
   std::ofstream(dir + "/good.toml") << table_toml("t", "max_size = 10");
   EXPECT_EQ(run({ENGRAMD_PATH, "--check-config", "--config", dir + "/good.toml"}, &out, dir), 0) << out;
   std::ofstream(dir + "/bad.toml") << table_toml("t", "max_size = 10\nmax_times_sampled = -2");

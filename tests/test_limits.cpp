@@ -15,6 +15,7 @@
 #include <regex>
 
 #include "daemon_fixture.hpp"
+#include "engram/server.h"
 
 namespace engram::test {
 namespace {

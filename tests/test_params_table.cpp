@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "agents/common/params.hpp"
+#include "engram/server.hpp"
 
 namespace engram::agents {
 namespace {

@@ -28,6 +28,7 @@
 #include "agents/common/params.hpp"
 #include "agents/common/replace_tables.hpp"
 #include "agents/common/rng.hpp"
+#include "engram/server.hpp"
 
 namespace engram::agents::apex {
 

@@ -38,6 +38,7 @@
 #include "agents/impala/tables.hpp"
 #include "agents/impala/unrolls.hpp"
 #include "agents/impala/vtrace.hpp"
+#include "engram/server.hpp"
 
 namespace engram::agents::impala {
 

@@ -1,6 +1,7 @@
 // Starts a server in this process, writes an item and samples it, through
 // an installed engram's headers and library.
 #include <engram/engram.hpp>
+#include <engram/server.hpp>
 
 #include <cstdio>
 #include <cstdlib>

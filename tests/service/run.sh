@@ -177,7 +177,7 @@ ct man -P cat engramd 2>/dev/null | grep -q "SYSTEMD" || fail "man engramd"
 ct man -P cat 3 engram_sample 2>/dev/null | grep -q "engram_sample" || fail "man 3 engram_sample"
 
 step "apt purge leaves nothing behind"
-ct apt-get purge -y engramd libengram-dev libengram0 >"$work/purge.log" 2>&1 || { tail -20 "$work/purge.log"; fail "apt purge"; }
+ct apt-get purge -y engramd libengram-dev libengram-server0 libengram0 >"$work/purge.log" 2>&1 || { tail -20 "$work/purge.log"; fail "apt purge"; }
 ct pgrep -x engramd >/dev/null && fail "an engramd process is left"
 ct test -e /run/engram/engram.sock && fail "the socket is left"
 ct sh -c 'ls -l /proc/[0-9]*/fd 2>/dev/null | grep -q "memfd:engram"' && fail "a process still holds engram's shared memory"

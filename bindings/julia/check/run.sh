@@ -15,7 +15,11 @@ if ! cmp -s "$here/package-lock.json" "$work/package-lock.json" || [ ! -d "$work
   cp "$here/package.json" "$here/package-lock.json" "$work/"
   (cd "$work" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 fi
-header=$src/capi/include/engram/engram.h
+# Both public headers as one: the package wraps the client (engram.h) and
+# the embedded server (engram/server.h, whose #include of engram.h the
+# guard then skips).
+header=$work/engram-all.h
+cat "$src/capi/include/engram/engram.h" "$src/server/include/engram/server.h" >"$header"
 probe() {  # HEADER OUT: the C layout of every struct typedef in HEADER
   local h=$1 out=$2 c=$work/layout.c
   {
@@ -36,7 +40,7 @@ for name, body in re.findall(r"typedef struct (engram_\w+) \{(.*?)\} \1;", text,
 PY
     echo 'return 0; }'
   } >"$c"
-  cc -o "$work/layout" "$c"
+  cc -I "$src/capi/include" -o "$work/layout" "$c"
   "$work/layout" >"$out"
 }
 probe "$header" "$work/layout.txt"

@@ -353,25 +353,25 @@ class Server(_Handle):
 
     def __init__(self, socket=None, config_path=None, config_toml=None, quiet=True):
         o = _ffi.ServerOptions()
-        lib.engram_server_options_init(ctypes.byref(o))
+        _ffi.server_lib().engram_server_options_init(ctypes.byref(o))
         self._keep = [_text(what, s) if s else None
                       for what, s in (("socket", socket), ("config_path", config_path), ("config_toml", config_toml))]
         o.socket_path, o.config_path, o.config_toml = self._keep
         o.quiet = 1 if quiet else 0
         p = _ffi.Server()
-        _check(lib.engram_server_start(ctypes.byref(o), ctypes.byref(p)))
+        _check(_ffi.server_lib().engram_server_start(ctypes.byref(o), ctypes.byref(p)))
         self._p = p
 
     def close(self):
         """Stops the server: its clients get Disconnected."""
         if self._p is not None:
             p, self._p = self._p, None
-            _check(lib.engram_server_stop(p))
+            _check(_ffi.server_lib().engram_server_stop(p))
 
     def _finalize(self):
         if self._p is not None:
             p, self._p = self._p, None
-            lib.engram_server_stop(p)
+            _ffi.server_lib().engram_server_stop(p)
 
 
 def connect(socket=None, timeout_ms=10000):

@@ -4,6 +4,11 @@ by field, and every public function with its argument and result types.
 The library is found, in this order, at $ENGRAM_LIBRARY (a path to
 libengram.so.0), in this source tree's build (build/release/capi), then
 wherever the dynamic linker finds libengram.so.0 (the libengram0 package).
+The embedded server's library (engram/server.h) is loaded only by
+server_lib(), the first time a process starts a server: at
+$ENGRAM_SERVER_LIBRARY, beside the client library (or in the tree's
+build/release/server), then wherever the dynamic linker finds
+libengram-server.so.0 (the libengram-server0 package).
 """
 import ctypes
 import os
@@ -113,9 +118,6 @@ _SIGNATURES = {
     "engram_rate_limiter_min_size": (c_int, [_P(RateLimiter), c_int64]),
     "engram_rate_limiter_sample_to_insert_ratio": (c_int, [_P(RateLimiter), c_double, c_int64, c_double]),
     "engram_rate_limiter_queue": (c_int, [_P(RateLimiter), c_int64]),
-    "engram_server_options_init": (None, [_P(ServerOptions)]),
-    "engram_server_start": (c_int, [_P(ServerOptions), _P(Server)]),
-    "engram_server_stop": (c_int, [Server]),
     "engram_connect_options_init": (None, [_P(ConnectOptions)]),
     "engram_connect": (c_int, [_P(ConnectOptions), _P(Client)]),
     "engram_disconnect": (None, [Client]),
@@ -164,3 +166,41 @@ for _name, (_res, _args) in _SIGNATURES.items():
                           f"({lib._name}); it is older than this binding needs (0.4)") from None
     _fn.restype = _res
     _fn.argtypes = _args
+
+_SERVER_SIGNATURES = {
+    "engram_server_options_init": (None, [_P(ServerOptions)]),
+    "engram_server_start": (c_int, [_P(ServerOptions), _P(Server)]),
+    "engram_server_stop": (c_int, [Server]),
+}
+_server_lib = None
+
+
+def _find_server_library():
+    env = os.environ.get("ENGRAM_SERVER_LIBRARY")
+    if env:
+        return env
+    client_dir = os.path.dirname(os.path.abspath(lib._name)) if os.sep in lib._name else None
+    for d in ([client_dir, os.path.join(client_dir, "..", "server")] if client_dir else []):
+        path = os.path.join(d, "libengram-server.so.0")
+        if os.path.exists(path):
+            return os.path.normpath(path)
+    return "libengram-server.so.0"
+
+
+def server_lib():
+    """libengram-server.so.0, with its functions typed; loaded once."""
+    global _server_lib
+    if _server_lib is None:
+        try:
+            loaded = ctypes.CDLL(_find_server_library())
+        except OSError as e:
+            raise ImportError(
+                f"engram: cannot load libengram-server ({e}), which engram.Server needs (clients do not); "
+                "install the libengram-server0 package, build the tree, or set ENGRAM_SERVER_LIBRARY to the path "
+                "of libengram-server.so.0") from None
+        for name, (res, args) in _SERVER_SIGNATURES.items():
+            fn = getattr(loaded, name)
+            fn.restype = res
+            fn.argtypes = args
+        _server_lib = loaded
+    return _server_lib

@@ -327,7 +327,7 @@ def test_ctrl_c_ends_a_blocking_sample_promptly(client):
 
 def test_structs_match_the_c_compiler(tmp_path):
     """Every mirrored struct has the C layout: sizes and offsets as gcc
-    computes them from engram.h."""
+    computes them from engram.h and engram/server.h."""
     structs = {"engram_column": _ffi.Column, "engram_compression": _ffi.Compression,
                "engram_rate_limiter": _ffi.RateLimiter, "engram_server_options": _ffi.ServerOptions,
                "engram_connect_options": _ffi.ConnectOptions, "engram_table_options": _ffi.TableOptions,
@@ -337,7 +337,8 @@ def test_structs_match_the_c_compiler(tmp_path):
     cc = shutil.which("cc") or shutil.which("gcc")
     if not cc:
         pytest.skip("no C compiler to compare layouts with")
-    lines = ['#include <stdio.h>', '#include <stddef.h>', '#include "engram/engram.h"', "int main(void) {"]
+    lines = ['#include <stdio.h>', '#include <stddef.h>', '#include "engram/engram.h"', '#include "engram/server.h"',
+             "int main(void) {"]
     for cname, py in structs.items():
         lines.append(f'printf("{cname} size %zu\\n", sizeof({cname}));')
         for f, _ in py._fields_:
@@ -346,7 +347,8 @@ def test_structs_match_the_c_compiler(tmp_path):
     src = tmp_path / "layout.c"
     src.write_text("\n".join(lines))
     exe = tmp_path / "layout"
-    subprocess.run([cc, "-I", os.path.join(ROOT, "capi", "include"), str(src), "-o", str(exe)], check=True)
+    subprocess.run([cc, "-I", os.path.join(ROOT, "capi", "include"), "-I", os.path.join(ROOT, "server", "include"),
+                    str(src), "-o", str(exe)], check=True)
     c = dict(line.rsplit(" ", 1) for line in subprocess.run([str(exe)], capture_output=True, text=True,
                                                             check=True).stdout.splitlines())
     for cname, py in structs.items():

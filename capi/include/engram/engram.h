@@ -1,6 +1,8 @@
 /*
  * engram.h: the C interface of engram, experience replay through shared
- * memory. One header, C99, stable ABI (libengram.so.0).
+ * memory: the client library, C99, stable ABI (libengram.so.0). The server
+ * embedded in a process has a header and a library of its own
+ * (engram/server.h, libengram-server.so.0), which clients never load.
  *
  * Conventions
  *  - Every function that can fail returns int: ENGRAM_OK (0) or a negative
@@ -74,7 +76,7 @@ extern "C" {
 #endif
 
 #define ENGRAM_VERSION_MAJOR 0
-#define ENGRAM_VERSION_MINOR 1
+#define ENGRAM_VERSION_MINOR 5
 #define ENGRAM_VERSION_PATCH 0
 #define ENGRAM_VERSION_NUMBER (ENGRAM_VERSION_MAJOR * 10000 + ENGRAM_VERSION_MINOR * 100 + ENGRAM_VERSION_PATCH)
 
@@ -173,35 +175,6 @@ ENGRAM_API int engram_rate_limiter_sample_to_insert_ratio(engram_rate_limiter* o
 /* A queue of at most `size` items; pair it with a FIFO sampler and
  * max_times_sampled 1. */
 ENGRAM_API int engram_rate_limiter_queue(engram_rate_limiter* out, int64_t size);
-
-/* --- embedded server -------------------------------------------------------- */
-
-typedef struct engram_server engram_server;
-
-typedef struct engram_server_options {
-  size_t struct_size;
-  const char* socket_path;   /* NULL: the config's, else $ENGRAM_SOCKET, else /run/engram/engram.sock */
-  const char* config_path;   /* engramd.toml(5) file, or NULL */
-  const char* config_toml;   /* the same as text (used when config_path is NULL), or NULL */
-  int32_t quiet;             /* nonzero: log only warnings and errors */
-} engram_server_options;
-
-/* Sets every field to its default (given at the field) and struct_size to
- * sizeof the struct; call it first, then set fields. Thread-safe. */
-ENGRAM_API void engram_server_options_init(engram_server_options* o);
-/* Runs the server in this process (its own threads); other processes attach
- * to it exactly as to engramd. Errors: ENGRAM_E_INVALID (config, with the
- * key), ENGRAM_E_EXISTS (a live server on the socket), ENGRAM_E_NOMEM
- * (the memory left, or the memory cgroup's limit, cannot hold the arena),
- * ENGRAM_E_SYSTEM. Trust: the server lives in this process's memory, so
- * every process that can read or write this process (any of its uid,
- * through ptrace or /proc/PID/mem, unless the process made itself
- * non-dumpable) can write the server's indexes; clients of other uids
- * cannot. For engramd's guarantee against its own uid, run engramd as a
- * user of its own (engramd(8)). */
-ENGRAM_API int engram_server_start(const engram_server_options* o, engram_server** out);
-/* Stops cleanly (clients get ENGRAM_E_DISCONNECTED) and frees the handle. */
-ENGRAM_API int engram_server_stop(engram_server* s);
 
 /* --- connection --------------------------------------------------------------- */
 

@@ -5,7 +5,8 @@
  *
  *  - Errors: every failing call throws engram::api::Error, which carries
  *    the ENGRAM_E_* code (code()) and engram_last_error()'s message.
- *  - Handles: Server, Client, Table, Writer and Batch own their C handle
+ *  - Handles: Client, Table, Writer and Batch own their C handle (and
+ *    engram::api::Server, in engram/server.hpp, the embedded server's)
  *    and release it when destroyed. A Table or Writer keeps its Client's
  *    connection alive, and a Batch its Table, so they may be destroyed in
  *    any order. Copying a Table shares one handle.
@@ -166,39 +167,6 @@ namespace detail {
 using ClientPtr = std::shared_ptr<engram_client>;
 using TablePtr = std::shared_ptr<engram_table>;
 }  // namespace detail
-
-/* The server inside this process (engram_server_start); stopped when
- * destroyed. Others attach to it as to engramd. */
-class Server {
- public:
-  /* config_toml: engramd.toml(5) text ("" for the defaults); socket_path:
-   * "" for the config's. */
-  explicit Server(const std::string& config_toml, const std::string& socket_path = "", bool quiet = true) {
-    engram_server_options o;
-    engram_server_options_init(&o);
-    o.config_toml = config_toml.empty() ? nullptr : config_toml.c_str();
-    o.socket_path = socket_path.empty() ? nullptr : socket_path.c_str();
-    o.quiet = quiet ? 1 : 0;
-    check(engram_server_start(&o, &s_));
-  }
-  ~Server() {
-    if (s_) (void)engram_server_stop(s_);
-  }
-  Server(Server&& o) noexcept : s_(std::exchange(o.s_, nullptr)) {}
-  Server& operator=(Server&& o) noexcept {
-    std::swap(s_, o.s_);
-    return *this;
-  }
-  Server(const Server&) = delete;
-  Server& operator=(const Server&) = delete;
-  /* Stops it now: Error if the stop failed (a checkpoint on the way out). */
-  void stop() {
-    if (s_) check(engram_server_stop(std::exchange(s_, nullptr)));
-  }
-
- private:
-  engram_server* s_ = nullptr;
-};
 
 /* A batch sampled zero-copy: its chunks stay pinned until it is destroyed. */
 class Batch {

@@ -40,6 +40,10 @@ export EngramError, Column, Server, Client, Table, Writer, Batch, create_table, 
 # The library: ENV["ENGRAM_LIBRARY"] when this module is loaded (precompiled),
 # else libengram.so.0 from the dynamic linker's path (package libengram0).
 const libengram = get(ENV, "ENGRAM_LIBRARY", "libengram.so.0")
+# The embedded server (engram/server.h), loaded only by a Server: at
+# $ENGRAM_SERVER_LIBRARY, else libengram-server.so.0 from the dynamic
+# linker's path (package libengram-server0).
+const libengram_server = get(ENV, "ENGRAM_SERVER_LIBRARY", "libengram-server.so.0")
 
 # --- constants (engram.h) ----------------------------------------------------
 
@@ -199,10 +203,11 @@ engram_rate_limiter_sample_to_insert_ratio(out, spi, min_size, error_buffer) =
           (Ref{engram_rate_limiter}, Cdouble, Int64, Cdouble), out, spi, min_size, error_buffer)
 engram_rate_limiter_queue(out, size) =
     ccall((:engram_rate_limiter_queue, libengram), Cint, (Ref{engram_rate_limiter}, Int64), out, size)
-engram_server_options_init(o) = ccall((:engram_server_options_init, libengram), Cvoid, (Ref{engram_server_options},), o)
-engram_server_start(o, out) = ccall((:engram_server_start, libengram), Cint,
+engram_server_options_init(o) =
+    ccall((:engram_server_options_init, libengram_server), Cvoid, (Ref{engram_server_options},), o)
+engram_server_start(o, out) = ccall((:engram_server_start, libengram_server), Cint,
                                     (Ref{engram_server_options}, Ref{Ptr{engram_server}}), o, out)
-engram_server_stop(s) = ccall((:engram_server_stop, libengram), Cint, (Ptr{engram_server},), s)
+engram_server_stop(s) = ccall((:engram_server_stop, libengram_server), Cint, (Ptr{engram_server},), s)
 engram_connect_options_init(o) =
     ccall((:engram_connect_options_init, libengram), Cvoid, (Ref{engram_connect_options},), o)
 engram_connect(o, out) =

@@ -331,6 +331,15 @@ pub struct engram_batch {
     _private: [u8; 0],
 }
 
+// engram/server.h, in libengram-server.so.0: linked as needed, so a
+// program that never starts a server does not load it.
+#[link(name = "engram-server")]
+extern "C" {
+    pub fn engram_server_options_init(o: *mut engram_server_options);
+    pub fn engram_server_start(o: *const engram_server_options, out: *mut *mut engram_server) -> c_int;
+    pub fn engram_server_stop(s: *mut engram_server) -> c_int;
+}
+
 extern "C" {
     pub fn engram_version() -> c_uint;
     pub fn engram_version_string() -> *const c_char;
@@ -340,9 +349,6 @@ extern "C" {
     pub fn engram_rate_limiter_sample_to_insert_ratio(out: *mut engram_rate_limiter, spi: f64, min_size: i64,
                                                       error_buffer: f64) -> c_int;
     pub fn engram_rate_limiter_queue(out: *mut engram_rate_limiter, size: i64) -> c_int;
-    pub fn engram_server_options_init(o: *mut engram_server_options);
-    pub fn engram_server_start(o: *const engram_server_options, out: *mut *mut engram_server) -> c_int;
-    pub fn engram_server_stop(s: *mut engram_server) -> c_int;
     pub fn engram_connect_options_init(o: *mut engram_connect_options);
     pub fn engram_connect(o: *const engram_connect_options, out: *mut *mut engram_client) -> c_int;
     pub fn engram_disconnect(c: *mut engram_client);

@@ -1,5 +1,5 @@
 //! Every mirrored struct has the C layout: sizes and field offsets as the C
-//! compiler computes them from engram.h.
+//! compiler computes them from engram.h and engram/server.h.
 use std::collections::HashMap;
 use std::mem::{size_of, MaybeUninit};
 use std::path::PathBuf;
@@ -39,7 +39,9 @@ fn structs_match_the_c_compiler() {
     layout!(rust, engram_sample_info, key, priority, probability, times_sampled, table_size);
     layout!(rust, engram_view, data, steps);
 
-    let mut c = String::from("#include <stdio.h>\n#include <stddef.h>\n#include \"engram/engram.h\"\nint main(void) {\n");
+    let mut c = String::from(
+        "#include <stdio.h>\n#include <stddef.h>\n#include \"engram/engram.h\"\n#include \"engram/server.h\"\nint main(void) {\n",
+    );
     for (key, _) in &rust {
         if let Some(t) = key.strip_suffix(" size") {
             c += &format!("printf(\"{} %zu\\n\", sizeof({}));\n", key, t);
@@ -52,10 +54,12 @@ fn structs_match_the_c_compiler() {
     let dir = std::env::temp_dir().join(format!("engram-layout-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("layout.c"), c).unwrap();
-    let include = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../capi/include");
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../..");
     let cc = Command::new("cc")
         .arg("-I")
-        .arg(&include)
+        .arg(root.join("capi/include"))
+        .arg("-I")
+        .arg(root.join("server/include"))
         .arg(dir.join("layout.c"))
         .arg("-o")
         .arg(dir.join("layout"))

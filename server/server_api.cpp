@@ -1,12 +1,14 @@
-// The embedded server: the same server core as engramd, in this process.
+// libengram-server: the same server core as engramd, in this process
+// (engram/server.h). Its errors reach engram_last_error through libengram.
 #include <climits>
 #include <cstring>
 #include <memory>
 
-#include "capi/client.hpp"
+#include "capi/boundary.hpp"
 #include "daemon/config.hpp"
 #include "daemon/log.hpp"
 #include "daemon/server.hpp"
+#include "engram/server.h"
 
 using namespace engram;
 
