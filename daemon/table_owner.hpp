@@ -14,6 +14,11 @@
 //
 // Everything read from a channel is untrusted: a bad request gets an error
 // response, a broken ring closes that channel, never the owner.
+//
+// Its definitions, by what they do: table_owner.cpp (the thread and the
+// calls other threads make), table_owner_loop.cpp (the loop over channels,
+// responses and wake-ups), and one file per kind of request:
+// table_owner_insert.cpp, table_owner_sample.cpp, table_owner_keys.cpp.
 #pragma once
 
 #include <atomic>
@@ -99,6 +104,8 @@ class TableOwner {
     bool answered_since_ring = false;
   };
   enum class Outcome { done, deferred };
+  // A record of acks for successful inserts (up to kRecordAcks of them).
+  static bool is_ack_record(const ResponseRecord& r);
 
   // Runs f on the owner thread (or here, when no thread runs) and waits.
   void call(std::function<void()> f);
