@@ -257,6 +257,32 @@ engram_writer* bystander_writer(engram_client* c, int32_t insert_timeout_ms, boo
   return w;
 }
 
+// Items from..from+n-1 of the bystander's steps, one step each, into t, flushed.
+void write_bystander_items(engram_writer* w, engram_table* t, uint32_t from, uint32_t n) {
+  std::vector<float> step(kFloats);
+  for (uint32_t i = from; i < from + n; ++i) {
+    fill_step(i, step.data());
+    const void* cols[1] = {step.data()};
+    ASSERT_EQ(engram_writer_append(w, cols), ENGRAM_OK) << "item " << i << ": " << engram_last_error();
+    ASSERT_EQ(engram_writer_create_item(w, t, 1, 1.0), ENGRAM_OK) << "item " << i << ": " << engram_last_error();
+  }
+  ASSERT_EQ(engram_writer_flush(w, 5000), ENGRAM_OK) << engram_last_error();
+}
+
+// A sample of 16 from t, every step of which must be whole: bytes its
+// writer wrote, not a hostile client's.
+void expect_whole_sample(engram_table* t) {
+  std::vector<float> out(16 * kFloats);
+  engram_sample_options so;
+  engram_sample_options_init(&so);
+  so.batch_size = 16;
+  void* bufs[1] = {out.data()};
+  uint32_t n = 0;
+  ASSERT_EQ(engram_sample(t, &so, bufs, nullptr, &n), ENGRAM_OK) << engram_last_error();
+  ASSERT_EQ(n, 16u);
+  for (uint32_t i = 0; i < n; ++i) EXPECT_TRUE(step_is_whole(&out[i * kFloats])) << "sampled bytes nobody wrote";
+}
+
 // A config of table "b" (max_size 100 unless given) for the bystander's
 // items over an arena of one class of 256 blocks of 512 bytes.
 std::string bystander_config(const std::string& arena = "{ block_size = \"512\", count = 256 }", uint32_t max_size = 100) {
@@ -377,22 +403,8 @@ TEST(HostileClient, ScribblingOverTheWholeArenaCostsBytesNotAllocation) {
   ASSERT_EQ(engram_table_open(c, "b", &t), ENGRAM_OK) << engram_last_error();
   engram_writer* w = bystander_writer(c, 2000, false);
   ASSERT_NE(w, nullptr);
-  std::vector<float> step(kFloats), out(16 * kFloats);
-  for (uint32_t i = 0; i < 600; ++i) {
-    fill_step(i, step.data());
-    const void* cols[1] = {step.data()};
-    ASSERT_EQ(engram_writer_append(w, cols), ENGRAM_OK) << "item " << i << ": " << engram_last_error();
-    ASSERT_EQ(engram_writer_create_item(w, t, 1, 1.0), ENGRAM_OK) << "item " << i << ": " << engram_last_error();
-  }
-  ASSERT_EQ(engram_writer_flush(w, 5000), ENGRAM_OK) << engram_last_error();
-  engram_sample_options so;
-  engram_sample_options_init(&so);
-  so.batch_size = 16;
-  void* bufs[1] = {out.data()};
-  uint32_t n = 0;
-  ASSERT_EQ(engram_sample(t, &so, bufs, nullptr, &n), ENGRAM_OK) << engram_last_error();
-  ASSERT_EQ(n, 16u);
-  for (uint32_t i = 0; i < n; ++i) EXPECT_TRUE(step_is_whole(&out[i * kFloats])) << "sampled bytes nobody wrote";
+  write_bystander_items(w, t, 0, 600);
+  expect_whole_sample(t);
   engram_writer_close(w);
   engram_table_close(t);
   engram_disconnect(c);
@@ -421,17 +433,7 @@ TEST(HostileClient, PunchingHolesInTheArenaCostsBytesNotTheServer) {
   ASSERT_EQ(engram_table_open(c, "b", &t), ENGRAM_OK) << engram_last_error();
   engram_writer* w = bystander_writer(c, 2000, false);
   ASSERT_NE(w, nullptr);
-  std::vector<float> step(kFloats), out(16 * kFloats);
-  auto write = [&](uint32_t from, uint32_t n) {
-    for (uint32_t i = from; i < from + n; ++i) {
-      fill_step(i, step.data());
-      const void* cols[1] = {step.data()};
-      ASSERT_EQ(engram_writer_append(w, cols), ENGRAM_OK) << "item " << i << ": " << engram_last_error();
-      ASSERT_EQ(engram_writer_create_item(w, t, 1, 1.0), ENGRAM_OK) << "item " << i << ": " << engram_last_error();
-    }
-    ASSERT_EQ(engram_writer_flush(w, 5000), ENGRAM_OK) << engram_last_error();
-  };
-  write(0, 100);
+  write_bystander_items(w, t, 0, 100);
   {
     Control ctl(d.socket());
     ASSERT_TRUE(ctl.ok());
@@ -442,14 +444,8 @@ TEST(HostileClient, PunchingHolesInTheArenaCostsBytesNotTheServer) {
   char path[512];
   EXPECT_EQ(engram_checkpoint(c, 30000, path, sizeof path), ENGRAM_OK) << "engramd reads every punched chunk: "
                                                                        << engram_last_error();
-  write(100, 600);
-  engram_sample_options so;
-  engram_sample_options_init(&so);
-  so.batch_size = 16;
-  void* bufs[1] = {out.data()};
-  uint32_t n = 0;
-  ASSERT_EQ(engram_sample(t, &so, bufs, nullptr, &n), ENGRAM_OK) << engram_last_error();
-  for (uint32_t i = 0; i < n; ++i) EXPECT_TRUE(step_is_whole(&out[i * kFloats])) << "sampled bytes nobody wrote";
+  write_bystander_items(w, t, 100, 600);
+  expect_whole_sample(t);
   engram_writer_close(w);
   engram_table_close(t);
   engram_disconnect(c);
