@@ -1,0 +1,147 @@
+"""engram.Table: sampling, priority updates and deletes."""
+import ctypes
+import weakref
+
+import numpy as np
+
+from . import _ffi, _interrupt
+from ._ffi import lib
+from ._checks import _I32, _U32, _U64, _int
+from ._columns import _DTYPES, _converted
+from ._handles import _Child
+from .batch import Batch
+from .errors import _check
+
+
+class Table(_Child):
+    _kind = "table"
+
+    def __init__(self, client, p, name):
+        self._adopt(client, p)
+        self.name = name
+        n = ctypes.c_uint32()
+        cols = (_ffi.Column * 32)()
+        _check(lib.engram_table_columns(p, cols, 32, ctypes.byref(n)))
+        self.columns = [(cols[i].name.decode(), _DTYPES[cols[i].dtype - 1],
+                         tuple(cols[i].shape[k] for k in range(cols[i].rank))) for i in range(n.value)]
+        self._batches = weakref.WeakSet()
+        self._begun = None  # (batch_size, num_steps) of the sample begun
+
+    def close(self):
+        if self._p is None:
+            return
+        with self._core:
+            for b in list(self._batches):
+                b.close()
+            p, self._p = self._p, None
+            lib.engram_table_close(p)
+
+    def _finalize(self):
+        if self._p is not None and self._core.ptr is not None:
+            p, self._p = self._p, None
+            self._core.soon(lambda: lib.engram_table_close(p) if self._core.ptr is not None else None)
+
+    def _options(self, batch_size, num_steps, timeout_ms):
+        o = _ffi.SampleOptions()
+        lib.engram_sample_options_init(ctypes.byref(o))
+        o.batch_size = _int("batch_size", batch_size, _U32)
+        o.num_steps = _int("num_steps", num_steps, _U32)
+        o.timeout_ms = _int("timeout_ms", timeout_ms, _I32)
+        return o
+
+    def _blocking(self, fn, *args):
+        with _interrupt.waiting(self._core):
+            return fn(*args)
+
+    def sample(self, batch_size, num_steps=1, timeout_ms=-1):
+        """Samples a batch and copies it out: returns (data, info). data maps
+        each column name to an array [n, num_steps, *shape]; info is a
+        structured array of n (key, priority, probability, times_sampled,
+        table_size). n < batch_size only when max_times_sampled emptied the
+        table."""
+        o = self._options(batch_size, num_steps, timeout_ms)
+        return self._copy_out(batch_size, num_steps,
+                              lambda bufs, infos, n: lib.engram_sample(self._ptr(), ctypes.byref(o), bufs, infos, n))
+
+    def sample_begin(self, batch_size, num_steps=1, timeout_ms=-1):
+        """Sends a sample request and returns without waiting: the server
+        draws the batch while the caller goes on, and sample_end() copies it
+        out. The batch sees every earlier call on this table and none later.
+        One at a time per table handle; the timeout counts from this call."""
+        o = self._options(batch_size, num_steps, timeout_ms)
+        with self._core:
+            _check(lib.engram_sample_begin(self._ptr(), ctypes.byref(o)))
+        self._begun = (batch_size, num_steps)
+
+    def sample_end(self):
+        """Waits for the sample begun by sample_begin() and copies it out:
+        returns (data, info), as sample() does."""
+        if self._begun is None:
+            raise ValueError(f"no sample was begun on table {self.name}: call sample_begin first")
+        (batch_size, num_steps), self._begun = self._begun, None
+        return self._copy_out(batch_size, num_steps,
+                              lambda bufs, infos, n: lib.engram_sample_end(self._ptr(), bufs, infos, n))
+
+    def _copy_out(self, batch_size, num_steps, call):
+        data = {name: np.empty((batch_size, num_steps) + shape, dtype) for name, dtype, shape in self.columns}
+        bufs = (ctypes.c_void_p * len(self.columns))(*[a.ctypes.data for a in data.values()])
+        infos = (_ffi.SampleInfo * batch_size)()
+        n = ctypes.c_uint32()
+        with self._core:
+            _check(self._blocking(call, bufs, infos, ctypes.byref(n)))
+        info = np.ctypeslib.as_array(infos)[: n.value].copy()
+        return {k: v[: n.value] for k, v in data.items()}, info
+
+    def sample_view(self, batch_size, num_steps=1, timeout_ms=-1):
+        """Samples a batch without copying (columns must not be compressed):
+        a Batch whose views are read-only arrays into shared memory, valid
+        while the batch lives (each view keeps it alive)."""
+        o = self._options(batch_size, num_steps, timeout_ms)
+        p = _ffi.Batch()
+        with self._core:
+            _check(self._blocking(lib.engram_sample_view, self._ptr(), ctypes.byref(o), ctypes.byref(p)))
+            return Batch(self, p)
+
+    def _keys(self, keys):
+        if isinstance(keys, np.ndarray):
+            return np.ascontiguousarray(_converted("keys", keys, np.dtype(np.uint64)))
+        # One by one: numpy makes [a uint64 key, a Python int] a float64 array.
+        return np.fromiter((_int("key", k, _U64) for k in keys), dtype=np.uint64)
+
+    def update_priorities(self, keys, priorities):
+        """Sets priorities by key; returns per-key codes (0, or
+        ENGRAM_E_STALE_KEY / ENGRAM_E_UNKNOWN_KEY for items that are gone)."""
+        k = self._keys(keys)
+        pr = np.ascontiguousarray(priorities, dtype=np.float64)
+        if pr.shape != k.shape:
+            raise ValueError(f"{k.size} keys but {pr.size} priorities")
+        res = np.zeros(k.size, np.int32)
+        with self._core:
+            _check(self._blocking(lib.engram_update_priorities, self._ptr(),
+                                  k.ctypes.data_as(ctypes.POINTER(ctypes.c_uint64)),
+                                  pr.ctypes.data_as(ctypes.POINTER(ctypes.c_double)), k.size,
+                                  res.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))))
+        return res
+
+    def update_priorities_async(self, keys, priorities):
+        """Sends priorities by key without waiting for the server's answer
+        (keys of items that are gone are skipped). Later calls on this table
+        see them applied; a refusal raises from the next priority call.
+        update_priorities([], []) waits until every one is applied."""
+        k = self._keys(keys)
+        pr = np.ascontiguousarray(priorities, dtype=np.float64)
+        if pr.shape != k.shape:
+            raise ValueError(f"{k.size} keys but {pr.size} priorities")
+        with self._core:
+            _check(self._blocking(lib.engram_update_priorities_async, self._ptr(),
+                                  k.ctypes.data_as(ctypes.POINTER(ctypes.c_uint64)),
+                                  pr.ctypes.data_as(ctypes.POINTER(ctypes.c_double)), k.size))
+
+    def delete_items(self, keys):
+        k = self._keys(keys)
+        res = np.zeros(k.size, np.int32)
+        with self._core:
+            _check(self._blocking(lib.engram_delete_items, self._ptr(),
+                                  k.ctypes.data_as(ctypes.POINTER(ctypes.c_uint64)), k.size,
+                                  res.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))))
+        return res
