@@ -1,0 +1,141 @@
+# --- handles, and closes that finalizers leave ----------------------------------------
+
+"""An engram server inside this process; other processes attach to it as to engramd."""
+mutable struct Server
+    ptr::Ptr{engram_server}
+end
+
+function Server(socket::AbstractString; config_toml::Union{Nothing,AbstractString} = nothing)
+    s = Base.cconvert(Cstring, socket)
+    t = config_toml === nothing ? nothing : Base.cconvert(Cstring, config_toml)
+    GC.@preserve s t begin
+        o = engram_server_options(sizeof(engram_server_options), pointer(s), C_NULL,
+                                  t === nothing ? C_NULL : pointer(t), Int32(1))
+        out = Ref{Ptr{engram_server}}(C_NULL)
+        check(engram_server_start(o, out))
+    end
+    server = Server(out[])
+    finalizer(server) do x  # stopping joins the server's threads: not from a finalizer
+        x.ptr == C_NULL || push!(ORPHAN_SERVERS, x.ptr)
+    end
+end
+
+Base.close(s::Server) = (s.ptr == C_NULL || (p = s.ptr; s.ptr = C_NULL; check(engram_server_stop(p))); nothing)
+
+# Server handles whose Julia objects were collected unclosed: stopped at exit.
+const ORPHAN_SERVERS = Ptr{engram_server}[]
+
+"""A connection to a server."""
+mutable struct Client
+    ptr::Ptr{engram_client}
+    lock::Threads.SpinLock                 # guards `pending` only; taken without waiting in finalizers
+    pending::Vector{Any}                   # handles finalized unclosed: closed by the next call
+end
+
+function connect(socket::Union{Nothing,AbstractString} = nothing; timeout_ms::Integer = 10_000)
+    s = socket === nothing ? nothing : Base.cconvert(Cstring, socket)
+    out = Ref{Ptr{engram_client}}(C_NULL)
+    GC.@preserve s begin
+        o = engram_connect_options(sizeof(engram_connect_options), s === nothing ? C_NULL : pointer(s),
+                                   Int32(timeout_ms))
+        check(engram_connect(o, out))
+    end
+    c = Client(out[], Threads.SpinLock(), Any[])
+    finalizer(c) do x
+        # engram_disconnect may wait for a writer's acks: never here. The
+        # process's exit closes the socket, and the server reclaims.
+        x.ptr == C_NULL || push!(ORPHAN_CLIENTS, x.ptr)
+        x.ptr = C_NULL
+    end
+end
+
+const ORPHAN_CLIENTS = Ptr{engram_client}[]
+
+# The client's pointer for a call, after closing what finalizers queued.
+function live(c::Client)
+    c.ptr == C_NULL && throw(closed("client"))
+    if !isempty(c.pending)
+        lock(c.lock)
+        todo = c.pending
+        c.pending = Any[]
+        unlock(c.lock)
+        foreach(close, todo)
+    end
+    c.ptr
+end
+
+# A finalizer's close: queued on the client without waiting for anything.
+function defer_close(c::Client, handle)
+    if trylock(c.lock)
+        push!(c.pending, handle)
+        unlock(c.lock)
+    else
+        finalizer(h -> defer_close(c, h), handle)  # the lock is busy: try at the next collection
+    end
+end
+
+"""Closes every table, writer and batch of the client, then the connection."""
+function Base.close(c::Client)
+    c.ptr == C_NULL && return nothing
+    p = c.ptr
+    c.ptr = C_NULL
+    engram_disconnect(p)  # frees its children; their Julia objects see ptr == C_NULL through it
+    nothing
+end
+
+"""Ends `c`'s blocking call in another task or thread (ENGRAM_E_INTERRUPTED)."""
+interrupt(c::Client) = (c.ptr == C_NULL || engram_client_interrupt(c.ptr); nothing)
+
+mutable struct Table
+    ptr::Ptr{engram_table}
+    client::Client
+    name::String
+    columns::Vector{Column}
+    begun::Tuple{Int,Int}  # batch_size and num_steps of the sample begun; (0, 0): none
+end
+
+mutable struct Writer
+    ptr::Ptr{engram_writer}
+    client::Client
+    columns::Vector{Column}
+end
+
+mutable struct Batch
+    ptr::Ptr{engram_batch}
+    table::Table
+end
+
+# A child is usable while it and its client are open (engram_disconnect
+# freed the children of a closed client).
+function live(t::Union{Table,Writer})
+    live(t.client)
+    t.ptr == C_NULL && throw(closed(t isa Table ? "table" : "writer"))
+    t.ptr
+end
+function live(b::Batch)
+    live(b.table)
+    b.ptr == C_NULL && throw(closed("batch"))
+    b.ptr
+end
+
+function Base.close(t::Table)
+    if t.ptr != C_NULL && t.client.ptr != C_NULL
+        engram_table_close(t.ptr)  # also releases the table's batches
+    end
+    t.ptr = C_NULL
+    nothing
+end
+function Base.close(w::Writer)
+    w.ptr != C_NULL && w.client.ptr != C_NULL && engram_writer_close(w.ptr)
+    w.ptr = C_NULL
+    nothing
+end
+function Base.close(b::Batch)
+    b.ptr != C_NULL && b.table.ptr != C_NULL && b.table.client.ptr != C_NULL && engram_batch_release(b.ptr)
+    b.ptr = C_NULL
+    nothing
+end
+
+function adopt(h, c::Client)
+    finalizer(x -> (x.ptr == C_NULL || defer_close(c, x)), h)
+end

@@ -1,0 +1,75 @@
+# --- rate limiters ------------------------------------------------------------------
+
+function limiter(f, args...)
+    r = Ref{engram_rate_limiter}()
+    check(f(r, args...))
+    r[]
+end
+"""Sampling may start once the table holds `n` items; inserts never wait."""
+min_size(n::Integer) = limiter(engram_rate_limiter_min_size, n)
+"""A queue of at most `size` items (pair with sampler `:fifo`, `max_times_sampled = 1`)."""
+queue(size::Integer) = limiter(engram_rate_limiter_queue, size)
+"""Reverb's SampleToInsertRatio."""
+sample_to_insert_ratio(spi, min_size, error_buffer) =
+    limiter(engram_rate_limiter_sample_to_insert_ratio, spi, min_size, error_buffer)
+
+# --- tables ---------------------------------------------------------------------------
+
+"""
+    create_table(client, name, columns; max_size, sampler = :uniform, remover = :fifo,
+                 priority_exponent = 1.0, max_times_sampled = 0, max_chunks_per_item = 8,
+                 rate_limiter = min_size(1))
+"""
+function create_table(c::Client, name::AbstractString, columns::Vector{Column}; max_size::Integer,
+                      sampler::Symbol = :uniform, remover::Symbol = :fifo, priority_exponent::Real = 1.0,
+                      max_times_sampled::Integer = 0, max_chunks_per_item::Integer = 8,
+                      rate_limiter::engram_rate_limiter = min_size(1))
+    sel(s) = (i = findfirst(==(s), SELECTORS); i === nothing ? throw(ArgumentError("selector $s: one of $SELECTORS")) : Int32(i))
+    cols, keep = c_columns(columns)
+    n = Base.cconvert(Cstring, name)
+    GC.@preserve cols keep n begin
+        o = engram_table_options(sizeof(engram_table_options), pointer(n), UInt64(max_size), sel(sampler),
+                                 sel(remover), Float64(priority_exponent), UInt32(max_times_sampled),
+                                 UInt32(max_chunks_per_item), rate_limiter, pointer(cols), UInt32(length(cols)),
+                                 C_NULL)
+        check(engram_table_create(live(c), o))
+    end
+    nothing
+end
+
+"""Opens a table for writing items and sampling."""
+function open_table(c::Client, name::AbstractString)
+    out = Ref{Ptr{engram_table}}(C_NULL)
+    check(engram_table_open(live(c), name, out))
+    cols = Vector{engram_column}(undef, ENGRAM_MAX_COLUMNS)
+    n = Ref{UInt32}(0)
+    rc = engram_table_columns(out[], cols, UInt32(length(cols)), n)
+    rc == ENGRAM_OK || (engram_table_close(out[]); check(rc))
+    columns = [Column(unsafe_string(k.name), DTYPES[k.dtype], Tuple(Int.(k.shape[1:k.rank]))) for k in cols[1:n[]]]
+    adopt(Table(out[], c, String(name), columns, (0, 0)), c)
+end
+
+drop_table(c::Client, name::AbstractString) = check(engram_table_drop(live(c), name))
+reset_table(c::Client, name::AbstractString) = check(engram_table_reset(live(c), name))
+set_rate_limiter(c::Client, name::AbstractString, r::engram_rate_limiter) =
+    check(engram_table_set_rate_limiter(live(c), name, r))
+
+"""A table's size, counters and settings, as a NamedTuple."""
+function table_info(c::Client, name::AbstractString)
+    i = Ref{engram_table_info}()
+    engram_table_info_init(i)
+    check(engram_table_info_get(live(c), name, i))
+    x = i[]
+    bytes = UInt8[reinterpret(UInt8, ch) for ch in x.name]
+    (name = String(bytes[1:something(findfirst(==(0x00), bytes), length(bytes) + 1) - 1]), max_size = x.max_size,
+     size = x.size,
+     inserts = x.inserts, samples = x.samples, deletes = x.deletes, clients = x.clients,
+     rate_limiter = x.rate_limiter)
+end
+
+"""Writes a checkpoint of every table now; returns its path."""
+function checkpoint(c::Client; timeout_ms::Integer = -1)
+    buf = zeros(Cchar, 4096)
+    check(engram_checkpoint(live(c), Int32(timeout_ms), buf, Csize_t(length(buf))))
+    unsafe_string(pointer(buf))
+end
