@@ -1,0 +1,150 @@
+//! Options: rate limiters, selectors, and the options of tables, writers
+//! and samples, with a table's information.
+use super::*;
+
+/// Reverb's rate limiter (see engram(7)).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RateLimiter(pub sys::engram_rate_limiter);
+
+impl RateLimiter {
+    /// Sampling may start once the table holds `n` items; inserts never wait.
+    pub fn min_size(n: i64) -> Result<RateLimiter> {
+        let mut r = sys::engram_rate_limiter::default();
+        check(unsafe { sys::engram_rate_limiter_min_size(&mut r, n) })?;
+        Ok(RateLimiter(r))
+    }
+    /// A queue of at most `size` items (pair with a FIFO sampler and max_times_sampled 1).
+    pub fn queue(size: i64) -> Result<RateLimiter> {
+        let mut r = sys::engram_rate_limiter::default();
+        check(unsafe { sys::engram_rate_limiter_queue(&mut r, size) })?;
+        Ok(RateLimiter(r))
+    }
+    /// Samples per insert near `spi` once `min_size` items exist, within +-error_buffer.
+    pub fn sample_to_insert_ratio(spi: f64, min_size: i64, error_buffer: f64) -> Result<RateLimiter> {
+        let mut r = sys::engram_rate_limiter::default();
+        check(unsafe { sys::engram_rate_limiter_sample_to_insert_ratio(&mut r, spi, min_size, error_buffer) })?;
+        Ok(RateLimiter(r))
+    }
+}
+
+/// How a table selects items to sample or to evict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Selector {
+    /// Uniformly at random.
+    Uniform = 1,
+    /// Proportionally to priority^exponent.
+    Prioritized = 2,
+    /// Oldest first.
+    Fifo = 3,
+    /// Newest first.
+    Lifo = 4,
+    /// Highest priority first.
+    MaxHeap = 5,
+    /// Lowest priority first.
+    MinHeap = 6,
+}
+
+/// What [`Client::create_table`] makes; the fields not given to `new` have
+/// the C defaults.
+#[derive(Clone, Debug)]
+pub struct TableOptions {
+    /// Table name.
+    pub name: String,
+    /// The signature.
+    pub columns: Vec<Column>,
+    /// Capacity in items.
+    pub max_size: u64,
+    /// Default Uniform.
+    pub sampler: Selector,
+    /// Default Fifo.
+    pub remover: Selector,
+    /// For Prioritized; default 1.
+    pub priority_exponent: f64,
+    /// 0 = unlimited (default).
+    pub max_times_sampled: u32,
+    /// 1..8; default 8.
+    pub max_chunks_per_item: u32,
+    /// Default: min_size 1.
+    pub rate_limiter: Option<RateLimiter>,
+}
+
+impl TableOptions {
+    /// A table of `max_size` items with these columns.
+    pub fn new(name: &str, columns: Vec<Column>, max_size: u64) -> TableOptions {
+        TableOptions { name: name.to_string(), columns, max_size, sampler: Selector::Uniform, remover: Selector::Fifo,
+                       priority_exponent: 1.0, max_times_sampled: 0, max_chunks_per_item: 8, rate_limiter: None }
+    }
+}
+
+/// What [`Client::writer`] opens.
+#[derive(Clone, Debug)]
+pub struct WriterOptions {
+    /// The step's columns (the tables' signature).
+    pub columns: Vec<Column>,
+    /// Steps per chunk; default 1.
+    pub chunk_length: u32,
+    /// Longest item; 0 = chunk_length.
+    pub max_item_steps: u32,
+    /// How long an item may wait for the rate limiter: -1 for ever (default), 0 not at all.
+    pub insert_timeout_ms: i32,
+    /// Remember the keys of created items ([`Writer::take_keys`]).
+    pub keep_keys: bool,
+}
+
+impl WriterOptions {
+    /// A writer of steps with these columns.
+    pub fn new(columns: Vec<Column>) -> WriterOptions {
+        WriterOptions { columns, chunk_length: 1, max_item_steps: 0, insert_timeout_ms: -1, keep_keys: false }
+    }
+}
+
+/// What to sample.
+#[derive(Clone, Copy, Debug)]
+pub struct SampleOptions {
+    /// Items per batch.
+    pub batch_size: u32,
+    /// Steps per item (every item sampled must have as many); default 1.
+    pub num_steps: u32,
+    /// Wait for the rate limiter: -1 for ever (default), 0 not at all.
+    pub timeout_ms: i32,
+}
+
+impl SampleOptions {
+    /// Batches of `batch_size` one-step items, waiting for ever.
+    pub fn new(batch_size: u32) -> SampleOptions {
+        SampleOptions { batch_size, num_steps: 1, timeout_ms: -1 }
+    }
+    pub(crate) fn c(&self) -> sys::engram_sample_options {
+        let mut o = unsafe { std::mem::zeroed::<sys::engram_sample_options>() };
+        unsafe { sys::engram_sample_options_init(&mut o) };
+        o.batch_size = self.batch_size;
+        o.num_steps = self.num_steps;
+        o.timeout_ms = self.timeout_ms;
+        o
+    }
+}
+
+/// A table's size, counters and settings ([`Client::table_info`]).
+#[derive(Clone, Debug)]
+pub struct TableInfo {
+    /// Name.
+    pub name: String,
+    /// Capacity.
+    pub max_size: u64,
+    /// Items now.
+    pub size: u64,
+    /// Rate-limiter counters.
+    pub inserts: u64,
+    /// Rate-limiter counters.
+    pub samples: u64,
+    /// Rate-limiter counters.
+    pub deletes: u64,
+    /// Priority updates applied.
+    pub updates: u64,
+    /// Items evicted.
+    pub evictions: u64,
+    /// Connections that have the table open.
+    pub clients: u32,
+    /// The table's rate limiter.
+    pub rate_limiter: RateLimiter,
+}
