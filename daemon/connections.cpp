@@ -70,7 +70,8 @@ Status Server::Impl::fit_descriptors() {
 
 std::string Server::Impl::admission_refusal(uid_t uid) const {
   if (clients.size() >= max_connections)
-    return "the server holds " + std::to_string(clients.size()) + " connections, the most it allows (engramd.toml " +
+    return "the server holds " + std::to_string(clients.size()) + (clients.size() == 1 ? " connection" : " connections") +
+           ", the most it allows (engramd.toml " +
            "[server] max_connections" + (max_connections < config.max_connections ? ", fitted to its descriptor limit" : "") +
            "); try again later, or raise the limit";
   uint32_t per_uid = std::min(config.max_connections_per_uid, max_connections);

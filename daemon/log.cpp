@@ -47,7 +47,8 @@ void RepeatedLog::tick(bool now) {
   double secs = double(monotonic_ns() - since_ns_) / 1e9;
   char span[32];
   std::snprintf(span, sizeof span, "%.1f", secs);
-  log_line(level_, last_ + " (" + std::to_string(repeats_) + " more times in " + span + " s)");
+  log_line(level_, last_ + " (" + (repeats_ == 1 ? std::string("once more") : std::to_string(repeats_) + " more times") +
+                       " in " + span + " s)");
   repeats_ = 0;
   since_ns_ = monotonic_ns();
 }
