@@ -136,11 +136,11 @@ struct RateLimiterRequest {
   RateLimiterConfig limiter;
 };
 
-// Followed by `num_clients` ClientStatus entries, one per attached client.
+// Followed by `clients` ClientStatus entries, one per attached client.
 struct StatusReply {
   uint64_t pid;
   uint64_t uptime_ms;
-  uint32_t clients;      // attached (said hello)
+  uint32_t clients;      // attached (said hello): the ClientStatus entries that follow
   uint32_t tables;
   uint64_t arena_bytes;
   uint64_t blocks_total, blocks_free, blocks_reserved, blocks_sealed;
@@ -150,7 +150,6 @@ struct StatusReply {
   uint32_t max_connections_per_uid;
   uint32_t fds_open;         // the server's descriptors in use
   uint32_t fds_limit;        // its RLIMIT_NOFILE (soft)
-  uint32_t num_clients;
   uint64_t refused;          // connections refused or closed unattached since start
 };
 

@@ -108,15 +108,18 @@ void Server::Impl::accept_clients() {
       accept_errors.note(std::string("accept: ") + std::strerror(e) + " (this process may open " +
                          std::to_string(fds_limit()) + " descriptors)");
       // Out of descriptors: the reserve makes room to tell one client why
-      // and let it go; the rest of the queue waits for the next round.
+      // and let it go, and the loop takes the next one the same way until
+      // the queue is empty. Only when that fails too does accept rest.
       if ((e == EMFILE || e == ENFILE) && reserve_fd >= 0) {
         ::close(reserve_fd);
         int late = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        bool drained = late < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
         if (late >= 0)
           refuse(late, Errc::limit,
                  "the server is out of descriptors; try again later (its operator: raise LimitNOFILE= or lower "
                  "engramd.toml [server] max_connections)");
         reserve_fd = open_reserve();
+        if (drained) return;
         if (late >= 0 && reserve_fd >= 0) continue;
       }
       accept_paused_until_ns = monotonic_ns() + kAcceptPauseNs;

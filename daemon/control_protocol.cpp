@@ -229,7 +229,6 @@ bool Server::Impl::status(Client& c) {
     each.push_back(cs);
   }
   st.clients = static_cast<uint32_t>(each.size());
-  st.num_clients = st.clients;
   st.connections = static_cast<uint32_t>(clients.size());
   st.max_connections = max_connections;
   st.max_connections_per_uid = std::min(config.max_connections_per_uid, max_connections);

@@ -210,9 +210,9 @@ int main(int argc, char** argv) {
     std::vector<ClientStatus> each;
     if (reply.size() < sizeof st) return fail("the server's status has another size (another version?)");
     std::memcpy(&st, reply.data(), sizeof st);
-    if (reply.size() != sizeof st + size_t{st.num_clients} * sizeof(ClientStatus))
+    if (reply.size() != sizeof st + size_t{st.clients} * sizeof(ClientStatus))
       return fail("the server's status has another size (another version?)");
-    each.resize(st.num_clients);
+    each.resize(st.clients);
     if (!each.empty()) std::memcpy(each.data(), reply.data() + sizeof st, each.size() * sizeof(ClientStatus));
     if (json) {
       std::printf("{\"pid\": %llu, \"version\": %s, \"uptime_ms\": %llu, \"clients\": %u, \"tables\": %u, "

@@ -176,7 +176,7 @@ FullStatus full_status(Control& ctl) {
   EXPECT_TRUE(ctl.call(ControlType::status, nullptr, 0, &r).ok());
   if (r.size() < sizeof f.st) return f;
   std::memcpy(&f.st, r.data(), sizeof f.st);
-  EXPECT_EQ(r.size(), sizeof f.st + f.st.num_clients * sizeof(ClientStatus));
+  EXPECT_EQ(r.size(), sizeof f.st + f.st.clients * sizeof(ClientStatus));
   f.clients.resize((r.size() - sizeof f.st) / sizeof(ClientStatus));
   if (!f.clients.empty()) std::memcpy(f.clients.data(), r.data() + sizeof f.st, f.clients.size() * sizeof(ClientStatus));
   return f;
