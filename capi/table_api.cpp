@@ -72,12 +72,10 @@ int engram_table_create(engram_client* c, const engram_table_options* o) {
     return set_error(s);
   NameRequest n;
   if (Status s = name_request(o->name, &n); !s.ok()) return set_error(s);
-  // Checked here too, as it is narrowed to 32 bits on its way (Table::validate has the rest).
-  if (o->max_size == 0 || o->max_size > kMaxTableCapacity)
-    return fail(Errc::invalid_capacity, "max_size is " + std::to_string(o->max_size) + "; allowed 1..2^30");
+  // Only converted here: the server checks the options (Table::check).
   TableOptions t;
   t.name = o->name;
-  t.capacity = static_cast<uint32_t>(o->max_size);
+  t.capacity = o->max_size;
   t.sampler = {static_cast<SelectorKind>(o->sampler), o->priority_exponent};
   t.remover = {static_cast<SelectorKind>(o->remover), o->priority_exponent};
   t.max_times_sampled = o->max_times_sampled;
@@ -199,8 +197,7 @@ int engram_table_set_rate_limiter(engram_client* c, const char* name, const engr
   NameRequest n;
   if (Status s = name_request(name, &n); !s.ok()) return set_error(s);
   std::memcpy(rq.name, n.name, sizeof rq.name);
-  rq.limiter = {r->samples_per_insert, r->min_size_to_sample, r->min_diff, r->max_diff};
-  if (Status s = rq.limiter.validate(); !s.ok()) return set_error(s);
+  rq.limiter = {r->samples_per_insert, r->min_size_to_sample, r->min_diff, r->max_diff};  // the server checks it
   return set_error(c->control(ControlType::set_rate_limiter, &rq, sizeof rq, nullptr));
   ENGRAM_GUARD_END
 }

@@ -270,6 +270,7 @@ int engram_writer_open(engram_client* c, const engram_writer_options* o, engram_
   w->client = c;
   const engram_compression* comp = ENGRAM_HAS_FIELD(o, engram_writer_options, compression) ? o->compression : nullptr;
   if (Status s = columns_from_c(o->columns, o->num_columns, comp, &w->columns); !s.ok()) return set_error(s);
+  if (Status s = validate_signature(w->columns.data(), w->columns.size()); !s.ok()) return set_error(s);
   if (o->chunk_length == 0 || o->chunk_length > kMaxChunkSteps)
     return fail(Errc::invalid_capacity, "chunk_length is " + std::to_string(o->chunk_length) + "; allowed 1.." +
                                             std::to_string(kMaxChunkSteps));

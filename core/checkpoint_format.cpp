@@ -95,7 +95,7 @@ class In {
 
 void put_options(Out& o, const TableOptions& t) {
   o.str(t.name);
-  o.put(t.capacity);
+  o.put(static_cast<uint32_t>(t.capacity));  // a saved table's, so <= kMaxTableCapacity
   o.put(static_cast<uint32_t>(t.sampler.kind));
   o.put(t.sampler.exponent);
   o.put(static_cast<uint32_t>(t.remover.kind));
@@ -120,7 +120,7 @@ void put_options(Out& o, const TableOptions& t) {
 TableOptions get_options(In& in) {
   TableOptions t;
   t.name = in.str("table name");
-  t.capacity = in.get<uint32_t>("capacity");
+  t.capacity = in.get<uint32_t>("capacity");  // bounded when restored (Table::check)
   t.sampler.kind = static_cast<SelectorKind>(in.get<uint32_t>("sampler"));
   t.sampler.exponent = in.get<double>("sampler exponent");
   t.remover.kind = static_cast<SelectorKind>(in.get<uint32_t>("remover"));

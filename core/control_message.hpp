@@ -29,7 +29,8 @@ inline constexpr uint32_t kControlMagic = 0x4c525443;  // "CTRL"
 // blocks (grant_blocks) and give them back (return_blocks). 6: insert
 // requests of several one-chunk items (RequestOp::insert_items). 7: the
 // hello reply names each class's per-client limit; status lists clients.
-inline constexpr uint32_t kProtocolVersion = 7;
+// 8: TableSpec.capacity is 64 bits, so the server alone bounds max_size.
+inline constexpr uint32_t kProtocolVersion = 8;
 // Descriptors one message may carry; a message that comes with more is refused.
 inline constexpr size_t kMaxControlFds = 4;
 inline constexpr uint32_t kMaxControlPayload = 1 << 16;
@@ -96,7 +97,7 @@ struct HelloReply {
 // A table's full configuration, as created.
 struct TableSpec {
   char name[kMaxTableName];
-  uint32_t capacity;
+  uint64_t capacity;  // as asked for: the server bounds it (Table::check)
   uint32_t max_times_sampled;
   uint32_t sampler;  // SelectorKind
   uint32_t remover;

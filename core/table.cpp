@@ -11,11 +11,13 @@ namespace engram {
 namespace {
 
 // Fills every field of *h except the segment header; returns the region size.
-size_t plan(const TableOptions& o, TableHeader* h) {
+size_t plan(const CheckedTableOptions& checked, TableHeader* h) {
+  const TableOptions& o = *checked;
+  const uint32_t capacity = checked.capacity();
   char* body = reinterpret_cast<char*>(h) + sizeof(SegmentHeader);
   std::memset(body, 0, sizeof(TableHeader) - sizeof(SegmentHeader));
   std::strncpy(h->name, o.name.c_str(), kMaxTableName - 1);
-  h->capacity = o.capacity;
+  h->capacity = capacity;
   h->max_times_sampled = o.max_times_sampled;
   h->max_refs_per_item = o.max_refs_per_item;
   h->num_columns = static_cast<uint32_t>(o.signature.size());
@@ -27,12 +29,12 @@ size_t plan(const TableOptions& o, TableHeader* h) {
     off = align_up(off + bytes, kCacheLine);
     return at;
   };
-  h->off_items = take(sizeof(ItemSlot) * o.capacity);
-  h->off_refs = take(sizeof(ChunkRef) * o.capacity * size_t{o.max_refs_per_item});
-  h->off_free = take(sizeof(uint32_t) * o.capacity);
-  h->sampler_size = Selector::bytes_needed(o.sampler, o.capacity);
+  h->off_items = take(sizeof(ItemSlot) * capacity);
+  h->off_refs = take(sizeof(ChunkRef) * capacity * size_t{o.max_refs_per_item});
+  h->off_free = take(sizeof(uint32_t) * capacity);
+  h->sampler_size = Selector::bytes_needed(o.sampler, capacity);
   h->off_sampler = take(h->sampler_size);
-  h->remover_size = Selector::bytes_needed(o.remover, o.capacity);
+  h->remover_size = Selector::bytes_needed(o.remover, capacity);
   h->off_remover = take(h->remover_size);
   h->region_size = off;
   return off;
@@ -40,43 +42,43 @@ size_t plan(const TableOptions& o, TableHeader* h) {
 
 }  // namespace
 
-Status Table::validate(const TableOptions& o) {
+Result<CheckedTableOptions> Table::check(TableOptions o) {
   if (Status s = validate_name(o.name, kMaxTableName - 1, "table name"); !s.ok()) return s;
   std::string t = "table '" + o.name + "': ";
-  if (o.capacity == 0) return {Errc::invalid_capacity, t + "capacity (max_size) must be at least 1"};
+  if (o.capacity == 0) return Status{Errc::invalid_capacity, t + "capacity (max_size) must be at least 1"};
   if (o.capacity > kMaxTableCapacity)
-    return {Errc::invalid_capacity, t + "capacity (max_size) " + std::to_string(o.capacity) + " is more than 2^30"};
+    return Status{Errc::invalid_capacity,
+                  t + "capacity (max_size) " + std::to_string(o.capacity) + " is more than 2^30 (1073741824)"};
   if (o.max_refs_per_item == 0 || o.max_refs_per_item > kMaxItemChunks)
-    return {Errc::invalid_argument, t + "max_chunks_per_item " + std::to_string(o.max_refs_per_item) + " is not in 1.." +
-                                        std::to_string(kMaxItemChunks)};
-  if (Status s = Selector::validate(o.sampler); !s.ok()) return {s.code(), t + "sampler: " + s.message()};
-  if (Status s = Selector::validate(o.remover); !s.ok()) return {s.code(), t + "remover: " + s.message()};
-  if (Status s = o.rate_limiter.validate(); !s.ok()) return {s.code(), t + s.message()};
+    return Status{Errc::invalid_argument, t + "max_chunks_per_item " + std::to_string(o.max_refs_per_item) +
+                                              " is not in 1.." + std::to_string(kMaxItemChunks)};
+  if (Status s = Selector::validate(o.sampler); !s.ok()) return Status{s.code(), t + "sampler: " + s.message()};
+  if (Status s = Selector::validate(o.remover); !s.ok()) return Status{s.code(), t + "remover: " + s.message()};
+  if (Status s = o.rate_limiter.validate(); !s.ok()) return Status{s.code(), t + s.message()};
   if (Status s = validate_signature(o.signature.data(), o.signature.size()); !s.ok())
-    return {s.code(), t + "signature: " + s.message()};
-  return Status::Ok();
+    return Status{s.code(), t + "signature: " + s.message()};
+  return CheckedTableOptions(std::move(o));
 }
 
-size_t Table::bytes_needed(const TableOptions& o) {
-  if (!validate(o).ok()) return 0;
+size_t Table::bytes_needed(const CheckedTableOptions& o) {
   TableHeader h;
   return plan(o, &h);
 }
 
-Result<Table> Table::format(void* mem, size_t size, const TableOptions& o, uint64_t seed) {
-  if (Status s = validate(o); !s.ok()) return s;
+Result<Table> Table::format(void* mem, size_t size, const CheckedTableOptions& checked, uint64_t seed) {
+  const TableOptions& o = *checked;
   if (reinterpret_cast<uintptr_t>(mem) % kCacheLine != 0)
     return Status{Errc::invalid_argument, "table memory must be 64-byte aligned"};
   auto* h = static_cast<TableHeader*>(mem);
-  size_t need = bytes_needed(o);
+  size_t need = bytes_needed(checked);
   if (size < need)
     return Status{Errc::invalid_argument, "table '" + o.name + "' needs " + std::to_string(need) + " bytes, got " + std::to_string(size)};
   segment_begin_format(&h->segment, SegmentKind::table, kTableLayoutHash, need);
-  plan(o, h);
+  plan(checked, h);
   char* base = static_cast<char*>(mem);
-  std::memset(base + h->off_items, 0, sizeof(ItemSlot) * o.capacity);
-  if (auto s = Selector::format(base + h->off_sampler, h->sampler_size, o.sampler, o.capacity); !s.ok()) return s.status();
-  if (auto s = Selector::format(base + h->off_remover, h->remover_size, o.remover, o.capacity); !s.ok()) return s.status();
+  std::memset(base + h->off_items, 0, sizeof(ItemSlot) * checked.capacity());
+  if (auto s = Selector::format(base + h->off_sampler, h->sampler_size, o.sampler, checked.capacity()); !s.ok()) return s.status();
+  if (auto s = Selector::format(base + h->off_remover, h->remover_size, o.remover, checked.capacity()); !s.ok()) return s.status();
   Table t(h, seed);
   t.reset();
   segment_publish(&h->segment);
@@ -110,9 +112,10 @@ Result<Table> Table::attach(void* mem, size_t size, uint64_t seed) {
   if (!sampler.ok()) return sampler.status();
   if (!remover.ok()) return remover.status();
   TableOptions o = header_options(h, {sampler->kind(), sampler->exponent()}, {remover->kind(), remover->exponent()});
-  if (Status s = validate(o); !s.ok()) return Status{Errc::corrupt, "table header is invalid: " + s.message()};
+  auto checked = check(std::move(o));
+  if (!checked.ok()) return Status{Errc::corrupt, "table header is invalid: " + checked.status().message()};
   TableHeader expect;
-  size_t need = plan(o, &expect);
+  size_t need = plan(*checked, &expect);
   if (need > size || need != h->region_size || expect.off_items != h->off_items || expect.off_refs != h->off_refs ||
       expect.off_free != h->off_free || expect.off_sampler != h->off_sampler || expect.off_remover != h->off_remover ||
       h->size > h->capacity || h->free_count > h->capacity || h->size + h->free_count != h->capacity)
@@ -319,13 +322,14 @@ void Table::reset() {
   sync_limiter();
 }
 
-TableOptions Table::options() const {
-  return header_options(h_, {sampler_.kind(), sampler_.exponent()}, {remover_.kind(), remover_.exponent()});
+// The header was checked when the table was formatted or attached.
+CheckedTableOptions Table::options() const {
+  return CheckedTableOptions(header_options(h_, {sampler_.kind(), sampler_.exponent()}, {remover_.kind(), remover_.exponent()}));
 }
 
 TableState Table::snapshot() const {
   TableState s;
-  s.options = options();
+  s.options = *options();
   s.counters = limiter_.counters();
   s.stats = h_->stats;
   s.next_seq = h_->next_seq;

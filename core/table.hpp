@@ -60,14 +60,17 @@ struct ItemSlot {
 };
 static_assert(sizeof(ItemSlot) == 40);
 
-// A table's bounds, checked by Table::validate for every way a table is
-// made (the C API, engramd.toml, engramctl, a restored checkpoint).
+// A table's bounds: their only home. Table::check holds them against the
+// options of every table made (the C API and engramctl through the control
+// protocol, engramd.toml, a restored checkpoint); nothing before it narrows
+// or bounds a field, so that each refusal has one message.
 inline constexpr uint32_t kMaxTableCapacity = 1u << 30;  // items (max_size)
 inline constexpr uint32_t kMaxItemChunks = 8;            // chunk slices per item: what one insert record carries
 
+// A table's options as they arrive, not yet checked.
 struct TableOptions {
   std::string name;
-  uint32_t capacity = 0;  // max_size
+  uint64_t capacity = 0;  // max_size; 64 bits wide so that it is bounded by check, not by a cast
   SelectorOptions sampler{SelectorKind::uniform, 1.0};
   SelectorOptions remover{SelectorKind::fifo, 1.0};
   uint32_t max_times_sampled = 0;  // 0 = unlimited
@@ -159,8 +162,26 @@ struct ItemState {
   uint64_t sampler_seq, remover_seq;  // heap tie-break ages (0 for other kinds)
 };
 
+// Options that Table::check accepted. Only Table makes one, so a function
+// that takes this type (Table::format, the daemon's registry) knows the
+// options were checked, once, where they entered.
+class CheckedTableOptions {
+ public:
+  const TableOptions& operator*() const noexcept { return o_; }
+  const TableOptions* operator->() const noexcept { return &o_; }
+  uint32_t capacity() const noexcept { return static_cast<uint32_t>(o_.capacity); }  // <= kMaxTableCapacity
+
+ private:
+  friend class Table;
+  template <typename T>
+  friend class Result;                      // holds an empty one beside a refusal
+  CheckedTableOptions() = default;
+  explicit CheckedTableOptions(TableOptions o) : o_(std::move(o)) {}
+  TableOptions o_;
+};
+
 struct TableState {
-  TableOptions options;
+  TableOptions options;  // as saved: checked again when restored
   RateLimiterCounters counters{};
   TableStats stats{};
   uint64_t next_seq = 0;
@@ -179,9 +200,11 @@ class Table {
 
   Table() = default;
 
-  static Status validate(const TableOptions& o);
-  static size_t bytes_needed(const TableOptions& o);  // 0 when invalid
-  static Result<Table> format(void* mem, size_t size, const TableOptions& o, uint64_t seed = 1);
+  // The one check of a table's options, against the bounds above; the
+  // message names the table and the field.
+  static Result<CheckedTableOptions> check(TableOptions o);
+  static size_t bytes_needed(const CheckedTableOptions& o);
+  static Result<Table> format(void* mem, size_t size, const CheckedTableOptions& o, uint64_t seed = 1);
   static Result<Table> attach(void* mem, size_t size, uint64_t seed = 1);
 
   void set_remove_hook(RemoveHook hook) { on_remove_ = std::move(hook); }
@@ -209,7 +232,7 @@ class Table {
 
   TableInfo info() const;
   // The options this table was formatted with (rate limiter as now).
-  TableOptions options() const;
+  CheckedTableOptions options() const;
   // A copy of everything, for a checkpoint; O(capacity).
   TableState snapshot() const;
   // Puts a snapshot back into this table, which must be empty and formatted

@@ -124,7 +124,9 @@ Status CheckpointScheduler::restore_from(const std::string& path) {
       r.generation = blocks[r.block].generation;
       r.block = blocks[r.block].index;
     }
-    if (Status s = tables_->create(st.options); !s.ok()) {
+    auto checked = Table::check(st.options);
+    Status s = checked.ok() ? tables_->create(*checked) : checked.status();
+    if (!s.ok()) {
       undo();
       return {s.code(), "table " + st.options.name + ": " + s.message()};
     }

@@ -38,7 +38,7 @@ struct ServerConfig {
   // Of each arena size class, the share one client may hold reserved
   // (being written, or spare): see client_block_limit.
   double max_reserved_share = 0.25;
-  std::vector<TableOptions> tables;  // created at start (after a restore, those it did not bring back)
+  std::vector<CheckedTableOptions> tables;  // created at start (after a restore, those it did not bring back)
   CheckpointConfig checkpoint;       // [checkpoint]
 };
 
@@ -54,7 +54,8 @@ uint32_t client_block_limit(uint32_t count, double share);
 Result<ServerConfig> parse_config(std::string_view text, const std::string& source);
 Result<ServerConfig> load_config(const std::string& path);
 // Parses one table definition, e.g. `engramctl create-table`'s input:
-// the keys of a [[table]] entry at top level.
+// the keys of a [[table]] entry at top level. Not checked: the server
+// that creates it checks it (Table::check).
 Result<TableOptions> parse_table_snippet(std::string_view text, const std::string& source);
 // Checks everything parse_config cannot see alone (tables fit the arena, ...).
 Status validate_config(const ServerConfig& c);

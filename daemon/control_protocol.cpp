@@ -130,13 +130,13 @@ bool Server::Impl::create_table(Client& c, const std::vector<char>& p) {
   TableSpec spec;
   if (!read_payload(p, &spec)) return reply(c, ControlType::create_table, {Errc::invalid_argument, "malformed table spec"});
   spec.name[sizeof spec.name - 1] = '\0';
-  TableOptions o = from_spec(spec);
-  o.signature.resize(std::min<size_t>(spec.num_columns, kMaxColumns));
-  if (spec.num_columns > kMaxColumns)
+  if (spec.num_columns > kMaxColumns)  // the array's bound: from_spec reads no further
     return reply(c, ControlType::create_table,
                  {Errc::invalid_argument, "more than " + std::to_string(kMaxColumns) + " columns"});
-  Status s = tables->create(o);
-  if (s.ok()) log_info(who(c) + " created table " + o.name);
+  auto checked = Table::check(from_spec(spec));
+  if (!checked.ok()) return reply(c, ControlType::create_table, checked.status());
+  Status s = tables->create(*checked);
+  if (s.ok()) log_info(who(c) + " created table " + (*checked)->name);
   return reply(c, ControlType::create_table, s);
 }
 

@@ -120,7 +120,7 @@ std::string info_json(const TableInfoWire& w) {
 void print_info(const TableInfoWire& w) {
   const TableSpec& s = w.spec;
   std::printf("table %s\n", fixed_string(s.name, sizeof s.name).c_str());
-  std::printf("  size            %u / %u items\n", w.size, s.capacity);
+  std::printf("  size            %u / %llu items\n", w.size, static_cast<unsigned long long>(s.capacity));
   std::printf("  sampler         %s", selector_kind_name(static_cast<SelectorKind>(s.sampler)));
   if (static_cast<SelectorKind>(s.sampler) == SelectorKind::prioritized) std::printf(" (exponent %g)", s.sampler_exponent);
   std::printf("\n  remover         %s\n", selector_kind_name(static_cast<SelectorKind>(s.remover)));
@@ -261,8 +261,9 @@ int main(int argc, char** argv) {
     }
     std::printf("%-24s %12s %12s %-12s %12s %12s\n", "TABLE", "SIZE", "MAX_SIZE", "SAMPLER", "INSERTS", "SAMPLES");
     for (const TableInfoWire& w : all)
-      std::printf("%-24s %12u %12u %-12s %12lld %12lld\n", fixed_string(w.spec.name, sizeof w.spec.name).c_str(), w.size,
-                  w.spec.capacity, selector_kind_name(static_cast<SelectorKind>(w.spec.sampler)),
+      std::printf("%-24s %12u %12llu %-12s %12lld %12lld\n", fixed_string(w.spec.name, sizeof w.spec.name).c_str(),
+                  w.size, static_cast<unsigned long long>(w.spec.capacity),
+                  selector_kind_name(static_cast<SelectorKind>(w.spec.sampler)),
                   static_cast<long long>(w.counters.inserts), static_cast<long long>(w.counters.samples));
     return 0;
   }

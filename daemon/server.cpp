@@ -65,12 +65,13 @@ Status Server::Impl::init(const ServerConfig& c) {
                                 s.message().size());
       });
   if (Status s = checkpoints->restore_at_start(); !s.ok()) return s;
-  for (const TableOptions& o : config.tables) {
+  for (const CheckedTableOptions& checked : config.tables) {
+    const TableOptions& o = *checked;
     if (tables->find(o.name)) {
       log_info("table " + o.name + ": restored from the checkpoint; its [[table]] entry in the config is not applied");
       continue;
     }
-    if (Status s = tables->create(o); !s.ok()) return {s.code(), "table \"" + o.name + "\": " + s.message()};
+    if (Status s = tables->create(checked); !s.ok()) return {s.code(), "table \"" + o.name + "\": " + s.message()};
   }
   wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_fd < 0) return sys_error("eventfd");
@@ -220,7 +221,8 @@ void Server::Impl::apply_reload() {
     next.swap(pending_reload);
   }
   if (!next) return;
-  for (const TableOptions& o : next->tables) {
+  for (const CheckedTableOptions& checked : next->tables) {
+    const TableOptions& o = *checked;
     TableEntry* e = tables->find(o.name);
     if (!e) {
       log_warn("reload: table " + o.name + " is new; create it with engramctl create-table or restart");

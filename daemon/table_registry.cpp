@@ -6,9 +6,9 @@
 
 namespace engram {
 
-Status TableRegistry::create(const TableOptions& o) {
+Status TableRegistry::create(const CheckedTableOptions& checked) {
+  const TableOptions& o = *checked;
   if (tables_.count(o.name)) return {Errc::already_exists, "a table named \"" + escaped(o.name) + "\" exists"};
-  if (Status s = Table::validate(o); !s.ok()) return s;
   auto id = table_ids_.take("table");
   if (!id.ok()) return {Errc::full, "at most " + std::to_string(kMaxTables) + " tables"};
   auto aid = arena_ids_->take("arena client");
@@ -24,7 +24,7 @@ Status TableRegistry::create(const TableOptions& o) {
   e.id = *id;
   e.name = o.name;
   e.owner_arena_id = *aid;
-  auto seg = ShmSegment::create_sealed(prefix_ + ".index" + std::to_string(*id), Table::bytes_needed(o),
+  auto seg = ShmSegment::create_sealed(prefix_ + ".index" + std::to_string(*id), Table::bytes_needed(checked),
                                        ShmSegment::Sealing::writable_here_only);
   if (!seg.ok()) {
     undo();
@@ -32,7 +32,7 @@ Status TableRegistry::create(const TableOptions& o) {
   }
   e.segment = std::move(*seg);
   e.segment.close_fd();  // handed to nobody: the mapping is all the daemon needs
-  auto t = Table::format(e.segment.data(), e.segment.size(), o, 0x5eed0000ULL + *id);
+  auto t = Table::format(e.segment.data(), e.segment.size(), checked, 0x5eed0000ULL + *id);
   if (!t.ok()) {
     undo();
     return t.status();

@@ -36,7 +36,7 @@ class TableRegistry {
       : arena_(arena), bells_(bells), arena_ids_(arena_ids), prefix_(std::move(segment_prefix)),
         ring_records_(ring_records) {}
 
-  Status create(const TableOptions& o);
+  Status create(const CheckedTableOptions& o);
   // Releases every item's chunks, closes every channel with table_dropped
   // and stops the owner. The clients' channel segments are the caller's.
   void drop(const std::string& name);

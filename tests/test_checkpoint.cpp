@@ -118,7 +118,7 @@ TEST(Manifest, AnExponentNoSelectorReadsRestoresAsOneAndAPrioritizedOneIsKept) {
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(back->tables[0].options.sampler.exponent, 1.0);
   EXPECT_EQ(back->tables[0].options.remover.exponent, 1.0);
-  EXPECT_TRUE(Table::validate(back->tables[0].options).ok()) << Table::validate(back->tables[0].options).message();
+  EXPECT_TRUE(Table::check(back->tables[0].options).ok()) << Table::check(back->tables[0].options).status().message();
   EXPECT_EQ(back->tables[1].options.sampler.exponent, 0.6);
 }
 
@@ -151,9 +151,9 @@ struct Fixture {
     opts.capacity = 300;
     opts.sampler = {SelectorKind::prioritized, 0.6};
     opts.signature = {make_column("x", DType::f32, {100})};
-    size_t need = Table::bytes_needed(opts);
+    size_t need = Table::bytes_needed(test::checked(opts));
     table_mem.resize(need + 64);
-    table = *Table::format(aligned(table_mem), need, opts);
+    table = *Table::format(aligned(table_mem), need, test::checked(opts));
     uint64_t sig = signature_hash(opts.signature.data(), 1);
     for (int i = 0; i < 200; ++i) {
       BlockRef b = *arena.alloc(1, 0);

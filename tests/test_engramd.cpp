@@ -640,5 +640,48 @@ TEST(Engramctl, CommandsAgainstTheDaemon) {
   EXPECT_NE(out.find("no engram server listens on " + d.dir() + "/none.sock"), std::string::npos) << out;
 }
 
+// A table's options are checked in one place (Table::check), so a bad one
+// gets the same words through each way a table is made: engramd.toml,
+// engramctl create-table and the C API. (Each kept bounds of its own
+// before, each with its own message; 2^32 and more were refused by the C
+// API's narrowing check and by the config's range alone.)
+TEST(Engramctl, ABadTableIsRefusedInTheSameWordsWhereverItComesFrom) {
+  Daemon d(table_toml("replay", "max_size = 50"));
+  const std::string ctl = ENGRAMCTL_PATH, s = "--socket";
+  engram_client* c = connect_c(d.socket());
+  ASSERT_NE(c, nullptr);
+  struct Case {
+    std::string toml;
+    std::function<void(engram_table_options*)> in_c;
+    std::string words;
+  };
+  const Case cases[] = {
+      {"max_size = 2147483648", [](engram_table_options* o) { o->max_size = 1ull << 31; },
+       "capacity (max_size) 2147483648 is more than 2^30"},
+      {"max_size = 8589934592", [](engram_table_options* o) { o->max_size = 1ull << 33; },
+       "capacity (max_size) 8589934592 is more than 2^30"},
+      {"max_size = 0", [](engram_table_options* o) { o->max_size = 0; }, "capacity (max_size) must be at least 1"},
+      {"max_size = 5\nmax_chunks_per_item = 9", [](engram_table_options* o) { o->max_chunks_per_item = 9; },
+       "max_chunks_per_item 9 is not in 1..8"},
+  };
+  std::string out;
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.toml);
+    std::ofstream(d.file("bad.toml")) << table_toml("t", k.toml);
+    EXPECT_EQ(run({ENGRAMD_PATH, "--check-config", "--config", d.file("bad.toml")}, &out, d.dir()), 1);
+    EXPECT_NE(out.find("table[0]: table 't': " + k.words), std::string::npos) << out;
+    std::ofstream(d.file("snippet.toml")) << "name = \"t\"\n" << k.toml << "\n[[column]]\nname = \"x\"\ndtype = \"float32\"\n";
+    EXPECT_EQ(run({ctl, s, d.socket(), "create-table", d.file("snippet.toml")}, &out, d.dir()), 1);
+    EXPECT_NE(out.find("table 't': " + k.words), std::string::npos) << out;
+    engram_table_options o = scalar_table("t");
+    o.max_size = 5;
+    k.in_c(&o);
+    EXPECT_EQ(engram_table_create(c, &o), k.words.find("max_size") != std::string::npos ? ENGRAM_E_RANGE
+                                                                                          : ENGRAM_E_INVALID);
+    EXPECT_NE(std::string(engram_last_error()).find("table 't': " + k.words), std::string::npos) << engram_last_error();
+  }
+  engram_disconnect(c);
+}
+
 }  // namespace
 }  // namespace engram::test

@@ -32,8 +32,8 @@ TableOptions options(SelectorOptions sampler, SelectorOptions remover, uint32_t 
 }
 
 struct OwnedTable {
-  explicit OwnedTable(const TableOptions& o, uint64_t seed = 1) : buf(Table::bytes_needed(o)) {
-    auto r = Table::format(buf.data(), buf.size, o, seed);
+  explicit OwnedTable(const TableOptions& o, uint64_t seed = 1) : buf(Table::bytes_needed(test::checked(o))) {
+    auto r = Table::format(buf.data(), buf.size, test::checked(o), seed);
     EXPECT_TRUE(r.ok()) << r.status().to_string();
     table = r.value();
     table.set_remove_hook([this](const ItemSlot& it, const ChunkRef* refs) {
@@ -347,9 +347,9 @@ TEST(Table, OptionValidation) {
   auto with = [&](auto f) {
     TableOptions o = base;
     f(o);
-    return Table::validate(o);
+    return Table::check(o).status();
   };
-  EXPECT_TRUE(Table::validate(base).ok());
+  EXPECT_TRUE(Table::check(base).ok());
   EXPECT_EQ(with([](TableOptions& o) { o.capacity = 0; }).code(), Errc::invalid_capacity);
   EXPECT_EQ(with([](TableOptions& o) { o.name = ""; }).code(), Errc::invalid_argument);
   EXPECT_EQ(with([](TableOptions& o) { o.name = std::string(100, 'x'); }).code(), Errc::invalid_argument);
@@ -464,11 +464,11 @@ TEST(Table, WorksFromAnotherProcessAndAnotherAddress) {
   auto o = options({SelectorKind::prioritized, 0.6}, {SelectorKind::min_heap, 1}, 100);
   const std::string name = "engram-test-table-" + std::to_string(getpid());
   ShmSegment::remove(name);
-  auto seg = ShmSegment::create(name, Table::bytes_needed(o), 0600);
+  auto seg = ShmSegment::create(name, Table::bytes_needed(test::checked(o)), 0600);
   ASSERT_TRUE(seg.ok()) << seg.status().to_string();
   pid_t pid = fork();
   if (pid == 0) {  // the owner: fill the table, sample, update
-    auto t = Table::format(seg->data(), seg->size(), o, 5);
+    auto t = Table::format(seg->data(), seg->size(), test::checked(o), 5);
     if (!t.ok()) _exit(2);
     for (int i = 0; i < 150; ++i) {
       ChunkRef r = ref_for(i);

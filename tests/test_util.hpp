@@ -9,6 +9,7 @@
 #include <new>
 
 #include "core/chunk_arena.hpp"
+#include "core/table.hpp"
 
 namespace engram::test {
 
@@ -32,6 +33,10 @@ struct AlignedBuffer {
   size_t size;
   char* ptr;
 };
+
+// Options a test knows to be valid, checked (a test of check itself calls
+// Table::check).
+inline CheckedTableOptions checked(const TableOptions& o) { return Table::check(o).value(); }
 
 // An arena in this process's memory, its meta region and its blocks, as
 // the daemon keeps one.

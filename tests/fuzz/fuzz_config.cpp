@@ -1,8 +1,10 @@
 // libFuzzer target: arbitrary text as engramd.toml and as an engramctl
-// table snippet. Parsing must return a value or an error, never crash.
+// table snippet. Parsing and checking must return a value or an error,
+// never crash.
 #include <cstdint>
 #include <string_view>
 
+#include "core/table.hpp"
 #include "daemon/config.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -10,6 +12,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto c = engram::parse_config(text, "fuzz");
   (void)c;
   auto t = engram::parse_table_snippet(text, "fuzz");
-  (void)t;
+  if (t.ok()) (void)engram::Table::check(*t);
   return 0;
 }

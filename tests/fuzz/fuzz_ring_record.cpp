@@ -35,8 +35,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   to.capacity = 16;
   to.sampler = {SelectorKind::prioritized, 0.6};
   to.signature = {make_column("obs", DType::u8, {8}), make_column("r", DType::f32, {})};
-  test::AlignedBuffer table_mem(Table::bytes_needed(to));
-  Table table = *Table::format(table_mem.data(), table_mem.size, to);
+  test::AlignedBuffer table_mem(Table::bytes_needed(test::checked(to)));
+  Table table = *Table::format(table_mem.data(), table_mem.size, test::checked(to));
   test::AlignedBuffer chan_mem(Channel::bytes_needed(16));
   Channel chan = *Channel::format(chan_mem.data(), chan_mem.size, 0, 16);
   TableOwner owner(arena, kOwnerId, table, to_spec(to), nullptr, 16);
