@@ -3,7 +3,7 @@
 long a 128x128x128 sgemm (the size of the agents' hidden layers at batch
 128) takes, one thread, with those and with each kernel named by
 OPENBLAS_CORETYPE. Prints JSON and writes bench/results/blas-kernels.json.
-See agents/common/blas_setup.hpp and bench/NOTES.md, "OpenBLAS on an
+See agents/common/nets/blas_setup.hpp and bench/NOTES.md, "OpenBLAS on an
 unknown CPU".
   bench/blas_kernels.py [CORETYPE ...]   default: Haswell SkylakeX
 """

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "agents/common/blas_setup.hpp"
+#include "agents/common/nets/blas_setup.hpp"
 
 using engram::agents::blas_core_for;
 

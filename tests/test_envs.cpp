@@ -6,9 +6,9 @@
 
 #include <vector>
 
-#include "agents/common/breakout.hpp"
-#include "agents/common/cartpole.hpp"
-#include "agents/common/rng.hpp"
+#include "agents/common/env/breakout.hpp"
+#include "agents/common/env/cartpole.hpp"
+#include "agents/common/env/rng.hpp"
 
 namespace engram::agents {
 namespace {

@@ -1,4 +1,4 @@
-// The learning curve's bookkeeping (agents/common/episodes.hpp): how often
+// The learning curve's bookkeeping (agents/common/tables/episodes.hpp): how often
 // a learner looks at its episodes, and which looks become rows of
 // curve.csv. A clock is passed in, so the test sets the times.
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "agents/common/episodes.hpp"
+#include "agents/common/tables/episodes.hpp"
 
 namespace engram::agents {
 namespace {

@@ -1,10 +1,10 @@
-// FlatAdam (agents/common/flat_adam.hpp) against what it replaces:
+// FlatAdam (agents/common/nets/flat_adam.hpp) against what it replaces:
 // torch::optim::Adam after clip_grad_norm_, step by step on twin networks,
 // with gradients large enough to be clipped and small enough not to be.
 #include <gtest/gtest.h>
 
-#include "agents/common/flat_adam.hpp"
-#include "agents/common/nets.hpp"
+#include "agents/common/nets/flat_adam.hpp"
+#include "agents/common/nets/nets.hpp"
 
 namespace engram::agents {
 namespace {

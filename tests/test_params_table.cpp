@@ -1,4 +1,4 @@
-// The parameter table (agents/common/params.hpp) round trip: what the
+// The parameter table (agents/common/tables/params.hpp) round trip: what the
 // learner publishes as version v, an actor reads back, byte for byte, and
 // only when the version moved. Public headers and libengram only.
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "agents/common/params.hpp"
+#include "agents/common/tables/params.hpp"
 #include "engram/server.hpp"
 
 namespace engram::agents {

@@ -18,13 +18,13 @@
 #include "agents/apex/bookkeeping.hpp"
 #include "agents/apex/roles.hpp"
 #include "agents/apex/tables.hpp"
-#include "agents/common/call_clock.hpp"
-#include "agents/common/children.hpp"
-#include "agents/common/episodes.hpp"
-#include "agents/common/env.hpp"
-#include "agents/common/nets.hpp"
-#include "agents/common/params.hpp"
-#include "agents/common/rng.hpp"
+#include "agents/common/env/env.hpp"
+#include "agents/common/env/rng.hpp"
+#include "agents/common/host/call_clock.hpp"
+#include "agents/common/host/children.hpp"
+#include "agents/common/nets/nets.hpp"
+#include "agents/common/tables/episodes.hpp"
+#include "agents/common/tables/params.hpp"
 
 namespace engram::agents::apex {
 

@@ -3,9 +3,6 @@
 // one trains), learns with double Q-learning on a dueling
 // network, writes new priorities back by key, publishes its parameters,
 // and reports progress once a second. Also: playing a saved model.
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -18,17 +15,14 @@
 #include "agents/apex/bookkeeping.hpp"
 #include "agents/apex/roles.hpp"
 #include "agents/apex/tables.hpp"
-#include "agents/common/call_clock.hpp"
-#include "agents/common/children.hpp"
-#include "agents/common/episodes.hpp"
-#include "agents/common/evaluate.hpp"
-#include "agents/common/flat_adam.hpp"
-#include "agents/common/env.hpp"
-#include "agents/common/nets.hpp"
-#include "agents/common/params.hpp"
-#include "agents/common/replace_tables.hpp"
-#include "agents/common/rng.hpp"
-#include "engram/server.hpp"
+#include "agents/common/env/env.hpp"
+#include "agents/common/env/rng.hpp"
+#include "agents/common/host/call_clock.hpp"
+#include "agents/common/host/learner_host.hpp"
+#include "agents/common/nets/evaluate.hpp"
+#include "agents/common/nets/flat_adam.hpp"
+#include "agents/common/nets/nets.hpp"
+#include "agents/common/tables/episodes.hpp"
 
 namespace engram::agents::apex {
 
@@ -147,21 +141,16 @@ class Batches {
   }
 };
 
-// The embedded server's config: an arena with room for the replay, the
-// episodes, the parameters and what is in flight.
-std::string server_toml(const Options& o, size_t params) {
-  // Chunks of kChunkTransitions transitions: CartPole's fit 1 KB, Breakout's
-  // (two 4x10x10 byte planes a step) 16 KB; episodes' chunks of one step 512 B.
+// The replay's chunks: kChunkTransitions transitions each (CartPole's fit
+// 1 KB, Breakout's two 4x10x10 byte planes a step 16 KB), for the replay,
+// the items in flight and each actor's open chunks.
+ArenaClass replay_chunks(const Options& o) {
   uint64_t chunks = o.capacity / kChunkTransitions + o.capacity / (4 * kChunkTransitions) + 4096 +
                     64 * static_cast<uint64_t>(o.actors);
-  uint64_t param_block = (params * 4 + 4096 + 63) / 64 * 64;
-  std::string t = "[arena]\nclasses = [ { block_size = 512, count = 120000 }, { block_size = " +
-                  std::string(byte_observations(o) ? "16384" : "1024") + ", count = " + std::to_string(chunks) + " }";
-  t += ", { block_size = " + std::to_string(param_block) + ", count = 64 } ]\n";
-  return t;
+  return {byte_observations(o) ? 16384u : 1024u, chunks};
 }
 
-void create_tables(api::Client& c, const Options& o, const std::vector<int64_t>& shape, size_t params) {
+api::TableOptions replay_table(const Options& o, const std::vector<int64_t>& shape) {
   api::TableOptions r;
   r.name = kReplayTable;
   r.max_size = o.capacity;
@@ -176,64 +165,35 @@ void create_tables(api::Client& c, const Options& o, const std::vector<int64_t>&
                        ? api::RateLimiter::min_size(o.min_replay)
                        : api::RateLimiter::sample_to_insert_ratio(spi, o.min_replay, std::max(4.0 * o.batch, 200.0 * spi));
   r.columns = replay_columns(o, shape);
-  replace_tables(c, {r, episodes_table(), params_table(params)});
-}
-
-std::vector<pid_t> start_actors(const Options& o, const std::string& socket) {
-  std::vector<pid_t> pids;
-  for (int k = 0; k < o.actors; ++k)
-    pids.push_back(start_child({"--role", "actor", "--actor-id", std::to_string(k), "--env", o.env, "--actors",
-                                std::to_string(o.actors), "--envs-per-actor", std::to_string(o.envs_per_actor),
-                                "--seed", std::to_string(o.seed), "--socket", socket, "--out", o.out}));
-  return pids;
-}
-
-// Stops the actors: their inserts first stop waiting for the learner
-// (a rate limiter without an upper bound), so that each sees SIGTERM at
-// its next step and writes its counts. Returns the counts, summed.
-ActorReport stop_actors(api::Client& c, std::vector<pid_t>& actors, const Options& o) {
-  c.set_rate_limiter(kReplayTable, api::RateLimiter::min_size(1));
-  stop_children(actors);
-  return actor_counts(o.out, o.actors);
+  return r;
 }
 
 }  // namespace
 
 int run_learner(const Options& o) {
-  setup_process();
-  torch::manual_seed(o.seed);
-  ::mkdir(o.out.c_str(), 0755);
-  std::unique_ptr<Env> probe = make_env(o.env);
-  const std::vector<int64_t> shape = probe->observation_shape();
-  const size_t obs_size = probe->observation_size();
-  const int64_t actions = probe->num_actions();
-  DuelingQ online(o.env, shape, actions), target(o.env, shape, actions);
+  const EnvShape env = start_learner(o.env, o.seed);
+  const std::vector<int64_t>& shape = env.observation;
+  const size_t obs_size = env.observation_size;
+  DuelingQ online(o.env, shape, env.actions), target(o.env, shape, env.actions);
   copy_parameters(*online, *target);
   const size_t params = parameter_count(*online);
   FlatAdam adam(*online, o.lr);
 
-  std::unique_ptr<api::Server> server;
-  std::string socket = o.socket;
-  if (socket.empty()) {
-    socket = embedded_socket(o.out);
-    server = std::make_unique<api::Server>(server_toml(o, params), socket);
-  }
-  api::Client c = api::Client::connect(socket);
-  create_tables(c, o, shape, params);
-  ParamPublisher publisher(c, params);
+  LearnerHost host("engram-apex", o, replay_chunks(o), params);
+  host.create_tables(replay_table(o, shape));
   int64_t version = 1;
-  publisher.publish(version, flatten_parameters(*online));
+  host.publish(version, flatten_parameters(*online));
+  api::Client& c = host.client();
   api::Table replay = c.open_table(kReplayTable);
-  api::Table episodes = c.open_table(kEpisodesTable);
 
-  std::vector<pid_t> actors = start_actors(o, socket);
+  host.start_actors();
   double t0 = wall_s();
   Progress progress(o.out, t0, "eps<=0.01");
   std::printf("engram-apex: %s, %d actors x %d envs, learner batch %d; curve in %s/curve.csv\n", o.env.c_str(), o.actors,
               o.envs_per_actor, o.batch, o.out.c_str());
   if (o.actors == 0)  // else the progress lines of zeros look like a hang
     std::printf("engram-apex: --actors 0: waiting for actors to connect to %s (e.g. "
-                "bindings/python/examples/apex_actor.py --socket %s)\n", socket.c_str(), socket.c_str());
+                "bindings/python/examples/apex_actor.py --socket %s)\n", host.socket().c_str(), host.socket().c_str());
 
   Curve curve;
   CallClock in_engram;  // the main thread's engram calls
@@ -243,7 +203,7 @@ int run_learner(const Options& o) {
   int64_t steps = 0;
   {
     std::optional<Batches> batches;
-    if (o.train) in_engram([&] { batches.emplace(o, replay, socket, obs_size); });
+    if (o.train) in_engram([&] { batches.emplace(o, replay, host.socket(), obs_size); });
     std::vector<int64_t> batch_shape = {o.batch};
     batch_shape.insert(batch_shape.end(), shape.begin(), shape.end());
     bool done = false;         // solved, or the step limit
@@ -303,14 +263,14 @@ int run_learner(const Options& o) {
         if (updates % static_cast<uint64_t>(o.target_every) == 0) copy_parameters(*online, *target);
         if (updates % static_cast<uint64_t>(o.publish_every) == 0) {
           std::vector<float> flat = flatten_parameters(*online);
-          in_engram([&] { publisher.publish(++version, flat); });
+          in_engram([&] { host.publish(++version, flat); });
         }
 
       }
       double now = wall_s();
       if (progress.due(now)) {
         engram_table_info info = in_engram([&] {
-          drain_episodes(episodes, &curve);
+          host.poll(&curve);
           return c.info(kReplayTable);
         });
         steps = static_cast<int64_t>(info.inserts);
@@ -318,50 +278,34 @@ int run_learner(const Options& o) {
         done = solved || steps >= o.steps;
         progress.report(now, steps, updates, curve, info.size, "replay", done);
       }
-      reap_children(actors, "engram-apex");
     }
   }
-  double wall = wall_s() - t0;
+  RunEnd end;
+  end.wall_s = wall_s() - t0;
   double main_cpu = thread_cpu_s() - cpu0;
-  ActorReport act = stop_actors(c, actors, o);
-  // Shares of time in engram calls: the learner's (waiting for a batch
-  // included in wall, not in CPU) and the actors' whole.
-  double learner_cpu_share = in_engram.cpu() / std::max(1e-9, main_cpu);
-  double learner_wall_share = in_engram.wall() / std::max(1e-9, wall);
-  double actor_cpu_share = act.engram_cpu_share();
-  double actor_wall_share = act.engram_wall_share();
+  end.actors = host.stop_actors(kReplayTable);
+  end.solved = solved;
+  end.steps = steps;
+  end.updates = updates;
+  end.mean100 = Curve::mean(curve.low);
+  end.mean_of = " (eps<=0.01)";
+  end.episodes = curve.episodes;
+  end.learner_cpu_share = in_engram.cpu() / std::max(1e-9, main_cpu);
+  end.learner_wall_share = in_engram.wall() / std::max(1e-9, end.wall_s);
   torch::save(online, o.out + "/model.pt");
-  progress.close();
-  plot_curve(o.out, "engram-apex", "epsilon <= 0.01");
-  std::ofstream(o.out + "/summary.json") << "{\"env\": \"" << o.env << "\", \"seed\": " << o.seed << ", \"actors\": "
-                                        << o.actors << ", \"envs_per_actor\": " << o.envs_per_actor
-                                        << ", \"solved\": " << (solved ? "true" : "false") << ", \"env_steps\": " << steps
-                                        << ", \"updates\": " << updates << ", \"wall_s\": " << wall
-                                        << ", \"episodes\": " << curve.episodes
-                                        << ", \"mean100_low_epsilon\": " << Curve::mean(curve.low)
-                                        << ", \"mean100_all\": " << Curve::mean(curve.all)
-                                        << ", \"actor_frames\": " << act.frames
-                                        << ", \"learner_engram_cpu_share\": " << learner_cpu_share
-                                        << ", \"learner_engram_wall_share\": " << learner_wall_share
-                                        << ", \"actor_engram_cpu_share\": " << actor_cpu_share
-                                        << ", \"actor_engram_wall_share\": " << actor_wall_share << "}\n";
-  std::printf("engram-apex: time in engram calls: learner %.1f%% of CPU (%.1f%% of wall, waiting for batches included), "
-              "actors %.1f%% of CPU (%.1f%% of wall)\n",
-              100 * learner_cpu_share, 100 * learner_wall_share, 100 * actor_cpu_share, 100 * actor_wall_share);
-  std::printf("engram-apex: %s after %lld env steps, %llu updates, %.1f s; trailing-100 mean %.1f (eps<=0.01)\n",
-              solved ? "solved" : "stopped", static_cast<long long>(steps), static_cast<unsigned long long>(updates), wall,
-              Curve::mean(curve.low));
-  say_outputs("engram-apex", o.out);
+  finish_run("engram-apex", o, progress, "epsilon <= 0.01", end,
+             SummaryFields()
+                 .add("envs_per_actor", static_cast<double>(o.envs_per_actor))
+                 .add("mean100_low_epsilon", Curve::mean(curve.low))
+                 .add("mean100_all", Curve::mean(curve.all))
+                 .add("learner_engram_wall_share", end.learner_wall_share));
   return 0;
 }
 
 int run_eval(const Options& o) {
-  setup_process();
-  std::unique_ptr<Env> probe = make_env(o.env);
-  DuelingQ net(o.env, probe->observation_shape(), probe->num_actions());
-  load_model(net, o.eval, o.env);
-  return play_greedy(o.env, o.seed, o.eval_episodes,
-                     [&](const torch::Tensor& obs) { return static_cast<int>(net->forward(obs).argmax(1).item<int64_t>()); });
+  return eval_model<DuelingQ>(o, [](DuelingQ& net, const torch::Tensor& obs) {
+    return static_cast<int>(net->forward(obs).argmax(1).item<int64_t>());
+  });
 }
 
 }  // namespace engram::agents::apex

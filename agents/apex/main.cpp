@@ -1,7 +1,7 @@
 // engram-apex: Ape-X DQN (Horgan et al. 2018) through engram. See
 // engram-apex --help, and README, "Reference agents".
 #include "agents/apex/roles.hpp"
-#include "agents/common/command_line.hpp"
+#include "agents/common/host/command_line.hpp"
 
 int main(int argc, char** argv) {
   using namespace engram::agents::apex;

@@ -1,6 +1,6 @@
 #include "agents/apex/options.hpp"
 
-#include "agents/common/command_line.hpp"
+#include "agents/common/host/command_line.hpp"
 
 #include <cstdio>
 #include <cstdlib>
@@ -10,7 +10,6 @@
 namespace engram::agents::apex {
 
 void defaults_for(const std::string& name, Options* o) {
-  o->env = name;
   if (name == "breakout") {
     o->lr = 2.5e-4;
     o->batch = 64;
@@ -28,7 +27,6 @@ void defaults_for(const std::string& name, Options* o) {
     o->batches_per_sample = 1;
     o->target_every = 1000;
     o->steps = 1000000;
-    o->solved = 1e9;  // no stopping rule: runs its frames
   }
 }
 
@@ -36,13 +34,10 @@ namespace {
 const char* kHelp =
     "usage: engram-apex [--env cartpole|breakout] [--actors K] [--envs-per-actor M] [--steps N]\n"
     "                   [--seed S] [--socket PATH] [--out DIR]\n"
-    "       engram-apex --eval MODEL [--env ...] [--episodes N] [--seed S]\n"
     "Trains Ape-X DQN: K actor processes of M envs each write n-step transitions into\n"
     "engram, a learner samples them by priority. Stops at N env steps, or once the\n"
     "trailing-100 mean return of the envs with epsilon <= 0.01 reaches the env's goal\n"
-    "(CartPole: 475). Without --socket it runs its own engram server; with it, it uses\n"
-    "that one (engramd). Writes DIR/curve.csv, DIR/curve.png, DIR/model.pt and\n"
-    "DIR/summary.json. For measurements: --free-running 1 (no sample-to-insert ratio:\n"
+    "(CartPole: 475). For measurements: --free-running 1 (no sample-to-insert ratio:\n"
     "nobody waits) and --learner 0 (actors alone, no training). --actors 0 starts no\n"
     "actor: actors in any language connect to the socket (DIR/engram.sock without\n"
     "--socket), e.g. bindings/python/examples/apex_actor.py.\n"
@@ -54,9 +49,8 @@ const char* kHelp =
 
 bool parse(int argc, char** argv, Options* o) {
   const char* me = "engram-apex";
-  bool ok = walk_flags(argc, argv, me, kHelp, [&](const char* env) { defaults_for(env, o); },
+  bool ok = walk_flags(argc, argv, me, kHelp, o, [&](const char* env) { defaults_for(env, o); },
                        [&](const std::string& f, const char* v) {
-    if (int taken = shared_flag(me, f, v, o)) return taken > 0;
     if (f == "--envs-per-actor") return flag_integer(me, f, v, 1, kMaxCount, &o->envs_per_actor);
     if (f == "--lr") return flag_real(me, f, v, false, &o->lr);
     if (f == "--batch") return flag_integer(me, f, v, 1, kMaxCount, &o->batch);

@@ -5,24 +5,16 @@
 #include <cstdint>
 #include <string>
 
+#include "agents/common/host/run_options.hpp"
+
 namespace engram::agents::apex {
 
-struct Options {
-  // What the user chooses (engram-apex --help).
-  std::string env = "cartpole";
-  int actors = 1;
+struct Options : RunOptions {
+  Options() : RunOptions(300000, "apex-out") {}
+  // What the user chooses (engram-apex --help), besides RunOptions.
   int envs_per_actor = 16;
-  int64_t steps = 300000;  // env steps in all; training stops there or when solved
-  uint64_t seed = 1;
-  std::string socket;      // empty: an embedded server on a socket in `out`
-  std::string out = "apex-out";
-  std::string eval;        // a saved model to play greedily instead of training
-  int eval_episodes = 10;
   bool train = true;          // false: actors alone, the learner only watches (--learner 0)
   bool free_running = false;  // no sample-to-insert ratio: a MinSize limiter (--free-running 1)
-  // Set by the learner for the actor processes it starts.
-  std::string role = "learner";
-  int actor_id = 0;
 
   // Per environment (see defaults_for).
   double lr = 1e-3;
@@ -45,7 +37,6 @@ struct Options {
   int publish_every = 20;   // updates between parameter publishes
   int pull_every = 400;     // an actor's frames between parameter pulls
   double alpha = 0.6, beta = 0.4;
-  double solved = 475;      // trailing-100 mean of the low-epsilon envs that stops training
 };
 
 // The settings of env `name` (cartpole, breakout) over *o's defaults.

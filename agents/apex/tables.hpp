@@ -6,7 +6,7 @@
 //             float32 for CartPole and uint8 planes for Breakout (4x10x10,
 //             0 or 1: a quarter of the memory). Prioritized (alpha), FIFO
 //             eviction, a SampleToInsertRatio rate limiter.
-//   episodes  one item per finished episode (agents/common/episodes.hpp).
+//   episodes  one item per finished episode (agents/common/tables/episodes.hpp).
 #pragma once
 
 #include <engram/engram.hpp>

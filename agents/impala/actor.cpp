@@ -1,7 +1,7 @@
 // An IMPALA actor: M envs stepped together, the policy sampled per env
 // from its own random stream, each env a stream of steps with an unroll
 // every T steps (tables.hpp), written through an ActorPort (port.hpp):
-// engram's here, or the in-process baseline's (handoff.hpp). Parameters
+// engram's in an actor process, or the in-memory baseline's. Parameters
 // come before each unroll: the newest, or, with --reproducible, exactly
 // those of update k - 1 for rollout k. A process actor runs until it is
 // stopped (SIGTERM: it writes its counts to OUT/actor-K.json and exits 0)
@@ -14,14 +14,14 @@
 #include <thread>
 #include <vector>
 
-#include "agents/common/call_clock.hpp"
-#include "agents/common/children.hpp"
-#include "agents/common/env.hpp"
-#include "agents/common/episodes.hpp"
-#include "agents/common/nets.hpp"
-#include "agents/common/params.hpp"
-#include "agents/common/rng.hpp"
-#include "agents/impala/port.hpp"
+#include "agents/common/env/env.hpp"
+#include "agents/common/env/rng.hpp"
+#include "agents/common/host/call_clock.hpp"
+#include "agents/common/host/children.hpp"
+#include "agents/common/nets/nets.hpp"
+#include "agents/common/tables/episodes.hpp"
+#include "agents/common/tables/params.hpp"
+#include "agents/impala/engram_port.hpp"
 #include "agents/impala/roles.hpp"
 #include "agents/impala/tables.hpp"
 
@@ -41,64 +41,6 @@ struct Stream {
   float reward = 0, discount = 0, ret = 0;
   int32_t length = 0;
   std::vector<float> logits;
-};
-
-// An actor process's port: a writer per env into the unrolls table.
-class EngramPort : public ActorPort {
- public:
-  EngramPort(const Options& o, api::Client& c, size_t envs, const Env& probe)
-      : o_(o), reader_(c), unrolls_(c.open_table(kUnrollTable)), episodes_(c.open_table(kEpisodesTable)),
-        bytes_(probe.observation_size()) {
-    // Chunks of T steps end on an unroll's last step, so that an item
-    // (T + 1 steps over two chunks) goes out the moment it is created:
-    // the first chunk holds step 0 alone (started()).
-    api::WriterOptions wo;
-    wo.columns = unroll_columns(o, probe.observation_shape(), probe.num_actions());
-    wo.chunk_length = static_cast<uint32_t>(o.unroll);
-    wo.max_item_steps = static_cast<uint32_t>(o.unroll + 1);
-    for (size_t j = 0; j < envs; ++j) writers_.push_back(c.writer(wo));
-    api::WriterOptions eo;
-    eo.columns = episode_columns();
-    episode_writer_ = c.writer(eo);
-  }
-  int64_t parameters(int64_t have, int64_t want, std::vector<float>* out) override {
-    return reader_.wait(have, std::max<int64_t>(want, 1), out, [] { return g_stop != 0; });
-  }
-  void step(size_t j, const float* x, int32_t action, float reward, float discount, const float* logits, int32_t env,
-            int32_t rollout, bool item) override {
-    const void* ob = x;
-    if (byte_observations(o_)) {
-      for (size_t k = 0; k < bytes_.size(); ++k) bytes_[k] = static_cast<uint8_t>(x[k]);
-      ob = bytes_.data();
-    }
-    writers_[j].append({ob, &action, &reward, &discount, logits, &env, &rollout});
-    if (item) writers_[j].create_item(unrolls_, static_cast<uint32_t>(o_.unroll + 1), 1.0);
-  }
-  void started() override {
-    for (auto& w : writers_) w.flush(-1);  // step 0 alone in the first chunk
-  }
-  void unrolled() override {
-    // The queue's rate limiter holds items, not writers: without this wait
-    // an actor runs on with its items queued in its request ring, and the
-    // learner learns from data many updates old (CartPole rose to 250 and
-    // fell back to 9). Each flush sends nothing new (the chunk ended with
-    // the item) and returns once the item is in the queue.
-    for (auto& w : writers_) w.flush(-1);
-  }
-  void episode(int32_t env, float ret, int32_t length) override {
-    float eps = 0;
-    episode_writer_.append({&env, &eps, &ret, &length});
-    episode_writer_.create_item(episodes_, 1, 1.0);
-  }
-  bool stopped() const override { return g_stop; }
-
- private:
-  const Options& o_;
-  ParamReader reader_;
-  api::Table unrolls_, episodes_;
-  std::vector<api::Writer> writers_;
-  api::Writer episode_writer_;
-  std::vector<uint8_t> bytes_;  // Breakout's planes as bytes
 };
 
 }  // namespace
@@ -220,7 +162,7 @@ int run_actor(const Options& o) {
   ::signal(SIGTERM, on_term);
   api::Client client = api::Client::connect(o.socket);
   std::unique_ptr<Env> probe = make_env(o.env);
-  EngramPort port(o, client, static_cast<size_t>(o.envs_per_actor()), *probe);
+  EngramActorPort port(o, client, static_cast<size_t>(o.envs_per_actor()), *probe, &g_stop);
   ActorCounts counts;
   double wall0 = wall_s(), cpu0 = thread_cpu_s();
   act(o, port, &counts);

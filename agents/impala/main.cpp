@@ -1,7 +1,7 @@
 // engram-impala: IMPALA with V-trace (Espeholt et al. 2018) through engram. See
 // engram-impala --help, and README, "Reference agents".
+#include "agents/common/host/command_line.hpp"
 #include "agents/impala/roles.hpp"
-#include "agents/common/command_line.hpp"
 
 int main(int argc, char** argv) {
   using namespace engram::agents::impala;

@@ -1,6 +1,6 @@
 #include "agents/impala/options.hpp"
 
-#include "agents/common/command_line.hpp"
+#include "agents/common/host/command_line.hpp"
 
 #include <cstdio>
 #include <cstdlib>
@@ -8,43 +8,37 @@
 
 namespace engram::agents::impala {
 
-void defaults_for(const std::string& name, Options* o) {
-  o->env = name;
-  if (name == "breakout") {
-    o->lr = 2e-3;  // 5e-4 stalled near 5 from 2M frames on (bench/NOTES.md, "IMPALA")
-    o->steps = 5000000;
-    o->solved = 1e9;  // no stopping rule: runs its frames
-  }
-}
-
 namespace {
 const char* kHelp =
     "usage: engram-impala [--env cartpole|breakout] [--actors K] [--envs E | --envs-per-actor M]\n"
     "                     [--steps N] [--updates U] [--seed S] [--socket PATH] [--out DIR]\n"
     "                     [--reproducible 1 [--micro-batch N]] [--handoff 1]\n"
-    "       engram-impala --eval MODEL [--env ...] [--episodes N] [--seed S]\n"
     "Trains IMPALA: K actor processes step E envs in all and write unrolls of 20 steps\n"
     "into an engram queue; the learner trains on batches of them with V-trace. Stops at\n"
     "N env steps, after U updates, or once the trailing-100 mean return reaches the\n"
-    "env's goal (CartPole: 475). Without --socket it runs its own engram server; with\n"
-    "it, it uses that one (engramd). --reproducible 1 is Cleanba's mode: the learner\n"
+    "env's goal (CartPole: 475). --reproducible 1 is Cleanba's mode: the learner\n"
     "trains on all E envs' rollout k, acted with the parameters of update k-1, so that\n"
     "the parameters (their hashes in DIR/param_hashes.txt) do not depend on K; the\n"
     "actors infer --micro-batch envs at a time (it must divide E/K). --handoff 1 is the\n"
     "baseline for measurements: the actors run as threads of the learner and hand\n"
-    "unrolls over in memory, without engram. Writes\n"
-    "DIR/curve.csv, DIR/curve.png, DIR/model.pt and DIR/summary.json.\n"
+    "unrolls over in memory, without engram.\n"
     "Tuning, each env's defaults in agents/impala/options.hpp and options.cpp: --batch B\n"
     "(unrolls per update), --unroll T (steps per unroll), --lr, --entropy-cost.\n";
 
 }  // namespace
 
+void defaults_for(const std::string& name, Options* o) {
+  if (name == "breakout") {
+    o->lr = 2e-3;  // 5e-4 stalled near 5 from 2M frames on (bench/NOTES.md, "IMPALA")
+    o->steps = 5000000;
+  }
+}
+
 bool parse(int argc, char** argv, Options* o) {
   const char* me = "engram-impala";
   int per_actor = 0;
-  bool ok = walk_flags(argc, argv, me, kHelp, [&](const char* env) { defaults_for(env, o); },
+  bool ok = walk_flags(argc, argv, me, kHelp, o, [&](const char* env) { defaults_for(env, o); },
                        [&](const std::string& f, const char* v) {
-    if (int taken = shared_flag(me, f, v, o)) return taken > 0;
     if (f == "--envs") return flag_integer(me, f, v, 1, kMaxCount, &o->envs);
     if (f == "--envs-per-actor") return flag_integer(me, f, v, 1, kMaxCount, &per_actor);
     if (f == "--updates") return flag_integer(me, f, v, 0, 1e15, &o->updates);

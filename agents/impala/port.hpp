@@ -1,17 +1,27 @@
-// Where an IMPALA actor's unrolls go and its parameters come from: engram
-// (actor.cpp's EngramPort, the real thing), or the learner's own memory
-// (handoff.hpp), the baseline that measures what going through engram
-// costs. The actor's loop (act) is the same for both.
+// The two ends of IMPALA's hand-off of unrolls and parameters between the
+// actors and the learner, and the actor's loop (act), which is the same
+// whichever implementation carries them:
+//   engram_port.hpp   engram: actor processes write unrolls into the
+//                     queue table, the learner samples them (the real thing);
+//   handoff_port.hpp  the learner's own memory: actors as threads, a
+//                     bounded queue, no server (the baseline that measures
+//                     what going through engram costs).
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <vector>
 
-#include "agents/common/call_clock.hpp"
+#include "agents/common/host/call_clock.hpp"
+#include "agents/common/host/children.hpp"
+#include "agents/common/host/progress.hpp"
 #include "agents/impala/options.hpp"
+#include "agents/impala/unrolls.hpp"
 
 namespace engram::agents::impala {
 
+// An actor's end.
 class ActorPort {
  public:
   virtual ~ActorPort() = default;
@@ -31,6 +41,24 @@ class ActorPort {
   virtual void unrolled() {}
   virtual void episode(int32_t env, float ret, int32_t length) = 0;
   virtual bool stopped() const = 0;
+};
+
+// The learner's end; it also starts and stops the actors.
+class LearnerPort {
+ public:
+  virtual ~LearnerPort() = default;
+  // The next batch, or nullptr once stop() (asked while waiting) says so.
+  virtual std::unique_ptr<Unrolls> next(const std::function<bool()>& stop) = 0;
+  virtual void publish(int64_t version, const std::vector<float>& flat) = 0;
+  // Takes finished episodes into *curve; sets the unrolls queued in all
+  // and those waiting now.
+  virtual void poll(Curve* curve, int64_t* unrolls, uint64_t* queued) = 0;
+  virtual void start() = 0;  // the actors
+  // Stops the actors; their counts summed (children.hpp, actor_counts).
+  virtual ActorReport stop() = 0;
+  // The learner's CPU seconds in this port's calls; 0 where they are not
+  // measured (the handoff's are waits on its queue).
+  virtual double learner_cpu_s() const { return 0; }
 };
 
 struct ActorCounts {

@@ -15,8 +15,8 @@
 #include <array>
 #include <cstdint>
 
-#include "agents/common/env.hpp"
-#include "agents/common/rng.hpp"
+#include "agents/common/env/env.hpp"
+#include "agents/common/env/rng.hpp"
 
 namespace engram::agents {
 

@@ -50,4 +50,13 @@ class Env {
 // "cartpole" or "breakout"; nullptr for any other name.
 std::unique_ptr<Env> make_env(const std::string& name);
 
+// An env's sizes, which its networks and tables are made to.
+struct EnvShape {
+  std::vector<int64_t> observation;
+  size_t observation_size;  // floats in one observation
+  int actions;
+};
+// Env `name`'s (make_env's names).
+EnvShape env_shape(const std::string& name);
+
 }  // namespace engram::agents

@@ -1,4 +1,4 @@
-#include "agents/common/nets.hpp"
+#include "agents/common/nets/nets.hpp"
 
 #include <malloc.h>
 
@@ -92,6 +92,12 @@ void setup_process() {
   constexpr int kKeep = 1 << 30;
   (void)mallopt(M_TRIM_THRESHOLD, kKeep);
   (void)mallopt(M_MMAP_THRESHOLD, kKeep);
+}
+
+EnvShape start_learner(const std::string& env, uint64_t seed) {
+  setup_process();
+  torch::manual_seed(seed);
+  return env_shape(env);
 }
 
 }  // namespace engram::agents

@@ -1,44 +1,18 @@
-// The episodes table, which every reference agent's actors write and its
-// learner reads for the learning curve: one item per finished episode,
-// read once (FIFO, max_times_sampled 1), with four columns:
-//   env      int32    the env's global index (0..N-1 over all actors)
-//   epsilon  float32  its exploration rate (Ape-X), 0 for a policy's own
-//                     sampling (IMPALA)
-//   return   float32  the episode's undiscounted return
-//   length   int32    its steps
-// Also: the trailing-100 means drawn from it, and the curve's plot.
+// A training run's progress as the user sees it: the trailing-100 means
+// of finished episodes (Curve), a line a second and OUT/curve.csv beside
+// it (Progress), and the curve's plot.
 #pragma once
 
-#include <engram/engram.hpp>
-
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
 #include <fstream>
 #include <numeric>
 #include <string>
-#include <vector>
 
 namespace engram::agents {
-
-inline constexpr const char* kEpisodesTable = "episodes";
-
-inline api::Columns episode_columns() {
-  api::Columns c;
-  c.add("env", ENGRAM_INT32).add("epsilon", ENGRAM_FLOAT32).add("return", ENGRAM_FLOAT32).add("length", ENGRAM_INT32);
-  return c;
-}
-
-inline api::TableOptions episodes_table() {
-  api::TableOptions e;
-  e.name = kEpisodesTable;
-  e.max_size = 100000;
-  e.sampler = ENGRAM_FIFO;
-  e.max_times_sampled = 1;
-  e.columns = episode_columns();
-  return e;
-}
 
 // Trailing-100 means of finished episodes: of all envs and of those whose
 // epsilon is at most 0.01 (the greedy end of Ape-X's spread; every env of
@@ -59,24 +33,6 @@ struct Curve {
     return d.empty() ? 0.0 : std::accumulate(d.begin(), d.end(), 0.0) / static_cast<double>(d.size());
   }
 };
-
-// Reads every finished episode there is into *curve; never waits.
-inline void drain_episodes(api::Table& t, Curve* curve) {
-  std::vector<int32_t> env(256), len(256);
-  std::vector<float> eps(256), ret(256);
-  std::vector<void*> bufs = {env.data(), eps.data(), ret.data(), len.data()};
-  for (;;) {
-    uint32_t n = 0;
-    try {
-      n = t.sample(api::sample_options(256, 1, 0), bufs);
-    } catch (const api::Error& e) {
-      if (e.code() == ENGRAM_E_RATE_LIMITED || e.code() == ENGRAM_E_TIMEOUT) return;
-      throw;
-    }
-    for (uint32_t i = 0; i < n; ++i) curve->add(ret[i], eps[i]);
-    if (n < 256) return;
-  }
-}
 
 // OUT/curve.png from OUT/curve.csv (columns: wall_s, env_steps, updates,
 // episodes, mean100_low, mean100_all) with gnuplot; says so if it cannot.

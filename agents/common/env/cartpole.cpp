@@ -1,4 +1,4 @@
-#include "agents/common/cartpole.hpp"
+#include "agents/common/env/cartpole.hpp"
 
 #include <cmath>
 

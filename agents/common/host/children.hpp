@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "agents/common/call_clock.hpp"
+#include "agents/common/host/call_clock.hpp"
 
 namespace engram::agents {
 
@@ -104,7 +104,7 @@ inline ActorReport actor_counts(const std::string& out, int n) {
     std::ifstream in(out + "/actor-" + std::to_string(k) + ".json");
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     auto number = [&](const char* key) {
-      std::string quoted = "\"" + std::string(key) + "\": ";
+      std::string quoted = std::string(1, '"').append(key).append("\": ");  // not "\"" + ...: GCC 12 warns -Wrestrict
       size_t at = text.find(quoted);
       return at == std::string::npos ? 0.0 : std::atof(text.c_str() + at + quoted.size());
     };

@@ -1,4 +1,4 @@
-#include "agents/common/breakout.hpp"
+#include "agents/common/env/breakout.hpp"
 
 #include <algorithm>
 

@@ -14,17 +14,23 @@
 #include <exception>
 #include <string>
 
-#include "agents/common/blas_setup.hpp"
-#include "agents/common/children.hpp"
+#include "agents/common/host/children.hpp"
+#include "agents/common/host/run_options.hpp"
+#include "agents/common/nets/blas_setup.hpp"
 
 namespace engram::agents {
 
-// Walks argv[1..]: first the last `--env NAME`, to on_env(NAME) (an env's
-// defaults, which the other flags then override), then every pair, to
+inline int shared_flag(const char* program, const std::string& f, const char* v, RunOptions* o);
+
+// Walks argv[1..]: first the last `--env NAME`, into run->env and to
+// on_env(NAME) (an env's defaults, which the other flags then override),
+// then every pair: RunOptions' flags into *run, the others to
 // on_flag(flag, value), which returns false after saying why. --help
-// prints `help`; a flag without a value is refused. False: do not run.
+// prints `help` and the flags every agent takes; a flag without a value
+// is refused. False: do not run.
 template <typename OnEnv, typename OnFlag>
-bool walk_flags(int argc, char** argv, const char* program, const char* help, OnEnv on_env, OnFlag on_flag) {
+bool walk_flags(int argc, char** argv, const char* program, const char* help, RunOptions* run, OnEnv on_env,
+                OnFlag on_flag) {
   // The last --env wins, as other flags do (scripts/train.sh puts its
   // --env cartpole before the user's): each env's defaults are applied
   // once, so breakout's never stay under a later --env cartpole.
@@ -37,11 +43,20 @@ bool walk_flags(int argc, char** argv, const char* program, const char* help, On
       }
       env = argv[++i];
     }
-  if (env) on_env(env);
+  if (env) {
+    run->env = env;
+    if (!std::strcmp(env, "breakout")) run->solved = 1e9;  // no stopping rule: runs its frames
+    on_env(env);
+  }
   for (int i = 1; i < argc; ++i) {
     std::string f = argv[i];
     if (f == "--help" || f == "-h") {
       std::fputs(help, stdout);
+      std::printf("Writes DIR/curve.csv, DIR/curve.png, DIR/model.pt and DIR/summary.json. Without\n"
+                  "--socket it runs its own engram server (on DIR/engram.sock); with it, it uses that\n"
+                  "one (engramd). To play a saved model greedily instead of training:\n"
+                  "       %s --eval MODEL [--env ...] [--episodes N] [--seed S]\n",
+                  program);
       return false;
     }
     if (i + 1 >= argc) {
@@ -50,7 +65,12 @@ bool walk_flags(int argc, char** argv, const char* program, const char* help, On
       return false;
     }
     const char* v = argv[++i];
-    if (f != "--env" && !on_flag(f, v)) return false;
+    if (f == "--env") continue;
+    if (int taken = shared_flag(program, f, v, run)) {
+      if (taken < 0) return false;
+      continue;
+    }
+    if (!on_flag(f, v)) return false;
   }
   return true;
 }
@@ -101,11 +121,9 @@ inline bool flag_switch(const char* program, const std::string& flag, const char
 // far below what an int holds.
 constexpr double kMaxCount = 1 << 20;
 
-// The flags both agents take, into the Options fields of the same names
-// (each agent's Options has them). 1: taken; 0: not one of them; -1: a
-// bad value, said.
-template <typename Options>
-int shared_flag(const char* program, const std::string& f, const char* v, Options* o) {
+// The flags of RunOptions, which every agent takes. 1: taken; 0: not one
+// of them; -1: a bad value, said.
+inline int shared_flag(const char* program, const std::string& f, const char* v, RunOptions* o) {
   bool ok = true;
   if (f == "--socket") o->socket = v;
   else if (f == "--out") o->out = v;
@@ -132,6 +150,7 @@ int agent_main(int argc, char** argv, const char* program, Parse parse, Eval eva
   restart_with_blas_settings(program, argv);
   Options o;
   if (!parse(argc, argv, &o)) return 2;
+  o.args.assign(argv + 1, argv + argc);
   const char* who = o.eval.empty() ? o.role.c_str() : "--eval";
   try {
     if (!o.eval.empty()) return eval(o);

@@ -11,8 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "agents/common/env.hpp"
-#include "agents/common/rng.hpp"
+#include "agents/common/env/env.hpp"
+#include "agents/common/env/rng.hpp"
+#include "agents/common/host/run_options.hpp"
+#include "agents/common/nets/nets.hpp"
 
 namespace engram::agents {
 
@@ -51,6 +53,18 @@ int play_greedy(const std::string& env_name, uint64_t seed, int episodes, Act ac
   }
   std::printf("mean return over %d greedy episodes: %.1f\n", episodes, total / episodes);
   return 0;
+}
+
+// An agent's --eval: a `Net` (nets.hpp) for o.env's shapes, loaded from
+// o.eval and played greedily for o.eval_episodes; `greedy(net, obs)` is
+// the action the network picks for an observation batch of one.
+template <typename Net, typename Greedy>
+int eval_model(const RunOptions& o, Greedy greedy) {
+  setup_process();
+  const EnvShape env = env_shape(o.env);
+  Net net(o.env, env.observation, env.actions);
+  load_model(net, o.eval, o.env);
+  return play_greedy(o.env, o.seed, o.eval_episodes, [&](const torch::Tensor& obs) { return greedy(net, obs); });
 }
 
 }  // namespace engram::agents

@@ -1,4 +1,5 @@
-// The baseline beside engram: actors as threads of the learner's process,
+// IMPALA's hand-off in the learner's own memory (port.hpp), the baseline
+// beside engram: actors as threads of the learner's process,
 // handing unrolls over through a bounded queue in memory (a mutex and two
 // condition variables) and reading parameters from a shared vector. The
 // same actor loop, the same copies of each step (into the unroll being
@@ -11,6 +12,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "agents/impala/port.hpp"
@@ -19,7 +21,8 @@
 
 namespace engram::agents::impala {
 
-struct Handoff {
+// The queue and the parameters both ends share.
+struct HandoffQueue {
   const Options& o;
   int64_t obs_size, actions;
   std::mutex mu;
@@ -31,7 +34,7 @@ struct Handoff {
   std::vector<float> returns;  // finished episodes, not yet taken
   bool stop = false;
 
-  Handoff(const Options& opts, int64_t obs, int64_t acts) : o(opts), obs_size(obs), actions(acts) {}
+  HandoffQueue(const Options& opts, int64_t obs, int64_t acts) : o(opts), obs_size(obs), actions(acts) {}
   void publish(int64_t v, const std::vector<float>& p) {
     std::lock_guard<std::mutex> lk(mu);
     params = p;
@@ -65,9 +68,10 @@ struct Handoff {
   }
 };
 
-class HandoffPort : public ActorPort {
+// An actor thread's end.
+class HandoffActorPort : public ActorPort {
  public:
-  HandoffPort(Handoff& h, size_t envs) : h_(h), building_(envs) {
+  HandoffActorPort(HandoffQueue& h, size_t envs) : h_(h), building_(envs) {
     for (auto& u : building_) u = fresh();
     filled_.assign(envs, 0);
   }
@@ -108,9 +112,63 @@ class HandoffPort : public ActorPort {
   std::unique_ptr<Unrolls> fresh() const {
     return std::make_unique<Unrolls>(1, h_.o.unroll + 1, h_.obs_size, h_.actions, byte_observations(h_.o));
   }
-  Handoff& h_;
+  HandoffQueue& h_;
   std::vector<std::unique_ptr<Unrolls>> building_;
   std::vector<int64_t> filled_;
+};
+
+// The learner's end: its actors are threads of its own process.
+class HandoffLearnerPort : public LearnerPort {
+ public:
+  HandoffLearnerPort(const Options& o, int64_t obs_size, int actions) : o_(o), h_(o, obs_size, actions) {}
+  ~HandoffLearnerPort() override { (void)stop(); }
+  void start() override {
+    counts_.resize(static_cast<size_t>(o_.actors));
+    for (int k = 0; k < o_.actors; ++k)
+      threads_.emplace_back([this, k] {
+        Options mine = o_;
+        mine.actor_id = k;
+        HandoffActorPort port(h_, static_cast<size_t>(o_.envs_per_actor()));
+        Counts& c = counts_[static_cast<size_t>(k)];
+        double wall0 = wall_s(), cpu0 = thread_cpu_s();
+        act(mine, port, &c.counts);
+        c.wall = wall_s() - wall0;
+        c.cpu = thread_cpu_s() - cpu0;
+      });
+  }
+  std::unique_ptr<Unrolls> next(const std::function<bool()>& stop) override {
+    for (;;) {
+      if (stop()) return nullptr;
+      if (auto b = h_.take(o_.batch, std::chrono::milliseconds(200))) return b;
+    }
+  }
+  void publish(int64_t version, const std::vector<float>& flat) override { h_.publish(version, flat); }
+  void poll(Curve* curve, int64_t* unrolls, uint64_t* queued) override {
+    std::lock_guard<std::mutex> lk(h_.mu);
+    for (float r : h_.returns) curve->add(r, 0.0f);
+    h_.returns.clear();
+    *unrolls = h_.pushed;
+    *queued = h_.queue.size();
+  }
+  ActorReport stop() override {
+    h_.stop_all();
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+    ActorReport sum;
+    for (const Counts& c : counts_)
+      sum.add({static_cast<double>(c.counts.frames), c.wall, c.cpu, c.counts.in_port.wall(), c.counts.in_port.cpu()});
+    return sum;
+  }
+
+ private:
+  struct Counts {
+    ActorCounts counts;
+    double wall = 0, cpu = 0;
+  };
+  const Options& o_;
+  HandoffQueue h_;
+  std::vector<Counts> counts_;
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace engram::agents::impala

@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "agents/common/env/env.hpp"
+
 namespace engram::agents {
 
 // The torso both networks share, 128 features out. CartPole: an MLP of
@@ -75,5 +77,8 @@ void copy_parameters(torch::nn::Module& from, torch::nn::Module& to);
 //   faulted its pages in and OpenBLAS zeroed them again: a third of
 //   IMPALA's learner in perf, 117k against 181k CartPole frames/s.
 void setup_process();
+// A learner's first step: setup_process, LibTorch's generator seeded with
+// `seed`; returns env `env`'s sizes.
+EnvShape start_learner(const std::string& env, uint64_t seed);
 
 }  // namespace engram::agents

@@ -7,8 +7,8 @@
 
 #include <array>
 
-#include "agents/common/env.hpp"
-#include "agents/common/rng.hpp"
+#include "agents/common/env/env.hpp"
+#include "agents/common/env/rng.hpp"
 
 namespace engram::agents {
 

@@ -1,0 +1,103 @@
+#include "agents/common/host/learner_host.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+
+#include "agents/common/tables/episodes.hpp"
+#include "agents/common/tables/replace_tables.hpp"
+
+namespace engram::agents {
+
+namespace {
+
+// A parameter block holds the version, the floats and the chunk's header
+// (4 KiB is room to spare for both), rounded to a cache line.
+uint64_t param_block_size(size_t params) { return (params * 4 + 4096 + 63) / 64 * 64; }
+
+// Episodes' chunks are one step each (episodes.hpp): 512 bytes hold one.
+constexpr ArenaClass kEpisodeClass{512, 120000};
+// The parameter table keeps one item; 64 blocks leave room for the items
+// that actors still read while newer ones are written.
+constexpr uint64_t kParamBlocks = 64;
+
+// Where the server listens: --socket's, or the embedded one's in OUT,
+// which is made first.
+std::string socket_of(const RunOptions& o) {
+  ::mkdir(o.out.c_str(), 0755);
+  return o.socket.empty() ? embedded_socket(o.out) : o.socket;
+}
+
+// The embedded server's config: the agent's chunks, the episodes' and the
+// parameters' classes.
+std::string server_toml(ArenaClass chunks, size_t params) {
+  auto cls = [](ArenaClass c) {
+    return "{ block_size = " + std::to_string(c.block_size) + ", count = " + std::to_string(c.count) + " }";
+  };
+  return "[arena]\nclasses = [ " + cls(kEpisodeClass) + ", " + cls(chunks) + ", " +
+         cls({param_block_size(params), kParamBlocks}) + " ]\n";
+}
+
+}  // namespace
+
+LearnerHost::LearnerHost(const char* program, const RunOptions& o, ArenaClass chunks, size_t params)
+    : program_(program),
+      o_(o),
+      socket_(socket_of(o)),
+      server_(o.socket.empty() ? std::make_unique<api::Server>(server_toml(chunks, params), socket_) : nullptr),
+      client_(api::Client::connect(socket_)),
+      params_(params) {}
+
+LearnerHost::~LearnerHost() { stop_children(actors_); }
+
+void LearnerHost::create_tables(const api::TableOptions& own) {
+  replace_tables(client_, {own, episodes_table(), params_table(params_)});
+  publisher_ = std::make_unique<ParamPublisher>(client_, params_);
+  episodes_ = client_.open_table(kEpisodesTable);
+}
+
+void LearnerHost::start_actors() {
+  for (int k = 0; k < o_.actors; ++k) {
+    std::vector<std::string> args = o_.args;
+    args.insert(args.end(), {"--role", "actor", "--actor-id", std::to_string(k), "--socket", socket_});
+    actors_.push_back(start_child(args));
+  }
+}
+
+void LearnerHost::poll(Curve* curve) {
+  drain_episodes(episodes_, curve);
+  reap_children(actors_, program_);
+}
+
+ActorReport LearnerHost::stop_actors(const char* table) {
+  client_.set_rate_limiter(table, api::RateLimiter::min_size(1));
+  stop_children(actors_);
+  return actor_counts(o_.out, o_.actors);
+}
+
+void finish_run(const char* program, const RunOptions& o, Progress& progress, const char* low_title, const RunEnd& r,
+                const SummaryFields& own) {
+  progress.close();
+  plot_curve(o.out, program, low_title);
+  std::ofstream(o.out + "/summary.json")
+      << "{\"env\": \"" << o.env << "\", \"seed\": " << o.seed << ", \"actors\": " << o.actors
+      << ", \"solved\": " << (r.solved ? "true" : "false") << ", \"env_steps\": " << r.steps
+      << ", \"updates\": " << r.updates << ", \"wall_s\": " << r.wall_s << ", \"episodes\": " << r.episodes
+      << ", \"actor_frames\": " << r.actors.frames
+      << ", \"frames_per_s\": " << static_cast<double>(r.steps) / std::max(1e-9, r.wall_s)
+      << ", \"learner_engram_cpu_share\": " << r.learner_cpu_share
+      << ", \"actor_engram_cpu_share\": " << r.actors.engram_cpu_share()
+      << ", \"actor_engram_wall_share\": " << r.actors.engram_wall_share() << own.text() << "}\n";
+  std::printf("%s: time in %s calls: learner %.1f%% of CPU", program, r.calls, 100 * r.learner_cpu_share);
+  if (r.learner_wall_share >= 0) std::printf(" (%.1f%% of wall, waits included)", 100 * r.learner_wall_share);
+  std::printf(", actors %.1f%% of CPU (%.1f%% of wall)\n", 100 * r.actors.engram_cpu_share(),
+              100 * r.actors.engram_wall_share());
+  std::printf("%s: %s after %lld env steps, %llu updates, %.1f s; trailing-100 mean %.1f%s\n", program,
+              r.solved ? "solved" : "stopped", static_cast<long long>(r.steps),
+              static_cast<unsigned long long>(r.updates), r.wall_s, r.mean100, r.mean_of);
+  say_outputs(program, o.out);
+}
+
+}  // namespace engram::agents

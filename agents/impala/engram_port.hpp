@@ -1,0 +1,63 @@
+// IMPALA's hand-off through engram (port.hpp): each actor process writes
+// an unroll item per env into the queue table and reads the parameter
+// table; the learner, on its LearnerHost, samples the queue (UnrollSource)
+// and publishes parameters after every update.
+#pragma once
+
+#include <engram/engram.hpp>
+
+#include <csignal>
+#include <memory>
+#include <vector>
+
+#include "agents/common/env/env.hpp"
+#include "agents/common/host/learner_host.hpp"
+#include "agents/common/tables/params.hpp"
+#include "agents/impala/port.hpp"
+#include "agents/impala/unroll_source.hpp"
+
+namespace engram::agents::impala {
+
+// An actor process's end: a writer per env into the queue. Stopped once
+// `*stop` is set (the actor's SIGTERM handler sets it).
+class EngramActorPort : public ActorPort {
+ public:
+  EngramActorPort(const Options& o, api::Client& c, size_t envs, const Env& probe, const volatile sig_atomic_t* stop);
+  int64_t parameters(int64_t have, int64_t want, std::vector<float>* out) override;
+  void step(size_t j, const float* x, int32_t action, float reward, float discount, const float* logits, int32_t env,
+            int32_t rollout, bool item) override;
+  void started() override;
+  void unrolled() override;
+  void episode(int32_t env, float ret, int32_t length) override;
+  bool stopped() const override { return *stop_ != 0; }
+
+ private:
+  const Options& o_;
+  const volatile sig_atomic_t* stop_;
+  ParamReader reader_;
+  api::Table unrolls_, episodes_;
+  std::vector<api::Writer> writers_;
+  api::Writer episode_writer_;
+  std::vector<uint8_t> bytes_;  // Breakout's planes as bytes
+};
+
+// The learner's end: the queue table on a LearnerHost (the embedded
+// server, or --socket's), its actors the host's processes.
+class EngramLearnerPort : public LearnerPort {
+ public:
+  EngramLearnerPort(const Options& o, const std::vector<int64_t>& shape, int actions, size_t params);
+  void start() override { host_.start_actors(); }
+  std::unique_ptr<Unrolls> next(const std::function<bool()>& stop) override;
+  void publish(int64_t version, const std::vector<float>& flat) override;
+  void poll(Curve* curve, int64_t* unrolls, uint64_t* queued) override;
+  ActorReport stop() override;
+  double learner_cpu_s() const override { return in_engram_.cpu(); }
+
+ private:
+  LearnerHost host_;
+  api::Table queue_;
+  std::unique_ptr<UnrollSource> source_;
+  CallClock in_engram_;
+};
+
+}  // namespace engram::agents::impala
