@@ -5,6 +5,11 @@
                                                a result is missing or not positive
   summarize_throughput.py --targets FILE       also checks the targets of issue 5
   summarize_throughput.py --gnuplot-data FILE  columns for bench/throughput.gp
+  summarize_throughput.py --ab A1 B1 [A2 B2 ...]
+                                               two revisions run alternately on one host
+                                               (A, B, A, B): each engram scenario's items/s
+                                               per run, and B/A per round beside what the
+                                               baselines moved meanwhile (host drift)
 """
 import json
 import sys
@@ -49,8 +54,45 @@ def fmt(r):
     return f"{r['items_per_s'] / 1e6:8.3f}M/s {r['mb_per_s']:8.0f} MB/s"
 
 
+def ab(paths):
+    """B over A for every engram scenario, per round, and the baselines' own drift between the two runs of a
+    round: a B/A outside the baselines' spread is the code's, not the host's."""
+    docs = [json.load(open(f)) for f in paths]
+    print("runs: " + ", ".join(f"{'AB'[i % 2]}{i // 2 + 1} git {d['git']}" for i, d in enumerate(docs)))
+    rounds = len(docs) // 2
+    head = "".join(f"   A{k + 1}/B{k + 1} items/s  B/A" for k in range(rounds))
+    scenarios = [("engram", op, table, procs, label) for label, op, table, procs in ROWS + ENGRAM_ONLY]
+    scenarios += [("redis", "insert", "none", 1, "redis SET (baseline)"), ("memcpy", "insert", "none", 1, "memcpy in (baseline)"),
+                  ("memcpy", "sample", "none", 1, "memcpy gather (baseline)")]
+    for p in PAYLOADS:
+        print(f"\npayload {p} B{'':24}{head}")
+        for system, op, table, procs, label in scenarios:
+            cells = []
+            for k in range(rounds):
+                a = find(docs[2 * k]["results"], system, op, table, p, procs)
+                b = find(docs[2 * k + 1]["results"], system, op, table, p, procs)
+                if not a or not b or a["items_per_s"] <= 0:
+                    cells.append(f"{'-':>26}")
+                    continue
+                cells.append(f"  {a['items_per_s'] / 1e6:6.3f}M/{b['items_per_s'] / 1e6:6.3f}M {b['items_per_s'] / a['items_per_s']:5.2f}")
+            print(f"  {label:34}" + "".join(cells))
+        lat = []
+        for k in range(rounds):
+            a = find(docs[2 * k]["results"], "engram", "queue", "queue", p, 1)
+            b = find(docs[2 * k + 1]["results"], "engram", "queue", "queue", p, 1)
+            lat.append(f"{a['p99_us']:>11.0f} us/{b['p99_us']:.0f} us" if a and b and "p99_us" in a and "p99_us" in b
+                       else f"{'-':>26}")
+        print(f"  {'queue p99 latency':34}" + "".join(f"{c:<26}" for c in lat))
+    return 0
+
+
 def main(argv):
     mode = None
+    if argv and argv[0] == "--ab":
+        if len(argv) < 3 or len(argv) % 2 == 0:
+            print(__doc__, file=sys.stderr)
+            return 2
+        return ab(argv[1:])
     if argv and argv[0] in ("--targets", "--gnuplot-data"):
         mode = argv.pop(0)
     if len(argv) != 1:
