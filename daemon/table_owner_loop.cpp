@@ -263,10 +263,14 @@ void TableOwner::wake_client(ChannelState& c) {
   const uint32_t floor = std::max<uint32_t>(1, c.channel.requests.capacity() / kWakeFloor);
   bool quiet = c.pending && std::all_of(out_.begin(), out_.end(), is_ack_record) && c.popped_since_ring < step &&
                c.channel.requests.peek(floor - 1) != nullptr;
+  // One wake-up for the whole batch, for a client waiting on a full ring,
+  // rung before the responses land (as before a157f75). Rung after them,
+  // the same traffic took twice the context switches, and a writer beside
+  // a sampler made 0.55-0.70 of its inserts (bench/NOTES.md, "Before and
+  // after the hardening").
+  if (!quiet && c.popped_since_ring) c.channel.requests.ring_space();
   send_responses(c);
   if (quiet || c.broken) return;
-  // One wake-up for the whole batch, for a client waiting on a full ring.
-  if (c.popped_since_ring) c.channel.requests.ring_space();
   // One ring of the bell per batch: a client that spins sees the records
   // as they land, one that sleeps is woken now.
   if (c.answered_since_ring) c.channel.responses.data_bell().ring();
