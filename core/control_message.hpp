@@ -30,7 +30,8 @@ inline constexpr uint32_t kControlMagic = 0x4c525443;  // "CTRL"
 // requests of several one-chunk items (RequestOp::insert_items). 7: the
 // hello reply names each class's per-client limit; status lists clients.
 // 8: TableSpec.capacity is 64 bits, so the server alone bounds max_size.
-inline constexpr uint32_t kProtocolVersion = 8;
+// 9: remote_status.
+inline constexpr uint32_t kProtocolVersion = 9;
 // Descriptors one message may carry; a message that comes with more is refused.
 inline constexpr size_t kMaxControlFds = 4;
 inline constexpr uint32_t kMaxControlPayload = 1 << 16;
@@ -51,6 +52,7 @@ enum class ControlType : uint32_t {
   checkpoint = 12,  // nothing -> the checkpoint's path (answered once it is written)
   grant_blocks = 13,   // GrantRequest -> BlockRef[1..count], each now reserved by the client
   return_blocks = 14,  // BlockRef[1..kMaxBlockGrant], reserved by the client -> nothing
+  remote_status = 15,  // uint32_t json (0 or 1) -> text: the peers' view (empty: no [remote])
 };
 
 // Blocks one grant_blocks or return_blocks message may carry.

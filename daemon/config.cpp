@@ -11,6 +11,7 @@
 #include "core/priority.hpp"
 #include "core/rate_limiter.hpp"
 #include "core/signature.hpp"
+#include "daemon/peer_address.hpp"
 
 namespace engram {
 namespace {
@@ -288,11 +289,26 @@ static Result<CheckpointConfig> parse_checkpoint(const toml::table& t) {
   return c;
 }
 
+static Result<RemoteConfig> parse_remote(const toml::table& t) {
+  const std::string p = "remote";
+  if (Status s = only_keys(t, p, {"listen", "tls_cert", "tls_key", "tls_ca", "insecure"}); !s.ok()) return s;
+  RemoteConfig c;
+  for (auto [key, field] : {std::pair{"listen", &c.listen}, {"tls_cert", &c.tls_cert}, {"tls_key", &c.tls_key},
+                            {"tls_ca", &c.tls_ca}}) {
+    auto v = get_string(t, p, key, "");
+    if (!v.ok()) return v.status();
+    *field = *v;
+  }
+  if (const toml::node* n = t.get("insecure"); n && !n->is_boolean()) return bad(at(p, "insecure"), "must be true or false");
+  c.insecure = t["insecure"].value_or(false);
+  return c;
+}
+
 Result<ServerConfig> parse_config(std::string_view text, const std::string& source) {
   return guarded(text, source, [&](toml::table& root) -> Result<ServerConfig> {
     ServerConfig c;
     if (Status s = only_keys(root, "", {"socket", "group", "shm_prefix", "arena", "server", "client", "table",
-                                        "checkpoint"});
+                                        "checkpoint", "remote"});
         !s.ok())
       return Status{s.code(), source + ": " + s.message()};
     auto wrap = [&](const Status& s) { return Status{s.code(), source + ": " + s.message()}; };
@@ -361,6 +377,13 @@ Result<ServerConfig> parse_config(std::string_view text, const std::string& sour
       if (!ck.ok()) return wrap(ck.status());
       c.checkpoint = *ck;
     }
+    if (const toml::node* rm = root.get("remote")) {
+      const toml::table* t = rm->as_table();
+      if (!t) return wrap(bad("remote", "must be a table"));
+      auto r = parse_remote(*t);
+      if (!r.ok()) return wrap(r.status());
+      c.remote = *r;
+    }
     if (const toml::node* tn = root.get("table")) {
       const toml::array* arr = tn->as_array();
       if (!arr) return wrap(bad("table", "must be an array of tables: use [[table]]"));
@@ -388,6 +411,23 @@ Result<TableOptions> parse_table_snippet(std::string_view text, const std::strin
   });
 }
 
+Status validate_remote(const RemoteConfig& r) {
+  bool some = !r.tls_cert.empty() || !r.tls_key.empty() || !r.tls_ca.empty();
+  if (some && (r.tls_cert.empty() || r.tls_key.empty() || r.tls_ca.empty()))
+    return bad("remote", "tls_cert, tls_key and tls_ca go together (this server's certificate and key, and the CA "
+                         "that signed its peers'): set all three, or none");
+  if (some && r.insecure)
+    return bad("remote.insecure", "is true, but tls_cert, tls_key and tls_ca are set: choose TLS (leave insecure out) "
+                                  "or plaintext (leave the tls_ keys out)");
+  if (r.listen.empty()) return Status::Ok();
+  auto a = parse_peer_address(r.listen, true);
+  if (!a.ok()) return bad("remote.listen", a.status().message());
+  if (!a->loopback && !some && !r.insecure)
+    return bad("remote.listen", r.listen + " is reachable from other machines, so peers must use TLS: set tls_cert, "
+                                "tls_key and tls_ca (engramd.toml(5)), or insecure = true to serve them plaintext");
+  return Status::Ok();
+}
+
 Status validate_config(const ServerConfig& c) {
   if (c.socket_path.empty()) return bad("socket", "must not be empty");
   if (c.socket_path.size() > kMaxSocketPath)
@@ -403,6 +443,7 @@ Status validate_config(const ServerConfig& c) {
   if (!(c.max_reserved_share > 0 && c.max_reserved_share <= 1))
     return bad("client.max_reserved_share", number_text(c.max_reserved_share) +
                                                 " is not a share of a size class; allowed: above 0, up to 1 (no limit)");
+  if (Status s = validate_remote(c.remote); !s.ok()) return s;
   std::set<std::string> names;
   for (size_t i = 0; i < c.tables.size(); ++i)
     if (!names.insert(c.tables[i]->name).second)

@@ -22,6 +22,19 @@ inline constexpr size_t kMaxSocketPath = 107;  // bytes: sockaddr_un's sun_path 
 // is a descriptor and an entry the control thread polls.
 inline constexpr uint32_t kMaxConnections = 65536;
 
+// [remote]: this server's peers over gRPC (remote/, engramd.toml(5)).
+// Plain data: the daemon opens no network socket; remote/ reads these.
+struct RemoteConfig {
+  std::string listen;  // "HOST:PORT" (peer_address.hpp) to serve peers; "" = off
+  // PEM files: this server's certificate and key (shown to peers, both
+  // ways), and the CA that must have signed every peer's. All or none.
+  std::string tls_cert, tls_key, tls_ca;
+  // Plaintext beyond loopback, which otherwise needs TLS: allowed, and
+  // said loudly (the log, engramctl status).
+  bool insecure = false;
+  bool tls() const { return !tls_cert.empty(); }
+};
+
 struct ServerConfig {
   std::string socket_path = kDefaultSocket;
   std::string group;       // owner group of socket and segments; "" = the server's own
@@ -40,6 +53,7 @@ struct ServerConfig {
   double max_reserved_share = 0.25;
   std::vector<CheckedTableOptions> tables;  // created at start (after a restore, those it did not bring back)
   CheckpointConfig checkpoint;       // [checkpoint]
+  RemoteConfig remote;               // [remote]
 };
 
 // 64 MiB in four size classes: enough for tests and small experiments.
@@ -57,6 +71,9 @@ Result<ServerConfig> load_config(const std::string& path);
 // the keys of a [[table]] entry at top level. Not checked: the server
 // that creates it checks it (Table::check).
 Result<TableOptions> parse_table_snippet(std::string_view text, const std::string& source);
+// [remote]'s keys together: TLS files all or none, the listening address,
+// and plaintext beyond loopback only with insecure.
+Status validate_remote(const RemoteConfig& r);
 // Checks everything parse_config cannot see alone (tables fit the arena, ...).
 Status validate_config(const ServerConfig& c);
 

@@ -70,6 +70,7 @@ bool Server::Impl::serve(Client& c) {
     }
     case ControlType::set_rate_limiter: return set_rate_limiter(c, p);
     case ControlType::status: return status(c);
+    case ControlType::remote_status: return remote_status(c, p);
     case ControlType::checkpoint:
       checkpoints->request(c.fd);  // answered when written
       return true;
@@ -250,6 +251,19 @@ bool Server::Impl::status(Client& c) {
   std::memcpy(out.data(), &st, sizeof st);
   if (!each.empty()) std::memcpy(out.data() + sizeof st, each.data(), each.size() * sizeof(ClientStatus));
   return reply(c, ControlType::status, Status::Ok(), out.data(), out.size());
+}
+
+bool Server::Impl::remote_status(Client& c, const std::vector<char>& p) {
+  uint32_t json = 0;
+  if (!read_payload(p, &json) || json > 1)
+    return reply(c, ControlType::remote_status, {Errc::invalid_argument, "remote_status takes one word, 0 or 1"});
+  std::string text;
+  {
+    std::lock_guard lock(requests_mu);
+    if (remote_view) text = remote_view(json != 0);
+  }
+  if (text.size() > kMaxControlPayload) text.resize(kMaxControlPayload);
+  return reply(c, ControlType::remote_status, Status::Ok(), text.data(), text.size());
 }
 
 // Blocks for a client's writers, reserved by it: taken here, with the

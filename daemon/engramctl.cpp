@@ -214,6 +214,12 @@ int main(int argc, char** argv) {
       return fail("the server's status has another size (another version?)");
     each.resize(st.clients);
     if (!each.empty()) std::memcpy(each.data(), reply.data() + sizeof st, each.size() * sizeof(ClientStatus));
+    // The peers' view (remote/), empty without [remote].
+    std::vector<char> remote_reply;
+    uint32_t as_json = json ? 1 : 0;
+    if (Status s = c.call(ControlType::remote_status, &as_json, sizeof as_json, &remote_reply); !s.ok())
+      return fail(s.message());
+    std::string remote(remote_reply.begin(), remote_reply.end());
     if (json) {
       std::printf("{\"pid\": %llu, \"version\": %s, \"uptime_ms\": %llu, \"clients\": %u, \"tables\": %u, "
                   "\"arena_bytes\": %llu, \"blocks\": {\"total\": %llu, \"free\": %llu, \"reserved\": %llu, \"sealed\": %llu}, "
@@ -229,7 +235,7 @@ int main(int argc, char** argv) {
         std::printf("%s{\"id\": %u, \"pid\": %u, \"uid\": %u, \"tables_open\": %u, \"reserved_blocks\": %llu}",
                     i ? ", " : "", each[i].id, each[i].pid, each[i].uid, each[i].channels,
                     (unsigned long long)each[i].reserved_blocks);
-      std::printf("]}\n");
+      std::printf("]%s%s}\n", remote.empty() ? "" : ", \"remote\": ", remote.c_str());
       return 0;
     }
     std::printf("engramd %s, pid %llu, up %.1f s, socket %s\n", fixed_string(st.version, sizeof st.version).c_str(),
@@ -242,6 +248,7 @@ int main(int argc, char** argv) {
     std::printf("  arena        %.1f MiB: %llu blocks, %llu free, %llu being written, %llu holding chunks\n",
                 st.arena_bytes / 1048576.0, (unsigned long long)st.blocks_total, (unsigned long long)st.blocks_free,
                 (unsigned long long)st.blocks_reserved, (unsigned long long)st.blocks_sealed);
+    std::fputs(remote.c_str(), stdout);
     if (!each.empty()) std::printf("  %8s %10s %10s %12s %16s\n", "CLIENT", "PID", "UID", "TABLES_OPEN", "RESERVED_BLOCKS");
     for (const ClientStatus& k : each)
       std::printf("  %8u %10u %10u %12u %16llu\n", k.id, k.pid, k.uid, k.channels, (unsigned long long)k.reserved_blocks);

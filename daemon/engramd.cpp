@@ -12,6 +12,7 @@
 #include "daemon/config.hpp"
 #include "daemon/log.hpp"
 #include "daemon/server.hpp"
+#include "remote/remote.hpp"
 #include "daemon/service_manager.hpp"
 
 using namespace engram;
@@ -148,6 +149,12 @@ int main(int argc, char** argv) {
     log_error("cannot start: " + server.status().message());
     return 1;
   }
+  auto peers = remote::Remote::start(config->remote, **server);
+  if (!peers.ok()) {
+    log_error("cannot start: " + peers.status().message());
+    (*server)->stop();
+    return 1;
+  }
   service.ready(**server);
   for (;;) {
     int sig = 0;
@@ -169,12 +176,17 @@ int main(int argc, char** argv) {
       } else {
         log_info("SIGHUP: reloading " + config_path);
         (*server)->reload(*next);
+        const RemoteConfig &was = config->remote, &now = next->remote;
+        if (now.listen != was.listen || now.tls_cert != was.tls_cert || now.tls_key != was.tls_key ||
+            now.tls_ca != was.tls_ca || now.insecure != was.insecure)
+          log_warn("SIGHUP: [remote] changed; it takes effect at the next start (systemctl restart engramd)");
       }
       service.reloaded();
       continue;
     }
     log_info(std::string("received ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT") + "; stopping");
     service.stopping();
+    peers->reset();  // no peer's traffic into a stopping server
     (*server)->stop();
     return 0;
   }

@@ -353,6 +353,11 @@ Server::Health Server::health(int timeout_ms) {
   return p->h;
 }
 
+void Server::set_remote_status(RemoteStatus f) {
+  std::lock_guard lock(impl_->requests_mu);
+  impl_->remote_view = std::move(f);
+}
+
 const std::string& Server::socket_path() const noexcept { return impl_->config.socket_path; }
 const std::string& Server::shm_prefix() const noexcept { return impl_->prefix; }
 

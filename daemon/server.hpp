@@ -49,6 +49,11 @@ class Server {
     int64_t last_checkpoint_age_s = -1;
   };
   Health health(int timeout_ms);
+  // What engramctl status shows of the server's peers (remote/): text
+  // lines, or with `json` one JSON object. Called on the control thread;
+  // an empty function (the default) means no [remote]. Thread-safe.
+  using RemoteStatus = std::function<std::string(bool json)>;
+  void set_remote_status(RemoteStatus f);
   const std::string& socket_path() const noexcept;
   const std::string& shm_prefix() const noexcept;
 

@@ -73,6 +73,7 @@ struct Server::Impl {
     int timeout_ms = 0;
   };
   std::vector<std::shared_ptr<HealthProbe>> pending_probes;
+  Server::RemoteStatus remote_view;  // under requests_mu; may be empty
 
   ShmSegment arena_seg, bells_seg;
   // The arena's allocation state: in this process's memory, out of every
@@ -135,6 +136,7 @@ struct Server::Impl {
   bool named_table_request(Client& c, ControlType type, const std::vector<char>& p);
   bool set_rate_limiter(Client& c, const std::vector<char>& p);
   bool status(Client& c);
+  bool remote_status(Client& c, const std::vector<char>& p);
   bool grant_blocks(Client& c, const std::vector<char>& p);
   bool return_blocks(Client& c, const std::vector<char>& p);
   bool reply(Client& c, ControlType t, const Status& s, const void* payload = nullptr, size_t size = 0);

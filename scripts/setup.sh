@@ -9,14 +9,17 @@ set -euo pipefail
 # the reference agents: LibTorch 1.13 (CPU) with OpenBLAS (9-13x faster than
 # the reference BLAS it links otherwise); the Debian packages and the test
 # under systemd: dpkg-dev, debootstrap, systemd-container (systemd-nspawn);
-# the Python binding's tests: Debian's numpy and pytest.
+# the Python binding's tests: Debian's numpy and pytest; engramd's peers
+# (remote/): gRPC 1.51 and protobuf 3.21 (gRPC's CMake config comes with
+# libgrpc-dev), openssl for the remote tests' certificates.
 packages=(cmake g++ make pkg-config python3
           libboost-dev libgtest-dev libbenchmark-dev libtomlplusplus-dev libsystemd-dev
           clang libclang-rt-14-dev abigail-tools
           redis-server libhiredis-dev gnuplot-nox liburing-dev libzstd-dev libxxhash-dev
           libtorch-dev libopenblas0-pthread mandoc
           dpkg-dev debootstrap systemd-container
-          python3-numpy python3-pytest)
+          python3-numpy python3-pytest
+          libgrpc++-dev libgrpc-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc openssl)
 
 # Rust: any cargo on PATH (rustup's, or Debian's 1.63 toolchain, installed
 # here when there is none).

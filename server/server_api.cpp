@@ -9,11 +9,13 @@
 #include "daemon/log.hpp"
 #include "daemon/server.hpp"
 #include "engram/server.h"
+#include "remote/remote.hpp"
 
 using namespace engram;
 
 struct engram_server {
   std::unique_ptr<Server> server;
+  std::unique_ptr<remote::Remote> peers;  // [remote]; stopped before the server
 };
 
 extern "C" {
@@ -48,7 +50,12 @@ int engram_server_start(const engram_server_options* o, engram_server** out) {
   if (o && o->quiet) set_log_level(LogLevel::warn);
   auto server = Server::start(*config);
   if (!server.ok()) return set_error(server.status());
-  *out = new engram_server{std::move(*server)};
+  auto peers = remote::Remote::start(config->remote, **server);
+  if (!peers.ok()) {
+    (*server)->stop();
+    return set_error(peers.status());
+  }
+  *out = new engram_server{std::move(*server), std::move(*peers)};
   return ENGRAM_OK;
   ENGRAM_GUARD_END
 }
@@ -56,6 +63,7 @@ int engram_server_start(const engram_server_options* o, engram_server** out) {
 int engram_server_stop(engram_server* s) {
   ENGRAM_GUARD_BEGIN
   if (!s) return ENGRAM_OK;
+  s->peers.reset();
   s->server->stop();
   delete s;
   return ENGRAM_OK;

@@ -35,7 +35,7 @@ done
 
 # The packages engramd's dependencies come from are in the cached root file
 # system, so installing the .debs needs no network.
-include=systemd,systemd-sysv,dbus,man-db,procps,libsystemd0,libtomlplusplus3,liburing2,libxxhash0,libzstd1
+include=systemd,systemd-sysv,dbus,man-db,procps,libsystemd0,libtomlplusplus3,liburing2,libxxhash0,libzstd1,libgrpc++1.51,libgrpc29,libprotobuf32,libabsl20220623
 rootfs=$work/rootfs
 if [ "$(cat "$rootfs.stamp" 2>/dev/null)" != "$include" ]; then
   step "debootstrap: a Debian 12 root file system into $rootfs (once)"

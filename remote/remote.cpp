@@ -1,0 +1,127 @@
+#include "remote/remote.hpp"
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "daemon/log.hpp"
+#include "remote/credentials.hpp"
+#include "remote/peer_service.hpp"
+
+namespace engram::remote {
+namespace {
+
+// How often the health check's answer is brought up to date with
+// Server::health, and how long that may take: an orchestrator's probe
+// sees a wedged server within about the two.
+constexpr int kHealthPeriodMs = 1000;
+constexpr int kHealthTimeoutMs = 2000;
+
+std::string json_escape(const std::string& s) {
+  std::string o;
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') o += '\\';
+    if (static_cast<unsigned char>(ch) < 0x20) continue;
+    o += ch;
+  }
+  return o;
+}
+
+}  // namespace
+
+struct Remote::Impl {
+  RemoteConfig config;
+  Server* server = nullptr;
+  PeerAddress listen;
+  std::string address;
+  std::string security;
+  PeerService peer_service;  // before grpc_server, which serves it until destroyed
+  std::unique_ptr<grpc::Server> grpc_server;
+  std::thread health_thread;
+  std::mutex mu;
+  std::condition_variable wake;
+  bool stopping = false;
+
+  void watch_health() {
+    bool serving = true;
+    std::unique_lock lock(mu);
+    while (!stopping) {
+      lock.unlock();
+      bool now = server->health(kHealthTimeoutMs).answering;
+      lock.lock();
+      if (stopping) break;
+      if (now != serving) {
+        grpc_server->GetHealthCheckService()->SetServingStatus(now);
+        serving = now;
+      }
+      wake.wait_for(lock, std::chrono::milliseconds(kHealthPeriodMs), [&] { return stopping; });
+    }
+  }
+
+  std::string status(bool json) const {
+    if (json)
+      return "{\"listen\": \"" + json_escape(address) + "\", \"tls\": " + (config.tls() ? "true" : "false") +
+             ", \"insecure\": " + (!config.tls() && !listen.loopback ? "true" : "false") + ", \"security\": \"" +
+             json_escape(security) + "\"}";
+    return "  remote       listening on " + address + ": " + security + "\n";
+  }
+};
+
+Remote::Remote(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Result<std::unique_ptr<Remote>> Remote::start(const RemoteConfig& c, Server& server) {
+  auto impl = std::make_unique<Impl>();
+  impl->config = c;
+  impl->server = &server;
+  if (c.listen.empty()) return std::unique_ptr<Remote>(new Remote(std::move(impl)));
+  if (Status s = validate_remote(c); !s.ok()) return s;
+  auto tls = load_tls(c);
+  if (!tls.ok()) return tls.status();
+  auto listen = parse_peer_address(c.listen, true);
+  if (!listen.ok()) return Status{Errc::invalid_argument, "remote.listen: " + listen.status().message()};
+  impl->listen = *listen;
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(listen->text(), server_credentials(c, *tls), &port);
+  builder.RegisterService(&impl->peer_service);
+  impl->grpc_server = builder.BuildAndStart();
+  if (!impl->grpc_server || port == 0)
+    return Status{Errc::invalid_argument, "remote.listen: cannot listen on " + listen->text() +
+                                              ": the address is not this machine's, or the port is in use "
+                                              "(ss -ltnp shows who holds it)"};
+  PeerAddress bound = *listen;
+  bound.port = static_cast<uint16_t>(port);
+  impl->address = bound.text();
+  impl->security = security_text(c, bound);
+  impl->grpc_server->GetHealthCheckService()->SetServingStatus(true);
+  impl->health_thread = std::thread([p = impl.get()] { p->watch_health(); });
+  Impl* p = impl.get();
+  server.set_remote_status([p](bool json) { return p->status(json); });
+  (listen->loopback || c.tls() ? log_info : log_warn)("remote: listening on " + impl->address + ": " + impl->security);
+  return std::unique_ptr<Remote>(new Remote(std::move(impl)));
+}
+
+Remote::~Remote() {
+  if (!impl_->grpc_server) return;
+  impl_->server->set_remote_status({});
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->stopping = true;
+  }
+  impl_->wake.notify_all();
+  impl_->health_thread.join();
+  impl_->grpc_server->GetHealthCheckService()->SetServingStatus(false);
+  impl_->grpc_server->Shutdown();
+  impl_->grpc_server->Wait();
+  log_info("remote: stopped listening on " + impl_->address);
+}
+
+const std::string& Remote::address() const noexcept { return impl_->address; }
+
+}  // namespace engram::remote

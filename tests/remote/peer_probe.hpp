@@ -1,0 +1,90 @@
+// A peer as the remote tests see one: a gRPC channel to an engramd's
+// [remote] address with chosen credentials, and the standard health check
+// over it (grpc.health.v1.Health/Check, called without its generated stub:
+// an empty request, and a response whose field 1 is the status).
+#pragma once
+
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <future>
+#include <string>
+#include <vector>
+
+#include "daemon_fixture.hpp"
+
+namespace engram::test {
+
+// mTLS as a peer holding `name`.crt/.key from `dir` that trusts `ca`.crt;
+// an empty name: TLS without a certificate of its own.
+inline std::shared_ptr<grpc::ChannelCredentials> tls_as(const std::string& dir, const std::string& name,
+                                                        const std::string& ca = "ca") {
+  grpc::SslCredentialsOptions o;
+  o.pem_root_certs = read_file(dir + "/" + ca + ".crt");
+  if (!name.empty()) {
+    o.pem_private_key = read_file(dir + "/" + name + ".key");
+    o.pem_cert_chain = read_file(dir + "/" + name + ".crt");
+  }
+  return grpc::SslCredentials(o);
+}
+
+struct Probe {
+  grpc::StatusCode code = grpc::StatusCode::UNKNOWN;
+  std::string message;
+  int serving = -1;  // the health status: 1 SERVING, 2 NOT_SERVING
+  bool ok() const { return code == grpc::StatusCode::OK; }
+};
+
+inline Probe health_check(const std::string& address, const std::shared_ptr<grpc::ChannelCredentials>& creds,
+                          int timeout_ms = 5000) {
+  auto channel = grpc::CreateChannel(address, creds);
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
+  // HealthCheckRequest { service = "" } is zero bytes, but a buffer
+  // without a slice is no message at all to gRPC.
+  grpc::Slice nothing(std::string{});
+  grpc::ByteBuffer request(&nothing, 1), response;
+  std::promise<grpc::Status> done;
+  stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                 [&done](grpc::Status s) { done.set_value(s); });
+  grpc::Status s = done.get_future().get();
+  Probe p{s.error_code(), s.error_message(), -1};
+  std::vector<grpc::Slice> slices;
+  if (s.ok() && response.Dump(&slices).ok()) {
+    std::string bytes;
+    for (auto& sl : slices) bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+    // HealthCheckResponse { status = 1 }: tag 0x08, then the enum as a varint.
+    p.serving = bytes.size() == 2 && bytes[0] == 0x08 ? bytes[1] : (bytes.empty() ? 0 : -2);
+  }
+  return p;
+}
+
+// engramctl's output (stdout and stderr) and exit status, run against d.
+inline std::pair<int, std::string> engramctl(const Daemon& d, std::vector<std::string> args) {
+  args.insert(args.begin(), {ENGRAMCTL_PATH, "--socket", d.socket()});
+  std::string out = d.file("engramctl.out");
+  std::remove(out.c_str());
+  int rc = wait_exit(spawn(args, out), 10000);
+  return {rc, read_file(out)};
+}
+
+// The address d's [remote] listens on, its port filled in, from
+// `engramctl status --json`; "" if it does not listen within `wait_ms`
+// (engramd's control socket answers before [remote] listens: readiness,
+// under systemd, waits for both).
+inline std::string remote_address(const Daemon& d, int wait_ms = 5000) {
+  for (int waited = 0;; waited += 20) {
+    std::string out = engramctl(d, {"status", "--json"}).second;
+    size_t at = out.find("\"listen\": \"");
+    if (at != std::string::npos) {
+      at += 11;
+      return out.substr(at, out.find('"', at) - at);
+    }
+    if (waited >= wait_ms) return "";
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+}  // namespace engram::test
