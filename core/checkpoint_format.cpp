@@ -208,6 +208,13 @@ std::string encode_manifest(const Manifest& m) {
         o.put(r.length);
       }
     }
+    if (m.format_version >= 2) {  // a format 1 manifest (tests write one) has no marks
+      o.put(static_cast<uint32_t>(t.marks.size()));
+      for (const DeliveryMark& mk : t.marks) {
+        o.put(mk.producer);
+        o.put(mk.sequence);
+      }
+    }
   }
   o.put(checksum(o.bytes().data(), o.bytes().size()));
   return std::move(o.bytes());
@@ -303,6 +310,13 @@ Result<Manifest> decode_manifest(const void* data, size_t n) {
         t.refs.push_back(r);
       }
       t.items.push_back(it);
+    }
+    // Format 1 has no delivery marks: a table restored from it has none.
+    uint32_t nmarks = m.format_version >= 2 ? in.count("delivery mark count", 16) : 0;
+    t.marks.resize(nmarks);
+    for (DeliveryMark& mk : t.marks) {
+      mk.producer = in.get<uint64_t>("delivery mark producer");
+      mk.sequence = in.get<uint64_t>("delivery mark sequence");
     }
     m.tables.push_back(std::move(t));
   }

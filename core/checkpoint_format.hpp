@@ -17,7 +17,9 @@
 //       statistics, its insertion and heap counters, the generation of every
 //       slot, the free-slot stack, and its items in insertion order: key,
 //       priority, inserted_seq, times_sampled, heap ages, chunk references
-//       (chunk number in this manifest, step offset, length)
+//       (chunk number in this manifest, step offset, length); from format 2,
+//       then its delivery marks: u32 count, each u64 producer, u64 sequence
+//       (Delivery, core/table.hpp)
 //   | u64 XXH3-64 of everything before it
 //
 // The trailer stays the last 8 bytes in every version, so any version's
@@ -35,7 +37,8 @@
 
 namespace engram {
 
-inline constexpr uint32_t kCheckpointFormat = 1;
+// 2: delivery marks. A reader takes every version up to its own.
+inline constexpr uint32_t kCheckpointFormat = 2;
 inline constexpr char kManifestFile[] = "MANIFEST";
 inline constexpr char kChunksFile[] = "chunks.zst";
 

@@ -30,8 +30,9 @@ inline constexpr uint32_t kControlMagic = 0x4c525443;  // "CTRL"
 // requests of several one-chunk items (RequestOp::insert_items). 7: the
 // hello reply names each class's per-client limit; status lists clients.
 // 8: TableSpec.capacity is 64 bits, so the server alone bounds max_size.
-// 9: remote_status.
-inline constexpr uint32_t kProtocolVersion = 9;
+// 9: remote_status. 10: an insert record may carry a delivery (producer,
+// sequence), before its references.
+inline constexpr uint32_t kProtocolVersion = 10;
 // Descriptors one message may carry; a message that comes with more is refused.
 inline constexpr size_t kMaxControlFds = 4;
 inline constexpr uint32_t kMaxControlPayload = 1 << 16;

@@ -97,6 +97,12 @@ struct RequestRecord {
       // Nonzero: the writer took a block for a chunk since its last insert
       // and wants one back with the ack (see InsertAck).
       uint32_t want_spare;
+      // Producer 0 for a writer's insert; a peer's delivery names its
+      // stream and the item's number in it, and the table applies each
+      // (producer, sequence) once (Delivery, core/table.hpp). Before refs:
+      // a push carries a record only up to its last ref (request_bytes).
+      uint64_t producer;
+      uint64_t sequence;
       ChunkRef refs[kRecordRefs];
     } insert;
     struct {

@@ -182,7 +182,25 @@ uint32_t Table::next_victim(const ChunkRef** out) const noexcept {
   return items_[victim->slot].num_refs;
 }
 
-Result<uint64_t> Table::insert(double priority, const ChunkRef* refs, uint32_t num_refs, uint32_t plain_steps) {
+Status Table::check_delivery(const Delivery& d) const {
+  if (d.producer == 0) return Status::Ok();
+  if (d.sequence == 0)
+    return {Errc::invalid_argument, "table '" + std::string(h_->name) + "': an insert from producer " +
+                                        std::to_string(d.producer) + " has sequence 0; sequences start at 1"};
+  auto it = marks_.find(d.producer);
+  if (it != marks_.end() && d.sequence <= it->second)
+    return {Errc::already_exists, "table '" + std::string(h_->name) + "': producer " + std::to_string(d.producer) +
+                                      "'s item " + std::to_string(d.sequence) + " was applied before (its mark is " +
+                                      std::to_string(it->second) + ")"};
+  if (it == marks_.end() && marks_.size() >= kMaxProducers)
+    return {Errc::limit, "table '" + std::string(h_->name) + "' already has items from " +
+                             std::to_string(kMaxProducers) + " producers, the most it remembers"};
+  return Status::Ok();
+}
+
+Result<uint64_t> Table::insert(double priority, const ChunkRef* refs, uint32_t num_refs, uint32_t plain_steps,
+                               const Delivery& from) {
+  if (Status s = check_delivery(from); !s.ok()) return s;
   if (num_refs == 0 || num_refs > h_->max_refs_per_item)
     return Status{Errc::invalid_argument, "table '" + std::string(h_->name) + "': an item needs 1 to " +
                                               std::to_string(h_->max_refs_per_item) + " chunk references, got " + std::to_string(num_refs)};
@@ -216,6 +234,7 @@ Result<uint64_t> Table::insert(double priority, const ChunkRef* refs, uint32_t n
   ++h_->stats.inserts;
   limiter_.on_insert();
   sync_limiter();
+  if (from.producer != 0) marks_[from.producer] = from.sequence;
   return it.key;
 }
 
@@ -348,6 +367,9 @@ TableState Table::snapshot() const {
   }
   std::sort(s.items.begin(), s.items.end(),
             [](const ItemState& a, const ItemState& b) { return a.inserted_seq < b.inserted_seq; });
+  for (const auto& [producer, sequence] : marks_) s.marks.push_back({producer, sequence});
+  std::sort(s.marks.begin(), s.marks.end(),
+            [](const DeliveryMark& a, const DeliveryMark& b) { return a.producer < b.producer; });
   return s;
 }
 
@@ -405,6 +427,12 @@ Status Table::restore(const TableState& s, const std::function<uint32_t(const Ch
   if (s.counters.inserts - s.counters.deletes != int64_t{h_->size})
     return bad("says inserts - deletes = " + std::to_string(s.counters.inserts - s.counters.deletes) + " but holds " +
                std::to_string(h_->size) + " items");
+  if (s.marks.size() > kMaxProducers) return bad("has more than " + std::to_string(kMaxProducers) + " producers");
+  for (size_t i = 0; i < s.marks.size(); ++i)
+    if (s.marks[i].producer == 0 || s.marks[i].sequence == 0 || (i > 0 && s.marks[i].producer <= s.marks[i - 1].producer))
+      return bad("has a delivery mark of producer 0 or sequence 0, or producers out of order");
+  marks_.clear();
+  for (const DeliveryMark& m : s.marks) marks_[m.producer] = m.sequence;
   h_->next_seq = s.next_seq;
   h_->stats = s.stats;
   sampler_.set_seq_counter(s.sampler_seq);

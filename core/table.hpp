@@ -21,6 +21,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/rate_limiter.hpp"
@@ -149,6 +150,28 @@ struct SampleBatch {
   }
 };
 
+// Who sent an insert, for inserts that must be applied at most once: a
+// producer (nonzero; one sender's stream into this table) and a sequence
+// number that grows with each of its items (nonzero). The table keeps each
+// producer's highest sequence applied, its delivery mark, refuses an insert
+// at or below it (Errc::already_exists, nothing changed), and saves the
+// marks with its items, so that a restored table refuses exactly the items
+// it holds. Peers' deliveries use it (remote/): an item sent again after a
+// broken link or a restart is dropped, not doubled. Producer 0: no mark,
+// as for every local writer's insert.
+struct Delivery {
+  uint64_t producer = 0;
+  uint64_t sequence = 0;
+};
+// Producers one table remembers; a new one past it is refused (Errc::limit):
+// a mark forgotten would let that producer's resent items in twice.
+inline constexpr size_t kMaxProducers = 4096;
+
+struct DeliveryMark {
+  uint64_t producer;
+  uint64_t sequence;  // the highest applied
+};
+
 // Everything a table holds, as plain values: what a checkpoint saves and a
 // restore puts back. Items are in insertion order; their chunk references
 // are refs[first_ref, first_ref + num_refs).
@@ -190,6 +213,7 @@ struct TableState {
   std::vector<uint32_t> free_stack;          // free slots, bottom first (pop order reversed)
   std::vector<ItemState> items;
   std::vector<ChunkRef> refs;
+  std::vector<DeliveryMark> marks;  // by producer, ascending
 };
 
 class Table {
@@ -210,8 +234,14 @@ class Table {
   void set_remove_hook(RemoveHook hook) { on_remove_ = std::move(hook); }
 
   // Inserts one item referencing `refs`; evicts with the remover when full.
-  // Errc::rate_limited when the limiter does not allow it now (nothing changes).
-  Result<uint64_t> insert(double priority, const ChunkRef* refs, uint32_t num_refs, uint32_t plain_steps = 0);
+  // Errc::rate_limited when the limiter does not allow it now (nothing
+  // changes); with a producer, what check_delivery refuses first.
+  Result<uint64_t> insert(double priority, const ChunkRef* refs, uint32_t num_refs, uint32_t plain_steps = 0,
+                          const Delivery& from = {});
+  // Whether an insert from `d` may be applied (see Delivery): ok without
+  // a producer; Errc::already_exists at or below its mark; Errc::limit for
+  // a new producer past kMaxProducers; Errc::invalid_argument for sequence 0.
+  Status check_delivery(const Delivery& d) const;
   // Samples up to n items (Errc::rate_limited if the limiter refuses n now).
   // Fewer than n come back only when max_times_sampled empties the table
   // mid-batch. Each sample counts; items reaching max_times_sampled go.
@@ -221,7 +251,9 @@ class Table {
   // Errc::unknown_key for one that never named a slot of this table.
   Status update(uint64_t key, double priority);
   Status remove(uint64_t key);
-  // Empties the table and its counters; keys issued before stay stale.
+  // Empties the table and its counters; keys issued before stay stale, and
+  // delivery marks stay (a producer's items sent again after a reset are
+  // still the ones it sent before).
   void reset();
   Status set_rate_limiter(const RateLimiterConfig& c);
   // Adds a newly referenced chunk's sizes to the statistics.
@@ -284,6 +316,9 @@ class Table {
   RateLimiter limiter_;  // mirrored into the header after each change
   std::mt19937_64 rng_;
   RemoveHook on_remove_;
+  // Delivery marks: the owner thread's alone, like the rest, but in its
+  // private memory (no client reads them).
+  std::unordered_map<uint64_t, uint64_t> marks_;
 };
 
 }  // namespace engram

@@ -69,6 +69,10 @@ TableOwner::Outcome TableOwner::insert_in_turn(ChannelState& c, const RequestRec
     return fail(c, r, {Errc::invalid_argument, "item spans " + std::to_string(r.count) + " chunks; table " +
                                                    table_.name() + " allows " + std::to_string(table_.refs_per_item())}),
            Outcome::done;
+  // An item delivered before is answered at once: it must not wait for
+  // the rate limiter it already passed.
+  const Delivery from{in.producer, in.sequence};
+  if (Status s = table_.check_delivery(from); !s.ok()) return fail(c, r, s), Outcome::done;
   bool my_turn = insert_line_.empty() || insert_line_.front() == &c;
   if (!my_turn || !table_.limiter().can_insert(1)) return refuse(c, r, "an insert");
 
@@ -109,7 +113,7 @@ TableOwner::Outcome TableOwner::insert_in_turn(ChannelState& c, const RequestRec
     }
   }
   size_t freed_before = freed_.size();  // an eviction may free blocks
-  auto key = table_.insert(in.priority, in.refs, r.count, plain_steps_of(headers[0]));
+  auto key = table_.insert(in.priority, in.refs, r.count, plain_steps_of(headers[0]), from);
   if (!key.ok()) {
     undo();
     return fail(c, r, key.status()), Outcome::done;

@@ -72,6 +72,7 @@ Manifest sample_manifest() {
   t.items.push_back({(1ull << 32) | 0, 0.5, 0, 2, 0, 1, 7, 0});
   t.items.push_back({(1ull << 32) | 2, 1.5, 2, 0, 1, 2, 9, 0});
   t.refs = {{0, 0, 0, 1}, {0, 0, 1, 1}, {1, 0, 0, 1}};
+  t.marks = {{3, 10}, {8, 2}};
   m.tables.push_back(t);
   return m;
 }
@@ -85,6 +86,21 @@ TEST(Manifest, RoundTripsEveryField) {
   EXPECT_EQ(back->tables[0].items[1].sampler_seq, 9u);
   EXPECT_EQ(back->tables[0].options.signature[0].codec, static_cast<uint32_t>(Codec::delta_zstd));
   EXPECT_EQ(back->tables[0].refs[2].block, 1u);
+  ASSERT_EQ(back->tables[0].marks.size(), 2u);
+  EXPECT_EQ(back->tables[0].marks[1].producer, 8u);
+  EXPECT_EQ(back->tables[0].marks[1].sequence, 2u);
+}
+
+// Checkpoints of format 1 (before delivery marks) still restore, with none.
+TEST(Manifest, AFormatOneManifestReadsWithNoDeliveryMarks) {
+  Manifest m = sample_manifest();
+  m.format_version = 1;
+  std::string bytes = encode_manifest(m);
+  auto back = decode_manifest(bytes.data(), bytes.size());
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->format_version, 1u);
+  EXPECT_TRUE(back->tables[0].marks.empty());
+  EXPECT_EQ(back->tables[0].items.size(), 2u);
 }
 
 TEST(Manifest, EveryTruncationAndFlipIsRefused) {

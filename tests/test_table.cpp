@@ -413,6 +413,57 @@ TEST(Table, ResetEmptiesAndOldKeysStayStale) {
   EXPECT_EQ(t.update(k, 2.0).code(), Errc::stale_key);
 }
 
+// Delivery marks: each (producer, sequence) is applied once, in growing
+// order per producer; a refused delivery changes nothing; the marks survive
+// a reset and travel with the snapshot, so a restored table refuses exactly
+// what it holds.
+TEST(Table, DeliveriesAreAppliedOncePerProducerAndSequence) {
+  OwnedTable o(options({SelectorKind::fifo, 1}, {SelectorKind::fifo, 1}, 8));
+  Table& t = o.table;
+  ChunkRef r = ref_for(0);
+  ASSERT_TRUE(t.insert(1.0, &r, 1, 0, {7, 1}).ok());
+  ASSERT_TRUE(t.insert(1.0, &r, 1, 0, {7, 5}).ok());  // gaps are allowed: refused items leave them
+  ASSERT_TRUE(t.insert(1.0, &r, 1, 0, {9, 1}).ok());  // another producer counts on its own
+  for (uint64_t again : {1, 4, 5}) {
+    auto dup = t.insert(1.0, &r, 1, 0, {7, again});
+    EXPECT_EQ(dup.status().code(), Errc::already_exists) << again;
+    EXPECT_NE(dup.status().message().find("producer 7's item " + std::to_string(again) + " was applied before"),
+              std::string::npos)
+        << dup.status().message();
+  }
+  EXPECT_EQ(t.size(), 3u);
+  EXPECT_EQ(t.limiter().counters().inserts, 3);
+  EXPECT_EQ(t.check_delivery({7, 6}).code(), Errc::ok);
+  EXPECT_EQ(t.check_delivery({7, 0}).code(), Errc::invalid_argument);
+  EXPECT_TRUE(t.insert(1.0, &r, 1).ok()) << "no producer: no mark, as for every local writer";
+  EXPECT_TRUE(t.insert(1.0, &r, 1).ok());
+
+  OwnedTable copy(options({SelectorKind::fifo, 1}, {SelectorKind::fifo, 1}, 8));
+  ASSERT_TRUE(copy.table.restore(t.snapshot()).ok());
+  EXPECT_EQ(copy.table.insert(1.0, &r, 1, 0, {7, 5}).status().code(), Errc::already_exists);
+  EXPECT_EQ(copy.table.insert(1.0, &r, 1, 0, {9, 1}).status().code(), Errc::already_exists);
+  EXPECT_TRUE(copy.table.insert(1.0, &r, 1, 0, {7, 6}).ok());
+
+  t.reset();
+  EXPECT_EQ(t.insert(1.0, &r, 1, 0, {7, 5}).status().code(), Errc::already_exists) << "a reset keeps the marks";
+
+  TableState bad = t.snapshot();
+  bad.marks = {{3, 1}, {3, 2}};
+  OwnedTable refused(options({SelectorKind::fifo, 1}, {SelectorKind::fifo, 1}, 8));
+  EXPECT_EQ(refused.table.restore(bad).code(), Errc::corrupt);
+}
+
+TEST(Table, ANewProducerPastTheBoundIsRefused) {
+  OwnedTable o(options({SelectorKind::fifo, 1}, {SelectorKind::fifo, 1}, 4));
+  Table& t = o.table;
+  ChunkRef r = ref_for(0);
+  for (uint64_t p = 1; p <= kMaxProducers; ++p) ASSERT_TRUE(t.insert(1.0, &r, 1, 0, {p, 1}).ok()) << p;
+  auto past = t.insert(1.0, &r, 1, 0, {kMaxProducers + 1, 1});
+  EXPECT_EQ(past.status().code(), Errc::limit);
+  EXPECT_NE(past.status().message().find("the most it remembers"), std::string::npos) << past.status().message();
+  EXPECT_TRUE(t.insert(1.0, &r, 1, 0, {1, 2}).ok()) << "known producers carry on";
+}
+
 TEST(Table, RateLimiterChangesAtRunTimeAndInfoReportsIt) {
   auto o = options({SelectorKind::uniform, 1}, {SelectorKind::fifo, 1}, 100);
   o.rate_limiter = RateLimiterConfig::min_size(5).value();

@@ -29,6 +29,42 @@ TEST_F(CApi, ACommandComesAfterTheRequestsItsSenderPushedBeforeIt) {
   EXPECT_EQ(info.size, 0u) << "the insert was applied after the reset";
 }
 
+// An insert that names a delivery (producer, sequence) is applied once: sent
+// again, or older than the producer's newest, it is refused as
+// already_exists and the table is unchanged; a local writer's inserts
+// (producer 0) are not marked.
+TEST_F(CApi, ADeliveredItemIsAppliedOnceEvenWhenSentAgain) {
+  ASSERT_EQ(create("replay"), ENGRAM_OK);
+  RawClient raw(socket_, "replay");
+  auto b = raw.ctl.grant_one(0);
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  auto deliver = [&](uint64_t producer, uint64_t sequence) {
+    RequestRecord ins = one_step_insert(*b, 1);
+    ins.payload.insert.producer = producer;
+    ins.payload.insert.sequence = sequence;
+    return raw.roundtrip(ins);
+  };
+  ResponseRecord first = deliver(5, 1);
+  ASSERT_EQ(first.status, 0) << first.payload.message;
+  for (uint64_t again : {1, 1}) {
+    ResponseRecord dup = deliver(5, again);
+    EXPECT_EQ(static_cast<Errc>(dup.status), Errc::already_exists) << dup.payload.message;
+    EXPECT_NE(std::string(dup.payload.message).find("producer 5's item 1 was applied before"), std::string::npos)
+        << dup.payload.message;
+  }
+  EXPECT_EQ(deliver(5, 3).status, 0);
+  EXPECT_EQ(static_cast<Errc>(deliver(5, 2).status), Errc::already_exists) << "older than the newest";
+  EXPECT_EQ(deliver(6, 1).status, 0) << "each producer counts on its own";
+  EXPECT_EQ(deliver(0, 0).status, 0);
+  EXPECT_EQ(deliver(0, 0).status, 0) << "a writer's inserts are not marked";
+  EXPECT_EQ(static_cast<Errc>(deliver(7, 0).status), Errc::invalid_argument);
+  engram_table_info info;
+  engram_table_info_init(&info);
+  ASSERT_EQ(engram_table_info_get(c_, "replay", &info), ENGRAM_OK) << last();
+  EXPECT_EQ(info.size, 5u);
+  EXPECT_EQ(info.inserts, 5u);
+}
+
 TEST_F(CApi, GarbageInRingsAndChunksIsRejectedAndTheServerSurvives) {
   ASSERT_EQ(create("replay"), ENGRAM_OK);
   RawClient raw(socket_, "replay");
