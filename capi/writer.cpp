@@ -105,8 +105,13 @@ Status engram_writer::send_pending(bool force) {
     uint32_t n = 0;
     batch[n++] = pending.front();
     pending.pop_front();
-    while (batch[0].num_refs == 1 && n < kRecordItems && !pending.empty() && pending.front().num_refs == 1 &&
-           pending.front().table == batch[0].table && sendable(pending.front())) {
+    // A record of items carries one chunk_steps and no deliveries.
+    auto joins = [&](const PendingItem& p) {
+      return p.num_refs == 1 && p.table == batch[0].table && p.from.producer == 0 &&
+             at(p.seq[0]).capacity == at(batch[0].seq[0]).capacity && sendable(p);
+    };
+    while (batch[0].num_refs == 1 && batch[0].from.producer == 0 && n < kRecordItems && !pending.empty() &&
+           joins(pending.front())) {
       batch[n++] = pending.front();
       pending.pop_front();
     }
@@ -140,13 +145,15 @@ Status engram_writer::send_items(const PendingItem* ps, uint32_t n) {
     r.op = static_cast<uint32_t>(RequestOp::insert);
     r.count = ps[0].num_refs;
     r.payload.insert.priority = ps[0].priority;
-    r.payload.insert.chunk_steps = chunk_length;
+    r.payload.insert.chunk_steps = at(ps[0].seq[0]).capacity;
     r.payload.insert.want_spare = o[0].want_spare;
+    r.payload.insert.producer = ps[0].from.producer;
+    r.payload.insert.sequence = ps[0].from.sequence;
     for (uint32_t i = 0; i < ps[0].num_refs; ++i) r.payload.insert.refs[i] = ref(ps[0], i);
   } else {  // one slice each (send_pending)
     r.op = static_cast<uint32_t>(RequestOp::insert_items);
     r.count = n;
-    r.payload.items.chunk_steps = chunk_length;
+    r.payload.items.chunk_steps = at(ps[0].seq[0]).capacity;
     for (uint32_t k = 0; k < n; ++k) {
       r.payload.items.items[k] = {ps[k].priority, ref(ps[k], 0)};
       if (o[k].want_spare) r.payload.items.want_spare |= 1u << k;
@@ -187,7 +194,19 @@ Status engram_writer::send_items(const PendingItem* ps, uint32_t n) {
 void engram_writer::on_ack(engram_table* t, const Status& s, uint64_t key, const Owed& o) {
   --unacked;
   if (o.want_spare) --spares_coming;
-  if (s.ok()) {
+  if (relay) {
+    // The table's answers are final and counted in order. An item that
+    // never reached it (the server went away, an interrupt) is no answer:
+    // the relay is broken from there on, and its sender sends it again.
+    Errc e = s.code();
+    if (e == Errc::disconnected || e == Errc::interrupted || e == Errc::closed || e == Errc::timeout) {
+      if (first_error.ok()) first_error = s;
+    } else if (first_error.ok()) {
+      ++answered;
+      if (e == Errc::already_exists) ++duplicates;
+      else if (!s.ok() && ++refused == 1) first_refusal = s.message();
+    }
+  } else if (s.ok()) {
     if (keep_keys) keys.push_back(key);
   } else if (first_error.ok() && s.code() != Errc::interrupted) {  // interrupted: reported at once
     first_error = Status{s.code(), "item in table " + t->name + ": " + s.message()};

@@ -40,8 +40,10 @@ struct engram_writer {
     uint32_t steps = 0;
     uint32_t unacked = 0;     // items over it not yet answered
     uint64_t held_by = 0;     // bit t: table id t's channel holds it
+    uint32_t capacity = 0;    // steps per column: chunk_length, or a relayed chunk's own
     bool final = false;       // header written; immutable from now on
     bool given_back = false;
+    bool kept = false;        // relayed, and items may still name it (relay.cpp)
   };
 
   engram_client* client = nullptr;
@@ -83,8 +85,20 @@ struct engram_writer {
     uint32_t num_refs;
     uint64_t seq[engram::kRecordRefs];  // the chunks, oldest first
     uint32_t offset[engram::kRecordRefs], length[engram::kRecordRefs];
+    engram::Delivery from{};            // a relayed item's; none for a writer's
   };
   engram::Fifo<PendingItem> pending;
+
+  // A relay (relay.cpp): chunks sealed elsewhere, items into one table,
+  // each answer counted in order rather than reported by flush.
+  bool relay = false;
+  engram_table* relay_table = nullptr;
+  uint64_t answered = 0, duplicates = 0, refused = 0;
+  std::string first_refusal;
+  engram::Status put_sealed(const void* bytes, size_t n, int32_t timeout_ms, uint64_t* id);
+  engram::Status relay_item(const uint64_t* ids, const uint32_t* offsets, const uint32_t* lengths, uint32_t n,
+                            double priority, engram::Delivery from);
+  engram::Status forget(uint64_t id);
 
   engram::Status append(const void* const* cols, uint32_t n, size_t stride_steps);
   engram::Status create_item(engram_table* t, uint32_t num_steps, double priority);
@@ -112,6 +126,9 @@ struct engram_writer {
  private:
   Chunk& at(uint64_t seq) { return chunks[seq - first_seq]; }
   engram::Status open_chunk();
+  // A block of class k for a chunk, waiting (handling acks) while the
+  // arena has none free for this client, up to timeout_ms (-1: for ever).
+  engram::Status take_chunk_block(uint32_t k, int32_t timeout_ms, engram::BlockRef* b);
   // Waits a moment for the spares that unanswered inserts asked for.
   engram::Status await_spare();
   void finalize(Chunk& c);

@@ -28,35 +28,39 @@ constexpr size_t kStreamStepBytes = 1024;
 }  // namespace
 
 Status engram_writer::open_chunk() {
+  if (spares_coming > 0 && !client->has_spare(size_class))
+    if (Status s = await_spare(); !s.ok()) return s;
+  BlockRef b;
+  if (Status s = take_chunk_block(size_class, insert_timeout_ms, &b); !s.ok()) return s;
+  Chunk c;
+  c.block = b;
+  c.data = static_cast<char*>(client->arena.data(b));
+  c.capacity = chunk_length;
+  ChunkHeader h{};
+  h.magic = kChunkMagic;
+  h.capacity_steps = chunk_length;
+  h.num_columns = static_cast<uint32_t>(columns.size());
+  h.signature_hash = sig_hash;
+  h.episode = episode;
+  h.flags = packed ? kChunkPacked : 0;
+  std::memcpy(c.data, &h, sizeof h);
+  chunks.push_back(c);
+  ++next_seq;
+  return Status::Ok();
+}
+
+Status engram_writer::take_chunk_block(uint32_t k, int32_t timeout_ms, BlockRef* out) {
   // The arena may be full for a while: items get evicted and chunks come
   // back. Or this client may hold all the server lets one client hold of
   // the class (Errc::limit): its chunks in flight become the tables' as
   // their inserts are applied. Wait for either (handling acks, which also
-  // give chunks back) until the insert timeout.
+  // give chunks back) until the timeout.
   int64_t deadline = 0;  // read at the first wait: most chunks get a block at once
   bool waiting = false;
   int64_t pause_ns = 10'000;
   for (;;) {
-    if (spares_coming > 0 && !client->has_spare(size_class))
-      if (Status s = await_spare(); !s.ok()) return s;
-    BlockRef b;
-    Status got = client->take_block(size_class, &b, insert_timeout_ms > 0 ? insert_timeout_ms : 0, spares_coming);
-    if (got.ok()) {
-      Chunk c;
-      c.block = b;
-      c.data = static_cast<char*>(client->arena.data(b));
-      ChunkHeader h{};
-      h.magic = kChunkMagic;
-      h.capacity_steps = chunk_length;
-      h.num_columns = static_cast<uint32_t>(columns.size());
-      h.signature_hash = sig_hash;
-      h.episode = episode;
-      h.flags = packed ? kChunkPacked : 0;
-      std::memcpy(c.data, &h, sizeof h);
-      chunks.push_back(c);
-      ++next_seq;
-      return Status::Ok();
-    }
+    Status got = client->take_block(k, out, timeout_ms > 0 ? timeout_ms : 0, spares_coming);
+    if (got.ok()) return got;
     if (got.code() != Errc::out_of_memory && got.code() != Errc::limit) return got;
     for (engram_table* t : client->tables) {
       ResponseRecord unused;
@@ -64,16 +68,16 @@ Status engram_writer::open_chunk() {
     }
     if (!client->alive()) return {Errc::disconnected, "the server went away; disconnect and connect again"};
     if (!waiting) {
-      deadline = deadline_after_ms(insert_timeout_ms);
+      deadline = deadline_after_ms(timeout_ms);
       waiting = true;
     }
     if (client->take_interrupt()) return {Errc::interrupted, "interrupted while waiting for a free block of the arena"};
     if (deadline >= 0 && monotonic_ns() >= deadline) {
       if (got.code() == Errc::limit)
-        return {Errc::limit, got.message() + (insert_timeout_ms == 0 ? "" : " (waited " + std::to_string(insert_timeout_ms) +
-                                                                               " ms for its chunks in flight to be taken)")};
-      return {insert_timeout_ms == 0 ? Errc::out_of_memory : Errc::timeout,
-              "the arena has no free block of " + std::to_string(client->arena.size_class(size_class).block_size) +
+        return {Errc::limit, got.message() + (timeout_ms == 0 ? "" : " (waited " + std::to_string(timeout_ms) +
+                                                                         " ms for its chunks in flight to be taken)")};
+      return {timeout_ms == 0 ? Errc::out_of_memory : Errc::timeout,
+              "the arena has no free block of " + std::to_string(client->arena.size_class(k).block_size) +
                   " bytes; give the server a larger arena, or keep fewer items (max_size)"};
     }
     std::this_thread::sleep_for(std::chrono::nanoseconds(pause_ns));
@@ -194,7 +198,7 @@ void engram_writer::trim_history() {
 void engram_writer::retire(uint64_t seq) {
   if (seq < first_seq || seq >= history_begin) return;
   Chunk& c = at(seq);
-  if (c.given_back || c.unacked > 0) return;
+  if (c.given_back || c.unacked > 0 || c.kept) return;
   if (c.held_by == 0) {
     // No table took it (no item, or every insert failed): still ours, or
     // already freed by an owner that undid a failed insert.

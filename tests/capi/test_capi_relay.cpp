@@ -1,0 +1,103 @@
+// The relay (capi/relay.h): chunks sealed by a writer elsewhere, copied
+// whole into this client's blocks, and items over them inserted once per
+// delivery, each answer counted in order. What engramd's peers build on.
+#include "capi/capi_fixture.hpp"
+#include "capi/relay.h"
+#include "core/chunk_format.hpp"
+
+namespace engram::test {
+namespace {
+
+// A plain chunk of the fixture's columns (obs uint8 [4, 5], reward float32)
+// as a writer elsewhere seals it: step i's obs bytes and reward are i.
+std::vector<char> sealed_chunk(uint32_t steps, uint32_t capacity, uint64_t sig_hash_override = 0) {
+  Column cols[2] = {make_column("obs", DType::u8, {4, 5}), make_column("reward", DType::f32, {})};
+  std::vector<char> bytes(chunk_bytes(cols, 2, capacity));
+  ChunkHeader h{};
+  h.magic = kChunkMagic;
+  h.num_steps = steps;
+  h.capacity_steps = capacity;
+  h.num_columns = 2;
+  h.signature_hash = sig_hash_override ? sig_hash_override : signature_hash(cols, 2);
+  h.episode = 1;
+  std::memcpy(bytes.data(), &h, sizeof h);
+  for (uint32_t i = 0; i < steps; ++i) {
+    std::memset(bytes.data() + chunk_column_offset(cols, 0, capacity) + i * 20, static_cast<int>(i), 20);
+    float r = static_cast<float>(i);
+    std::memcpy(bytes.data() + chunk_column_offset(cols, 1, capacity) + i * 4, &r, 4);
+  }
+  return bytes;
+}
+
+TEST_F(CApi, ARelayInsertsChunksSealedElsewhereOncePerDelivery) {
+  engram_table_options to = two_columns("replay", 100);
+  to.sampler = ENGRAM_FIFO;
+  to.max_times_sampled = 1;  // each item once, in insertion order
+  ASSERT_EQ(engram_table_create(c_, &to), ENGRAM_OK) << last();
+  engram_table* t = open("replay");
+  engram_writer* relay = nullptr;
+  ASSERT_EQ(engram_private_relay_open(c_, t, &relay), ENGRAM_OK) << last();
+  std::vector<char> chunk = sealed_chunk(3, 4);
+  uint64_t id = 0;
+  ASSERT_EQ(engram_private_relay_chunk(relay, chunk.data(), chunk.size(), 5000, &id), ENGRAM_OK) << last();
+  auto item = [&](uint32_t step, uint64_t sequence) {
+    uint32_t len = 1;
+    return engram_private_relay_item(relay, &id, &step, &len, 1, 1.0, 9, sequence);
+  };
+  ASSERT_EQ(item(0, 1), ENGRAM_OK) << last();
+  ASSERT_EQ(item(1, 2), ENGRAM_OK) << last();
+  ASSERT_EQ(item(0, 1), ENGRAM_OK) << "sent again, as after a broken link: " << last();
+  ASSERT_EQ(item(2, 3), ENGRAM_OK) << last();
+  uint64_t answered = 0, duplicates = 0, refused = 0;
+  for (int i = 0; i < 100 && answered < 4; ++i)
+    ASSERT_EQ(engram_private_relay_answered(relay, 1000, &answered, &duplicates, &refused), ENGRAM_OK) << last();
+  EXPECT_EQ(answered, 4u);
+  EXPECT_EQ(duplicates, 1u);
+  EXPECT_EQ(refused, 0u) << engram_private_relay_refusal(relay);
+
+  // The three items hold the chunk's steps 0, 1, 2, in order.
+  engram_sample_options so = batch_options(3, 1);
+  uint8_t obs[3 * 20];
+  float reward[3];
+  void* bufs[2] = {obs, reward};
+  std::vector<engram_sample_info> info;
+  sample_full_batch(t, so, bufs, &info);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(reward[i], static_cast<float>(i));
+    EXPECT_EQ(obs[i * 20 + 19], i);
+  }
+
+  // What no chunk of this table is, and items over what the relay does
+  // not hold, are refused by name; the relay carries on.
+  std::vector<char> other = sealed_chunk(3, 4, 12345);
+  uint64_t unused = 0;
+  EXPECT_EQ(engram_private_relay_chunk(relay, other.data(), other.size(), 0, &unused), ENGRAM_E_CORRUPT);
+  EXPECT_NE(std::string(last()).find("not that of a sealed chunk of table replay"), std::string::npos) << last();
+  EXPECT_EQ(engram_private_relay_chunk(relay, other.data(), 10, 0, &unused), ENGRAM_E_CORRUPT);
+  uint32_t step = 3, len = 1;
+  EXPECT_EQ(engram_private_relay_item(relay, &id, &step, &len, 1, 1.0, 9, 4), ENGRAM_E_INVALID) << "past the chunk's steps";
+  uint64_t nowhere = id + 7;
+  step = 0;
+  EXPECT_EQ(engram_private_relay_item(relay, &nowhere, &step, &len, 1, 1.0, 9, 4), ENGRAM_E_INVALID);
+  ASSERT_EQ(engram_private_relay_forget(relay, id), ENGRAM_OK) << last();
+  EXPECT_EQ(engram_private_relay_item(relay, &id, &step, &len, 1, 1.0, 9, 4), ENGRAM_E_INVALID) << "forgotten";
+  EXPECT_EQ(engram_private_relay_forget(relay, id), ENGRAM_E_INVALID);
+
+  // A bad priority reaches the table's refusal like any other answer.
+  ASSERT_EQ(engram_private_relay_chunk(relay, chunk.data(), chunk.size(), 5000, &id), ENGRAM_OK) << last();
+  step = 0;
+  EXPECT_EQ(engram_private_relay_item(relay, &id, &step, &len, 1, -1.0, 9, 4), ENGRAM_E_PRIORITY);
+  ASSERT_EQ(engram_private_relay_item(relay, &id, &step, &len, 1, 1.0, 9, 4), ENGRAM_OK) << last();
+  for (int i = 0; i < 100 && answered < 5; ++i)
+    ASSERT_EQ(engram_private_relay_answered(relay, 1000, &answered, &duplicates, &refused), ENGRAM_OK) << last();
+  EXPECT_EQ(answered, 5u);
+  engram_writer_close(relay);
+  engram_table_info ti;
+  engram_table_info_init(&ti);
+  ASSERT_EQ(engram_table_info_get(c_, "replay", &ti), ENGRAM_OK) << last();
+  EXPECT_EQ(ti.inserts, 4u);
+  engram_table_close(t);
+}
+
+}  // namespace
+}  // namespace engram::test
