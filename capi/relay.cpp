@@ -85,6 +85,8 @@ Status engram_writer::forget(uint64_t id) {
 
 extern "C" {
 
+uint64_t engram_private_table_signature(const engram_table* t) { return t ? t->sig_hash : 0; }
+
 int engram_private_relay_open(engram_client* c, engram_table* t, engram_writer** out) {
   ENGRAM_GUARD_BEGIN
   if (!c || !t || !out) return fail(Errc::invalid_argument, "client, table or out is NULL");

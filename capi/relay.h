@@ -19,6 +19,9 @@
 extern "C" {
 #endif
 
+/* The signature hash of t's columns (core/signature.hpp), which every
+ * chunk header of the table carries. */
+ENGRAM_API uint64_t engram_private_table_signature(const engram_table* t);
 /* A relay into table t, with t's columns. Close it with engram_writer_close. */
 ENGRAM_API int engram_private_relay_open(engram_client* c, engram_table* t, engram_writer** out);
 /* Copies a sealed chunk of n bytes into a block (waiting up to timeout_ms,

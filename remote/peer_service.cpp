@@ -3,6 +3,7 @@
 #include <string>
 
 #include "daemon/log.hpp"
+#include "remote/deliver.hpp"
 
 namespace engram::remote {
 
@@ -24,6 +25,10 @@ grpc::Status PeerService::Hello(grpc::ServerContext* ctx, const HelloRequest* rq
                 "); run the same engram release on both machines"};
   log_info("remote: peer " + name + " at " + ctx->peer() + " said hello");
   return grpc::Status::OK;
+}
+
+grpc::Status PeerService::Deliver(grpc::ServerContext* ctx, DeliverStream* stream) {
+  return serve_deliver(ctx, stream, socket_);
 }
 
 }  // namespace engram::remote

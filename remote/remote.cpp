@@ -39,7 +39,7 @@ struct Remote::Impl {
   PeerAddress listen;
   std::string address;
   std::string security;
-  PeerService peer_service;  // before grpc_server, which serves it until destroyed
+  std::unique_ptr<PeerService> peer_service;  // before grpc_server, which serves it until destroyed
   std::unique_ptr<grpc::Server> grpc_server;
   std::thread health_thread;
   std::mutex mu;
@@ -89,7 +89,9 @@ Result<std::unique_ptr<Remote>> Remote::start(const RemoteConfig& c, Server& ser
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(listen->text(), server_credentials(c, *tls), &port);
-  builder.RegisterService(&impl->peer_service);
+  builder.SetMaxReceiveMessageSize(kMaxPeerMessageBytes);
+  impl->peer_service = std::make_unique<PeerService>(server.socket_path());
+  builder.RegisterService(impl->peer_service.get());
   impl->grpc_server = builder.BuildAndStart();
   if (!impl->grpc_server || port == 0)
     return Status{Errc::invalid_argument, "remote.listen: cannot listen on " + listen->text() +

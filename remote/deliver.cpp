@@ -1,0 +1,206 @@
+#include "remote/deliver.hpp"
+
+#include <deque>
+#include <unordered_map>
+
+#include "capi/relay.h"
+#include "daemon/log.hpp"
+
+namespace engram::remote {
+namespace {
+
+using engram::peer::v1::DeliverReply;
+using engram::peer::v1::DeliverRequest;
+
+// How long one wait for the table's answers lasts before the stream looks
+// whether its peer is still there.
+constexpr int32_t kAnswerSliceMs = 100;
+
+grpc::Status bad(const std::string& why) { return {grpc::StatusCode::INVALID_ARGUMENT, why}; }
+
+grpc::Status from_engram(int code, const std::string& what) {
+  std::string msg = what + ": " + engram_last_error();
+  switch (code) {
+    case ENGRAM_E_NOT_FOUND: return {grpc::StatusCode::NOT_FOUND, msg};
+    case ENGRAM_E_DISCONNECTED: return {grpc::StatusCode::UNAVAILABLE, msg + " (this server is stopping)"};
+    case ENGRAM_E_LIMIT:
+    case ENGRAM_E_NOMEM: return {grpc::StatusCode::RESOURCE_EXHAUSTED, msg};
+    case ENGRAM_E_CORRUPT:
+    case ENGRAM_E_INVALID:
+    case ENGRAM_E_RANGE:
+    case ENGRAM_E_PRIORITY: return {grpc::StatusCode::INVALID_ARGUMENT, msg};
+    default: return {grpc::StatusCode::INTERNAL, msg};
+  }
+}
+
+// One stream's state: its client of this server, the relay, the chunks it
+// holds (the peer's ids to the relay's), and its items in the order they
+// went in, until answered.
+class Delivery {
+ public:
+  Delivery(grpc::ServerContext* ctx, DeliverStream* stream) : ctx_(ctx), stream_(stream) {}
+  ~Delivery() {
+    if (relay_) engram_writer_close(relay_);
+    if (table_) engram_table_close(table_);
+    if (client_) engram_disconnect(client_);
+  }
+
+  grpc::Status open(const DeliverRequest& rq, const std::string& socket) {
+    if (rq.table().empty() || rq.table().size() > ENGRAM_MAX_NAME)
+      return bad("DeliverRequest.table must name a table (1.." + std::to_string(ENGRAM_MAX_NAME) +
+                 " bytes) in the stream's first request");
+    if (rq.producer() == 0) return bad("DeliverRequest.producer must be nonzero in the stream's first request");
+    producer_ = rq.producer();
+    engram_connect_options o;
+    engram_connect_options_init(&o);
+    o.socket_path = socket.c_str();
+    if (int e = engram_connect(&o, &client_); e != ENGRAM_OK) return from_engram(e, "connecting to this server");
+    if (int e = engram_table_open(client_, rq.table().c_str(), &table_); e != ENGRAM_OK)
+      return from_engram(e, "table " + rq.table());
+    if (rq.signature() != engram_private_table_signature(table_))
+      return {grpc::StatusCode::FAILED_PRECONDITION,
+              "table " + rq.table() + " has other columns than the sender's table (signature hashes differ); give "
+                                      "both tables the same columns, dtypes, shapes and compression"};
+    if (int e = engram_private_relay_open(client_, table_, &relay_); e != ENGRAM_OK)
+      return from_engram(e, "opening a relay into table " + rq.table());
+    name_ = rq.table();
+    return grpc::Status::OK;
+  }
+
+  grpc::Status apply(const DeliverRequest& rq, bool first) {
+    if (!first && (!rq.table().empty() || rq.producer() != 0 || rq.signature() != 0))
+      return bad("DeliverRequest.table, producer and signature belong to the stream's first request only");
+    for (int i = 0; i < rq.chunks_size(); ++i) {
+      const auto& c = rq.chunks(i);
+      std::string at = "DeliverRequest.chunks[" + std::to_string(i) + "] (id " + std::to_string(c.id()) + ")";
+      if (held_.count(c.id())) return bad(at + " is already held by this stream; send a chunk once");
+      if (held_.size() >= kMaxHeldChunks)
+        return {grpc::StatusCode::RESOURCE_EXHAUSTED,
+                at + ": the stream holds " + std::to_string(kMaxHeldChunks) + " chunks, the most it may; forget some"};
+      uint64_t id = 0;
+      for (;;) {  // the arena may be full for a while: wait, but not past the peer
+        int e = engram_private_relay_chunk(relay_, c.data().data(), c.data().size(), kAnswerSliceMs, &id);
+        if (e == ENGRAM_OK) break;
+        if (e != ENGRAM_E_TIMEOUT && e != ENGRAM_E_NOMEM && e != ENGRAM_E_LIMIT) return from_engram(e, at);
+        if (ctx_->IsCancelled()) return {grpc::StatusCode::CANCELLED, "the peer went away"};
+        if (grpc::Status s = answer(0); !s.ok()) return s;
+      }
+      held_[c.id()] = id;
+    }
+    for (int i = 0; i < rq.items_size(); ++i) {
+      const auto& it = rq.items(i);
+      std::string at = "DeliverRequest.items[" + std::to_string(i) + "] (sequence " + std::to_string(it.sequence()) + ")";
+      if (it.sequence() <= last_sequence_)
+        return bad(at + ": sequences must grow within a stream; the last was " + std::to_string(last_sequence_));
+      if (it.slices_size() == 0 || it.slices_size() > 8) return bad(at + " must have 1..8 slices");
+      uint64_t ids[8];
+      uint32_t offsets[8], lengths[8];
+      for (int k = 0; k < it.slices_size(); ++k) {
+        const auto& sl = it.slices(k);
+        auto h = held_.find(sl.chunk());
+        if (h == held_.end())
+          return bad(at + ".slices[" + std::to_string(k) + "] names chunk " + std::to_string(sl.chunk()) +
+                     ", which this stream does not hold");
+        ids[k] = h->second;
+        offsets[k] = sl.offset();
+        lengths[k] = sl.length();
+      }
+      last_sequence_ = it.sequence();
+      int e = engram_private_relay_item(relay_, ids, offsets, lengths, static_cast<uint32_t>(it.slices_size()),
+                                        it.priority(), producer_, it.sequence());
+      if (e == ENGRAM_OK) {
+        order_.push_back({it.sequence(), true});
+      } else if (e == ENGRAM_E_DISCONNECTED || e == ENGRAM_E_INTERRUPTED || e == ENGRAM_E_CLOSED) {
+        return from_engram(e, at);
+      } else {  // refused here, before the table: final, and answered in its turn
+        order_.push_back({it.sequence(), false});
+        if (++refused_here_ == 1 && first_refusal_.empty()) first_refusal_ = at + ": " + engram_last_error();
+      }
+    }
+    for (int i = 0; i < rq.forget_size(); ++i) {
+      auto h = held_.find(rq.forget(i));
+      if (h == held_.end())
+        return bad("DeliverRequest.forget[" + std::to_string(i) + "] names chunk " + std::to_string(rq.forget(i)) +
+                   ", which this stream does not hold");
+      if (int e = engram_private_relay_forget(relay_, h->second); e != ENGRAM_OK) return from_engram(e, "forget");
+      held_.erase(h);
+    }
+    // Every item of the request answered before the next is read: while
+    // the rate limiter holds them, the peer's stream waits (backpressure).
+    while (!order_.empty()) {
+      if (grpc::Status s = answer(kAnswerSliceMs); !s.ok()) return s;
+      if (ctx_->IsCancelled()) return {grpc::StatusCode::CANCELLED, "the peer went away"};
+    }
+    return reply();
+  }
+
+ private:
+  // Takes the table's answers (waiting up to wait_ms for one) and moves the
+  // answered items off the front of order_.
+  grpc::Status answer(int32_t wait_ms) {
+    uint64_t answered = 0, duplicates = 0, refused = 0;
+    if (int e = engram_private_relay_answered(relay_, wait_ms, &answered, &duplicates, &refused); e != ENGRAM_OK)
+      return from_engram(e, "table " + name_);
+    duplicates_ = duplicates;
+    refused_ = refused;
+    if (refused > 0 && first_refusal_.empty()) first_refusal_ = engram_private_relay_refusal(relay_);
+    while (!order_.empty() && (!order_.front().relayed || taken_ < answered)) {
+      if (order_.front().relayed) ++taken_;
+      answered_sequence_ = order_.front().sequence;
+      order_.pop_front();
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status reply() {
+    DeliverReply r;
+    r.set_answered(answered_sequence_);
+    r.set_duplicates(duplicates_);
+    r.set_refused(refused_ + refused_here_);
+    r.set_refusal(first_refusal_);
+    if (!stream_->Write(r)) return {grpc::StatusCode::CANCELLED, "the peer went away"};
+    return grpc::Status::OK;
+  }
+
+  struct Sent {
+    uint64_t sequence;
+    bool relayed;  // false: refused before it reached the table
+  };
+
+  grpc::ServerContext* ctx_;
+  DeliverStream* stream_;
+  engram_client* client_ = nullptr;
+  engram_table* table_ = nullptr;
+  engram_writer* relay_ = nullptr;
+  std::string name_;
+  uint64_t producer_ = 0;
+  std::unordered_map<uint64_t, uint64_t> held_;
+  std::deque<Sent> order_;
+  uint64_t taken_ = 0;  // relayed items counted off order_
+  uint64_t last_sequence_ = 0, answered_sequence_ = 0;
+  uint64_t duplicates_ = 0, refused_ = 0, refused_here_ = 0;
+  std::string first_refusal_;
+};
+
+}  // namespace
+
+grpc::Status serve_deliver(grpc::ServerContext* ctx, DeliverStream* stream, const std::string& socket) {
+  DeliverRequest rq;
+  if (!stream->Read(&rq)) return grpc::Status::OK;
+  Delivery d(ctx, stream);
+  if (grpc::Status s = d.open(rq, socket); !s.ok()) return s;
+  const std::string table = rq.table();
+  log_info("remote: " + ctx->peer() + " delivers into table " + table + " (producer " + std::to_string(rq.producer()) +
+           ")");
+  bool first = true;
+  do {
+    if (grpc::Status s = d.apply(rq, first); !s.ok()) {
+      log_warn("remote: the stream from " + ctx->peer() + " into table " + table + " ended: " + s.error_message());
+      return s;
+    }
+    first = false;
+  } while (stream->Read(&rq));
+  return grpc::Status::OK;
+}
+
+}  // namespace engram::remote
