@@ -35,7 +35,7 @@ Status take_sample_record(const ResponseRecord& rsp, std::vector<SampledItemWire
   if (rsp.op == static_cast<uint32_t>(RequestOp::sample_packed)) {
     for (uint32_t k = 0; k < n; ++k) {
       const PackedItemWire& p = rsp.payload.packed.items[k];
-      items->push_back({p.key, p.priority, p.probability, p.times_sampled, p.table_size, 1, 0, {p.ref}});
+      items->push_back({p.key, p.priority, {p.probability}, p.times_sampled, p.table_size, 1, 0, {p.ref}});
       plain_steps->push_back(rsp.payload.packed.plain_steps[k]);
     }
   } else {

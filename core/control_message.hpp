@@ -31,7 +31,7 @@ inline constexpr uint32_t kControlMagic = 0x4c525443;  // "CTRL"
 // hello reply names each class's per-client limit; status lists clients.
 // 8: TableSpec.capacity is 64 bits, so the server alone bounds max_size.
 // 9: remote_status. 10: an insert record may carry a delivery (producer,
-// sequence), before its references.
+// sequence), before its references; a sample may ask for sequences.
 inline constexpr uint32_t kProtocolVersion = 10;
 // Descriptors one message may carry; a message that comes with more is refused.
 inline constexpr size_t kMaxControlFds = 4;

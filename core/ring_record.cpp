@@ -63,6 +63,9 @@ Status check_request(const RequestRecord& r, uint32_t max_batch) noexcept {
                                         std::to_string(r.count) + ", allowed " + std::to_string(lo) + ".." +
                                         std::to_string(hi)};
   };
+  if (r.flags != 0 && !(r.op == static_cast<uint32_t>(RequestOp::sample) && r.flags == kSampleSequences))
+    return {Errc::invalid_argument, std::string(request_op_name(r.op)) + " request with flags " + std::to_string(r.flags) +
+                                        "; only a sample may have flags, and only kSampleSequences"};
   switch (static_cast<RequestOp>(r.op)) {
     case RequestOp::insert: return count_in(1, kRecordRefs);
     case RequestOp::sample: return count_in(1, max_batch);

@@ -77,11 +77,17 @@ struct ItemEntry {
 
 // Both records start with the ring's sequence word (SpscRing,
 // kRingSeqBytes): pushes ignore it, pops find the ring's value in it.
+// RequestRecord::flags of a sample: answer each item's inserted_seq (its
+// place in the table's insertion order, which a checkpoint keeps) in place
+// of its probability. A peer's upstream link takes items so, and sends
+// the sequence with each as its delivery's.
+inline constexpr uint32_t kSampleSequences = 1;
+
 struct RequestRecord {
   uint32_t ring_seq_;
   uint32_t op;  // RequestOp
   uint32_t count;
-  uint32_t reserved_;
+  uint32_t flags;        // sample: kSampleSequences or 0; 0 for every other op
   uint64_t id;           // chosen by the client, echoed in responses
   int64_t deadline_ns;   // CLOCK_MONOTONIC; kNoDeadline, or 0 to never wait
   union {
@@ -125,7 +131,10 @@ static_assert(offsetof(RequestRecord, op) == kRingSeqBytes);
 struct SampledItemWire {
   uint64_t key;
   double priority;
-  double probability;
+  union {
+    double probability;
+    uint64_t sequence;  // for a sample with kSampleSequences
+  };
   uint32_t times_sampled;
   uint32_t table_size;
   uint32_t num_refs;
@@ -139,7 +148,10 @@ inline constexpr uint32_t kPackedItems = 3;
 struct PackedItemWire {
   uint64_t key;
   double priority;
-  double probability;
+  union {
+    double probability;
+    uint64_t sequence;  // as SampledItemWire's
+  };
   uint32_t times_sampled;
   uint32_t table_size;
   ChunkRef ref;

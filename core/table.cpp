@@ -252,8 +252,9 @@ Status Table::sample(uint32_t n, SampleBatch* out) {
     uint32_t slot = s->slot;
     ItemSlot& it = items_[slot];
     ++it.times_sampled;
-    SampledItem si{it.key, it.priority, s->probability, it.times_sampled, h_->size, static_cast<uint32_t>(out->refs.size()),
-                   it.num_refs, it.plain_steps};
+    SampledItem si{it.key,        it.priority,       s->probability,
+                   it.times_sampled, h_->size,       static_cast<uint32_t>(out->refs.size()),
+                   it.num_refs,      it.plain_steps, it.inserted_seq};
     out->items.push_back(si);
     const ChunkRef* r = refs(slot);
     out->refs.insert(out->refs.end(), r, r + it.num_refs);
@@ -291,7 +292,7 @@ Status Table::sample_independent(uint32_t n, SampleBatch* out) {
     ItemSlot& it = items_[slot];
     ++it.times_sampled;
     out->items.push_back({it.key, it.priority, picks[i].probability, it.times_sampled, h_->size,
-                          static_cast<uint32_t>(out->refs.size()), it.num_refs, it.plain_steps});
+                          static_cast<uint32_t>(out->refs.size()), it.num_refs, it.plain_steps, it.inserted_seq});
     const ChunkRef* r = refs(slot);
     out->refs.insert(out->refs.end(), r, r + it.num_refs);
   }
@@ -433,7 +434,8 @@ Status Table::restore(const TableState& s, const std::function<uint32_t(const Ch
       return bad("has a delivery mark of producer 0 or sequence 0, or producers out of order");
   marks_.clear();
   for (const DeliveryMark& m : s.marks) marks_[m.producer] = m.sequence;
-  h_->next_seq = s.next_seq;
+  if (s.next_seq > UINT64_MAX - kRestoreSequenceGap) return bad("has an insertion counter too close to its end");
+  h_->next_seq = s.next_seq + kRestoreSequenceGap;
   h_->stats = s.stats;
   sampler_.set_seq_counter(s.sampler_seq);
   remover_.set_seq_counter(s.remover_seq);

@@ -139,6 +139,7 @@ struct SampledItem {
   uint32_t first_ref;
   uint32_t num_refs;
   uint32_t plain_steps;  // ItemSlot::plain_steps
+  uint64_t inserted_seq;  // ItemSlot::inserted_seq
 };
 
 struct SampleBatch {
@@ -166,6 +167,14 @@ struct Delivery {
 // Producers one table remembers; a new one past it is refused (Errc::limit):
 // a mark forgotten would let that producer's resent items in twice.
 inline constexpr size_t kMaxProducers = 4096;
+
+// A restored table numbers its next insert this far above the saved
+// counter: numbers handed out after the checkpoint and before a crash are
+// never handed out again, so a peer that received items by those numbers
+// (an upstream table sends inserted_seq as the delivery's sequence) drops
+// only what it has. 2^40: three days of inserts at 4M/s between two
+// checkpoints, and 2^24 restores before the counter wraps.
+inline constexpr uint64_t kRestoreSequenceGap = uint64_t{1} << 40;
 
 struct DeliveryMark {
   uint64_t producer;

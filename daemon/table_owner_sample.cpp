@@ -57,6 +57,7 @@ TableOwner::Outcome TableOwner::sample(ChannelState& c, const RequestRecord& r) 
   pins.reserve(batch_.refs.size());
   size_t num_refs = batch_.refs.size();
   for (size_t k = 0; k < num_refs && k < kPrefetchAhead; ++k) arena_.prefetch_state(batch_.refs[k].block);
+  const bool sequences = (r.flags & kSampleSequences) != 0;
   ResponseRecord rsp{};  // one item of any number of slices
   rsp.op = r.op;
   rsp.id = r.id;
@@ -71,7 +72,8 @@ TableOwner::Outcome TableOwner::sample(ChannelState& c, const RequestRecord& r) 
   for (uint32_t i = 0; i < rsp.count; ++i) {
     const SampledItem& it = batch_.items[i];
     SampledItemWire& w = rsp.payload.item;
-    w = {it.key, it.priority, it.probability, it.times_sampled, it.table_size, it.num_refs, 0, {}};
+    w = {it.key, it.priority, {it.probability}, it.times_sampled, it.table_size, it.num_refs, 0, {}};
+    if (sequences) w.sequence = it.inserted_seq;
     for (uint32_t k = 0; k < it.num_refs && k < kRecordRefs; ++k) {
       w.refs[k] = batch_.refs[it.first_ref + k];
       if (it.first_ref + k + kPrefetchAhead < num_refs) arena_.prefetch_state(batch_.refs[it.first_ref + k + kPrefetchAhead].block);
@@ -90,7 +92,9 @@ TableOwner::Outcome TableOwner::sample(ChannelState& c, const RequestRecord& r) 
     PackedItemsWire& p = packed.payload.packed;
     if (p.n == 0) packed.index = i;
     p.plain_steps[p.n] = it.plain_steps;
-    p.items[p.n++] = {it.key, it.priority, it.probability, it.times_sampled, it.table_size, w.refs[0]};
+    p.items[p.n] = {it.key, it.priority, {it.probability}, it.times_sampled, it.table_size, w.refs[0]};
+    if (sequences) p.items[p.n].sequence = it.inserted_seq;
+    ++p.n;
     if (p.n == kPackedItems) send_packed();
   }
   send_packed();

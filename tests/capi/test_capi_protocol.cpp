@@ -65,6 +65,46 @@ TEST_F(CApi, ADeliveredItemIsAppliedOnceEvenWhenSentAgain) {
   EXPECT_EQ(info.inserts, 5u);
 }
 
+// A sample with kSampleSequences answers each item's place in the table's
+// insertion order where its probability would be (one-slice items packed,
+// as every sample); flags on anything else are refused.
+TEST_F(CApi, ASampleForDeliveryAnswersInsertionSequences) {
+  engram_table_options to = two_columns("queue", 100);
+  to.sampler = ENGRAM_FIFO;
+  to.max_times_sampled = 1;
+  ASSERT_EQ(engram_table_create(c_, &to), ENGRAM_OK) << last();
+  RawClient raw(socket_, "queue");
+  auto b = raw.ctl.grant_one(0);
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(raw.roundtrip(one_step_insert(*b, 1)).status, 0);
+  RequestRecord take{};
+  take.op = static_cast<uint32_t>(RequestOp::sample);
+  take.count = 2;
+  take.id = 100;
+  take.flags = kSampleSequences;
+  ResponseRecord rsp = raw.roundtrip(take);
+  ASSERT_EQ(rsp.status, 0) << rsp.payload.message;
+  ASSERT_EQ(rsp.op, static_cast<uint16_t>(RequestOp::sample_packed));
+  ASSERT_EQ(rsp.payload.packed.n, 2u);
+  EXPECT_EQ(rsp.payload.packed.items[0].sequence, 0u);
+  EXPECT_EQ(rsp.payload.packed.items[1].sequence, 1u);
+  RequestRecord plain = take;
+  plain.id = 101;
+  plain.flags = 0;
+  rsp = raw.roundtrip(plain);
+  ASSERT_EQ(rsp.status, 0) << rsp.payload.message;
+  EXPECT_EQ(rsp.payload.packed.items[0].probability, 1.0) << "without the flag, a probability";
+  RequestRecord odd = one_step_insert(*b, 1);
+  odd.flags = kSampleSequences;
+  rsp = raw.roundtrip(odd);
+  EXPECT_EQ(static_cast<Errc>(rsp.status), Errc::invalid_argument);
+  EXPECT_NE(std::string(rsp.payload.message).find("only a sample may have flags"), std::string::npos)
+      << rsp.payload.message;
+  take.id = 102;
+  take.flags = 2;
+  EXPECT_EQ(static_cast<Errc>(raw.roundtrip(take).status), Errc::invalid_argument);
+}
+
 TEST_F(CApi, GarbageInRingsAndChunksIsRejectedAndTheServerSurvives) {
   ASSERT_EQ(create("replay"), ENGRAM_OK);
   RawClient raw(socket_, "replay");
