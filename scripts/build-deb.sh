@@ -69,7 +69,10 @@ deps_lib=$(depends "debian/libengram0/$real")
 # errors go through libengram's engram_last_error, a private symbol).
 deps_server="$(LD_LIBRARY_PATH="$pkgs/libengram0/$lib" depends -l"$pkgs/libengram0/$lib" \
   "debian/libengram-server0/$real_server"), libengram0 (= $version)"
-deps_daemon=$(depends debian/engramd/usr/bin/engramd debian/engramd/usr/bin/engramctl)
+# engramd needs libengram.so.0 of the same release too: its peers' streams
+# are clients of the server through libengram's private relay (remote/).
+deps_daemon="$(LD_LIBRARY_PATH="$pkgs/libengram0/$lib" depends -l"$pkgs/libengram0/$lib" \
+  debian/engramd/usr/bin/engramd debian/engramd/usr/bin/engramctl), libengram0 (= $version)"
 
 control() {
   local pkg=$1 deps=$2
