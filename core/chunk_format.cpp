@@ -1,5 +1,6 @@
 #include "core/chunk_format.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -125,6 +126,32 @@ Status chunk_column_span(const void* block, size_t block_size, const ChunkHeader
   if (h.flags & kChunkPacked) return read_entry(block, block_size, h, cols, c, out);
   *out = {chunk_column_offset(cols, c, h.capacity_steps), uint64_t{h.num_steps} * column_step_bytes(cols[c]),
           Encoding::raw};
+  return Status::Ok();
+}
+
+Status copy_sealed_chunk(const void* block, size_t block_size, const Column* cols, uint32_t n, uint64_t sig_hash,
+                         std::string* out) {
+  ChunkHeader h;
+  if (Status s = check_chunk(block, block_size, cols, n, sig_hash, 0, 1, &h); !s.ok()) return s;
+  bool packed = h.flags & kChunkPacked;
+  ColumnSpan spans[kMaxColumns];
+  size_t end = packed ? packed_data_offset(n) : chunk_bytes(cols, n, h.capacity_steps);
+  for (uint32_t c = 0; c < n; ++c) {
+    if (Status s = chunk_column_span(block, block_size, h, cols, c, &spans[c]); !s.ok()) return s;
+    end = std::max<size_t>(end, spans[c].offset + spans[c].bytes);
+  }
+  size_t base = out->size();
+  out->resize(base + end, '\0');
+  char* dst = out->data() + base;
+  std::memcpy(dst, &h, sizeof h);
+  const char* src = static_cast<const char*>(block);
+  for (uint32_t c = 0; c < n; ++c) {
+    if (packed) {
+      ChunkColumn e{spans[c].offset, spans[c].bytes, static_cast<uint32_t>(spans[c].encoding), 0};
+      std::memcpy(dst + sizeof h + c * sizeof e, &e, sizeof e);
+    }
+    std::memcpy(dst + spans[c].offset, src + spans[c].offset, spans[c].bytes);
+  }
   return Status::Ok();
 }
 

@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "core/codec.hpp"
 #include "core/signature.hpp"
@@ -102,6 +103,17 @@ struct ColumnSpan {
 };
 Status chunk_column_span(const void* block, size_t block_size, const ChunkHeader& h, const Column* cols, uint32_t c,
                          ColumnSpan* out) noexcept;
+
+// A sealed chunk's bytes as another machine receives them (remote/):
+// checked as check_chunk checks it, then its header, a packed chunk's
+// directory (as read and checked), and each column's stored steps where the
+// layout puts them; every other byte zero, for a block's unused room holds
+// older data of any table, which must not leave the machine. Appends to
+// *out: a plain chunk's chunk_bytes(), a packed one's up to its last
+// column's end. The writer may scribble meanwhile: the header is read once,
+// and what is copied is what was checked.
+Status copy_sealed_chunk(const void* block, size_t block_size, const Column* cols, uint32_t n, uint64_t sig_hash,
+                         std::string* out);
 
 // Bytes of the chunk's steps before (raw) and after (stored) compression,
 // directory and padding left out; for a plain chunk they are equal.

@@ -209,5 +209,57 @@ TEST(PackedChunk, BadDirectoriesAreRefused) {
   }
 }
 
+
+// What leaves the machine of a sealed chunk: its steps where the layout
+// puts them, and zeros where a block's unused room held other data.
+TEST(SealedChunk, ACopyCarriesTheStepsAndZerosTheRest) {
+  std::vector<Column> cols{make_column("obs", DType::u8, {8}), make_column("r", DType::f32, {})};
+  uint64_t sig = signature_hash(cols.data(), 2);
+  std::vector<char> block(chunk_bytes(cols.data(), 2, 4) + 100, 'X');  // stale bytes everywhere
+  ChunkHeader h{kChunkMagic, 3, 4, 2, sig, 9, 0, {}};
+  std::memcpy(block.data(), &h, sizeof h);
+  for (uint32_t i = 0; i < 3; ++i) {
+    std::memset(block.data() + chunk_column_offset(cols.data(), 0, 4) + i * 8, 'a' + static_cast<int>(i), 8);
+    float r = static_cast<float>(i);
+    std::memcpy(block.data() + chunk_column_offset(cols.data(), 1, 4) + i * 4, &r, 4);
+  }
+  std::string out = "prefix";
+  ASSERT_TRUE(copy_sealed_chunk(block.data(), block.size(), cols.data(), 2, sig, &out).ok());
+  ASSERT_EQ(out.size(), 6 + chunk_bytes(cols.data(), 2, 4));
+  const char* c = out.data() + 6;
+  EXPECT_EQ(std::memcmp(c, &h, sizeof h), 0);
+  for (size_t i = sizeof h; i < out.size() - 6; ++i) {
+    size_t obs = chunk_column_offset(cols.data(), 0, 4), rr = chunk_column_offset(cols.data(), 1, 4);
+    bool step = (i >= obs && i < obs + 3 * 8) || (i >= rr && i < rr + 3 * 4);
+    if (step) EXPECT_EQ(c[i], block[i]) << i;
+    else ASSERT_EQ(c[i], 0) << "byte " << i << " is outside every written step";
+  }
+  // What a receiver checks, it finds whole.
+  ChunkHeader back;
+  EXPECT_TRUE(check_chunk(c, out.size() - 6, cols.data(), 2, sig, 0, 3, &back).ok());
+  // Not a chunk of these columns: refused, nothing appended.
+  std::string none;
+  EXPECT_EQ(copy_sealed_chunk(block.data(), block.size(), cols.data(), 2, sig + 1, &none).code(), Errc::corrupt);
+  EXPECT_TRUE(none.empty());
+}
+
+TEST(SealedChunk, APackedChunkKeepsItsDirectoryAndDecodes) {
+  Packed p;
+  std::fill(p.block.end() - 64, p.block.end(), 'X');  // stale room past the last column
+  std::string out;
+  ASSERT_TRUE(copy_sealed_chunk(p.block.data(), p.block.size(), p.cols.data(), 2, p.h.signature_hash, &out).ok());
+  ChunkColumn last;
+  std::memcpy(&last, p.block.data() + sizeof(ChunkHeader) + sizeof last, sizeof last);
+  EXPECT_EQ(out.size(), last.offset + last.stored_bytes);
+  ChunkHeader h;
+  ASSERT_TRUE(check_chunk(out.data(), out.size(), p.cols.data(), 2, p.h.signature_hash, 0, 4, &h).ok());
+  ColumnSpan span;
+  ASSERT_TRUE(chunk_column_span(out.data(), out.size(), h, p.cols.data(), 0, &span).ok());
+  std::vector<unsigned char> frames(256 * 4);
+  Decoder dec;
+  ASSERT_TRUE(dec.decode_column(span.encoding, out.data() + span.offset, span.bytes, 256, 4, frames.data()).ok());
+  EXPECT_EQ(frames, moving_square(16, 4));
+}
+
 }  // namespace
 }  // namespace engram
