@@ -65,97 +65,6 @@ Status check_options(const engram_table* t, const engram_sample_options* o) {
 
 constexpr int64_t kForeverNs = 365LL * 24 * 3600 * 1'000'000'000;
 
-// At a sample's deadline: cancels it (and true) unless the owner already
-// claimed it (ChannelHeader::sample_gate). The owner answers a cancelled
-// sample with a timeout, which pump() then drops as owed to nobody.
-bool give_up(engram_table* t, uint64_t id) {
-  std::atomic<uint64_t>& gate = t->channel.header->sample_gate;
-  uint64_t g = gate.load(std::memory_order_acquire);
-  for (;;) {
-    if (!(g & kGateCancelled) && g >= id) return false;
-    if (gate.compare_exchange_weak(g, kGateCancelled | id, std::memory_order_acq_rel, std::memory_order_acquire))
-      return true;
-  }
-}
-
-// Sends a sample request; its chunks stay pinned from when the owner draws
-// them until release(id).
-Status send_sample(engram_table* t, const engram_sample_options* o, uint64_t* id, int64_t* deadline_ns) {
-  RequestRecord r{};
-  r.op = static_cast<uint32_t>(RequestOp::sample);
-  r.count = o->batch_size;
-  r.id = t->client->next_id++;
-  // A sample that waits for ever still carries a deadline (a year away):
-  // only a sample with one goes through the gate, and the gate is what
-  // lets engram_client_interrupt cancel it without losing an item.
-  r.deadline_ns = o->timeout_ms == 0  ? 0
-                  : o->timeout_ms < 0 ? monotonic_ns() + kForeverNs
-                                      : deadline_after_ms(o->timeout_ms);
-  *id = r.id;
-  *deadline_ns = r.deadline_ns;
-  return t->send(r, Owed{RequestOp::sample, r.id, o->batch_size, nullptr, {}}, r.deadline_ns);
-}
-
-// Collects the item records of sample `id` (sent with deadline_ns) that
-// have not arrived yet, appending to *items and *plain_steps (for each
-// item its chunk's plain_steps; 0: read the header). `spin` as for pump().
-Status collect_sample(engram_table* t, uint64_t id, int64_t deadline_ns, std::vector<SampledItemWire>* items,
-                      std::vector<uint32_t>* plain_steps, int spin = -1) {
-  int64_t wait_until = deadline_ns <= 0 ? -1 : deadline_ns;
-  struct Rearm {  // puts back an interrupt this call took but did not act on
-    engram_client* c;
-    bool on = false;
-    ~Rearm() {
-      if (on) c->interrupt_pending.store(1, std::memory_order_release);
-    }
-  } rearm{t->client};
-  for (;;) {
-    ResponseRecord rsp;
-    Status s = t->pump(id, &rsp, nullptr, wait_until, spin);
-    // At the deadline, or interrupted, the owner may be applying the
-    // sample right now (or be stalled just before): the gate decides, and
-    // both sides agree.
-    if (s.code() == Errc::interrupted && deadline_ns == 0) {
-      // No gate for a sample that does not wait: the owner answers it at
-      // once, so take the answer and leave the interrupt for the next wait.
-      rearm.on = true;
-      continue;
-    }
-    if ((s.code() == Errc::timeout && wait_until >= 0) || s.code() == Errc::interrupted) {
-      if (give_up(t, id)) {
-        // Long before its deadline: the owner drops it when rung, and the
-        // requests behind it on this channel go on.
-        if (s.code() == Errc::interrupted) t->bell->ring();
-        return s;
-      }
-      wait_until = -1;  // the owner claimed it: its answer is on its way
-      continue;
-    }
-    if (!s.ok()) return s;
-    bool complete = false;
-    if (Status a = take_sample_record(rsp, items, plain_steps, &complete); !a.ok() || complete) return a;
-  }
-}
-
-// Sends a sample request and collects its item records.
-Status request_sample(engram_table* t, const engram_sample_options* o, uint64_t* id, std::vector<SampledItemWire>* items,
-                      std::vector<uint32_t>* plain_steps) {
-  int64_t deadline_ns = 0;
-  if (Status s = send_sample(t, o, id, &deadline_ns); !s.ok()) return s;
-  items->clear();
-  items->reserve(o->batch_size);
-  plain_steps->clear();
-  plain_steps->reserve(o->batch_size);
-  return collect_sample(t, *id, deadline_ns, items, plain_steps);
-}
-
-void release(engram_table* t, uint64_t id) {
-  RequestRecord r{};
-  r.op = static_cast<uint32_t>(RequestOp::release);
-  r.id = id;
-  (void)t->send_quiet(r);  // if the server is gone, so are the pins
-}
-
 // Whether the owner sent all an item needs to find its columns
 // (PackedItemsWire::plain_steps), so that its chunk's header is not read.
 bool layout_sent(const SampledItemWire& it, uint32_t plain_steps) { return plain_steps != 0 && it.num_refs == 1; }
@@ -349,6 +258,99 @@ Status copy_out(engram_table* t, const std::vector<SampledItemWire>& items, cons
 }  // namespace
 
 namespace engram {
+// At a sample's deadline: cancels it (and true) unless the owner already
+// claimed it (ChannelHeader::sample_gate). The owner answers a cancelled
+// sample with a timeout, which pump() then drops as owed to nobody.
+bool give_up(engram_table* t, uint64_t id) {
+  std::atomic<uint64_t>& gate = t->channel.header->sample_gate;
+  uint64_t g = gate.load(std::memory_order_acquire);
+  for (;;) {
+    if (!(g & kGateCancelled) && g >= id) return false;
+    if (gate.compare_exchange_weak(g, kGateCancelled | id, std::memory_order_acq_rel, std::memory_order_acquire))
+      return true;
+  }
+}
+
+// Sends a sample request; its chunks stay pinned from when the owner draws
+// them until release(id).
+Status send_sample(engram_table* t, const engram_sample_options* o, uint64_t* id, int64_t* deadline_ns,
+                   uint32_t flags) {
+  RequestRecord r{};
+  r.op = static_cast<uint32_t>(RequestOp::sample);
+  r.flags = flags;
+  r.count = o->batch_size;
+  r.id = t->client->next_id++;
+  // A sample that waits for ever still carries a deadline (a year away):
+  // only a sample with one goes through the gate, and the gate is what
+  // lets engram_client_interrupt cancel it without losing an item.
+  r.deadline_ns = o->timeout_ms == 0  ? 0
+                  : o->timeout_ms < 0 ? monotonic_ns() + kForeverNs
+                                      : deadline_after_ms(o->timeout_ms);
+  *id = r.id;
+  *deadline_ns = r.deadline_ns;
+  return t->send(r, Owed{RequestOp::sample, r.id, o->batch_size, nullptr, {}}, r.deadline_ns);
+}
+
+// Collects the item records of sample `id` (sent with deadline_ns) that
+// have not arrived yet, appending to *items and *plain_steps (for each
+// item its chunk's plain_steps; 0: read the header). `spin` as for pump().
+Status collect_sample(engram_table* t, uint64_t id, int64_t deadline_ns, std::vector<SampledItemWire>* items,
+                      std::vector<uint32_t>* plain_steps, int spin) {
+  int64_t wait_until = deadline_ns <= 0 ? -1 : deadline_ns;
+  struct Rearm {  // puts back an interrupt this call took but did not act on
+    engram_client* c;
+    bool on = false;
+    ~Rearm() {
+      if (on) c->interrupt_pending.store(1, std::memory_order_release);
+    }
+  } rearm{t->client};
+  for (;;) {
+    ResponseRecord rsp;
+    Status s = t->pump(id, &rsp, nullptr, wait_until, spin);
+    // At the deadline, or interrupted, the owner may be applying the
+    // sample right now (or be stalled just before): the gate decides, and
+    // both sides agree.
+    if (s.code() == Errc::interrupted && deadline_ns == 0) {
+      // No gate for a sample that does not wait: the owner answers it at
+      // once, so take the answer and leave the interrupt for the next wait.
+      rearm.on = true;
+      continue;
+    }
+    if ((s.code() == Errc::timeout && wait_until >= 0) || s.code() == Errc::interrupted) {
+      if (give_up(t, id)) {
+        // Long before its deadline: the owner drops it when rung, and the
+        // requests behind it on this channel go on.
+        if (s.code() == Errc::interrupted) t->bell->ring();
+        return s;
+      }
+      wait_until = -1;  // the owner claimed it: its answer is on its way
+      continue;
+    }
+    if (!s.ok()) return s;
+    bool complete = false;
+    if (Status a = take_sample_record(rsp, items, plain_steps, &complete); !a.ok() || complete) return a;
+  }
+}
+
+// Sends a sample request and collects its item records.
+Status request_sample(engram_table* t, const engram_sample_options* o, uint64_t* id, std::vector<SampledItemWire>* items,
+                      std::vector<uint32_t>* plain_steps, uint32_t flags) {
+  int64_t deadline_ns = 0;
+  if (Status s = send_sample(t, o, id, &deadline_ns, flags); !s.ok()) return s;
+  items->clear();
+  items->reserve(o->batch_size);
+  plain_steps->clear();
+  plain_steps->reserve(o->batch_size);
+  return collect_sample(t, *id, deadline_ns, items, plain_steps);
+}
+
+void release(engram_table* t, uint64_t id) {
+  RequestRecord r{};
+  r.op = static_cast<uint32_t>(RequestOp::release);
+  r.id = id;
+  (void)t->send_quiet(r);  // if the server is gone, so are the pins
+}
+
 void end_begun_sample(engram_table* t) {
   engram_table::BegunSample b = std::move(t->begun);
   t->begun.clear();

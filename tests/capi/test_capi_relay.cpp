@@ -1,9 +1,14 @@
 // The relay (capi/relay.h): chunks sealed by a writer elsewhere, copied
 // whole into this client's blocks, and items over them inserted once per
-// delivery, each answer counted in order. What engramd's peers build on.
+// delivery, each answer counted in order; and taking (capi/take.h): items
+// of a local table with their insertion sequences, pinned for delivery.
+// What engramd's peers build on.
 #include "capi/capi_fixture.hpp"
 #include "capi/relay.h"
+#include "capi/take.h"
 #include "core/chunk_format.hpp"
+
+#include <map>
 
 namespace engram::test {
 namespace {
@@ -97,6 +102,73 @@ TEST_F(CApi, ARelayInsertsChunksSealedElsewhereOncePerDelivery) {
   ASSERT_EQ(engram_table_info_get(c_, "replay", &ti), ENGRAM_OK) << last();
   EXPECT_EQ(ti.inserts, 4u);
   engram_table_close(t);
+}
+
+// Items taken for delivery come oldest first with their insertion
+// sequences, their chunks readable through the batch until it is freed;
+// what a sender copies of a chunk is what a relay takes in, so the two
+// ends meet: taken from one table, relayed into another, sampled back.
+TEST_F(CApi, TakenItemsCarryTheirSequencesAndRelayIntoAnotherTable) {
+  engram_table_options to = two_columns("outbox", 100);
+  to.sampler = ENGRAM_FIFO;
+  to.max_times_sampled = 1;
+  ASSERT_EQ(engram_table_create(c_, &to), ENGRAM_OK) << last();
+  to.name = "inbox";
+  ASSERT_EQ(engram_table_create(c_, &to), ENGRAM_OK) << last();
+  engram_table* out = open("outbox");
+  engram_table* in = open("inbox");
+  engram_writer* w = writer(cols_, 2, 4);  // chunks of 4 steps: 2 chunks for 6 items
+  insert_items(w, out, 6);
+  engram_writer_close(w);
+
+  engram_taken* taken = nullptr;
+  ASSERT_EQ(engram_private_take(out, 4, 1000, &taken), ENGRAM_OK) << last();
+  ASSERT_EQ(engram_private_taken_count(taken), 4u);
+  uint32_t ncols = 0;
+  const auto* cols = static_cast<const Column*>(engram_private_table_columns(out, &ncols));
+  ASSERT_EQ(ncols, 2u);
+  engram_writer* relay = nullptr;
+  ASSERT_EQ(engram_private_relay_open(c_, in, &relay), ENGRAM_OK) << last();
+  std::map<uint64_t, uint64_t> relayed;  // the sender's chunk name -> the relay's id
+  for (uint32_t i = 0; i < 4; ++i) {
+    engram_private_item it;
+    ASSERT_EQ(engram_private_taken_item(taken, i, &it), ENGRAM_OK) << last();
+    EXPECT_EQ(it.sequence, i) << "the oldest first, by their insertion order";
+    ASSERT_EQ(it.num_slices, 1u);
+    const engram_private_slice& sl = it.slices[0];
+    if (!relayed.count(sl.chunk)) {
+      std::string bytes;
+      ASSERT_TRUE(copy_sealed_chunk(sl.block, sl.block_size, cols, ncols, engram_private_table_signature(out), &bytes).ok());
+      uint64_t id = 0;
+      ASSERT_EQ(engram_private_relay_chunk(relay, bytes.data(), bytes.size(), 1000, &id), ENGRAM_OK) << last();
+      relayed[sl.chunk] = id;
+    }
+    uint64_t id = relayed[sl.chunk];
+    ASSERT_EQ(engram_private_relay_item(relay, &id, &sl.offset, &sl.length, 1, it.priority, 3, it.sequence + 1),
+              ENGRAM_OK)
+        << last();
+  }
+  EXPECT_EQ(relayed.size(), 1u) << "the first four items share the first chunk";
+  uint64_t answered = 0, duplicates = 0, refused = 0;
+  for (int i = 0; i < 100 && answered < 4; ++i)
+    ASSERT_EQ(engram_private_relay_answered(relay, 1000, &answered, &duplicates, &refused), ENGRAM_OK) << last();
+  EXPECT_EQ(answered, 4u);
+  engram_private_taken_free(taken);  // answered: the sender lets them go
+  engram_writer_close(relay);
+
+  engram_sample_options so = batch_options(4, 1);
+  uint8_t obs[4 * 20];
+  float reward[4];
+  void* bufs[2] = {obs, reward};
+  std::vector<engram_sample_info> info;
+  sample_full_batch(in, so, bufs, &info);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(reward[i], static_cast<float>(i));
+  engram_table_info ti;
+  engram_table_info_init(&ti);
+  ASSERT_EQ(engram_table_info_get(c_, "outbox", &ti), ENGRAM_OK) << last();
+  EXPECT_EQ(ti.size, 2u) << "taken items left the outbox; two wait";
+  engram_table_close(in);
+  engram_table_close(out);
 }
 
 }  // namespace

@@ -1,0 +1,81 @@
+// Taking items for delivery (take.h): a sample with kSampleSequences whose
+// pins the caller holds until the peer answered the items.
+#include "capi/take.h"
+
+#include <memory>
+
+#include "capi/client.hpp"
+#include "core/chunk_format.hpp"
+
+using namespace engram;
+
+struct engram_taken {
+  engram_table* table = nullptr;
+  uint64_t id = 0;
+  std::vector<SampledItemWire> items;
+};
+
+extern "C" {
+
+int engram_private_take(engram_table* t, uint32_t max_items, int32_t timeout_ms, engram_taken** out) {
+  ENGRAM_GUARD_BEGIN
+  if (!t || !out) return fail(Errc::invalid_argument, "table or out is NULL");
+  *out = nullptr;
+  if (max_items == 0 || max_items > t->client->hello.max_batch)
+    return fail(Errc::invalid_capacity, "max_items " + std::to_string(max_items) + "; allowed 1.." +
+                                            std::to_string(t->client->hello.max_batch));
+  engram_sample_options o;
+  engram_sample_options_init(&o);
+  o.batch_size = max_items;
+  o.timeout_ms = timeout_ms;
+  auto b = std::make_unique<engram_taken>();
+  b->table = t;
+  std::vector<uint32_t> plain_steps;
+  if (Status s = request_sample(t, &o, &b->id, &b->items, &plain_steps, kSampleSequences); !s.ok()) {
+    if (b->id && s.code() != Errc::disconnected && !b->items.empty()) release(t, b->id);
+    return set_error(s);
+  }
+  *out = b.release();
+  return ENGRAM_OK;
+  ENGRAM_GUARD_END
+}
+
+uint32_t engram_private_taken_count(const engram_taken* b) { return b ? static_cast<uint32_t>(b->items.size()) : 0; }
+
+int engram_private_taken_item(const engram_taken* b, uint32_t i, engram_private_item* out) {
+  ENGRAM_GUARD_BEGIN
+  if (!b || !out) return fail(Errc::invalid_argument, "batch or out is NULL");
+  if (i >= b->items.size())
+    return fail(Errc::invalid_capacity, "item " + std::to_string(i) + " of " + std::to_string(b->items.size()));
+  const SampledItemWire& it = b->items[i];
+  const ArenaBlocks& arena = b->table->client->arena;
+  if (it.num_refs == 0 || it.num_refs > kRecordRefs) return fail(Errc::corrupt, "a taken item with a bad slice count");
+  out->sequence = it.sequence;
+  out->priority = it.priority;
+  out->num_slices = it.num_refs;
+  for (uint32_t k = 0; k < it.num_refs; ++k) {
+    const ChunkRef& r = it.refs[k];
+    if (r.block >= arena.total_blocks()) return fail(Errc::corrupt, "a taken item's chunk is outside the arena");
+    out->slices[k] = {arena.data({r.block, r.generation}), arena.block_size(r.block), pack_block({r.block, r.generation}),
+                      r.offset, r.length};
+  }
+  return ENGRAM_OK;
+  ENGRAM_GUARD_END
+}
+
+void engram_private_taken_free(engram_taken* b) {
+  if (!b) return;
+  try {
+    if (!b->table->client->disconnected && !b->items.empty()) release(b->table, b->id);
+  } catch (...) {
+  }
+  delete b;
+}
+
+const void* engram_private_table_columns(const engram_table* t, uint32_t* n) {
+  if (!t || !n) return nullptr;
+  *n = t->spec.num_columns;
+  return t->spec.columns;
+}
+
+}  // extern "C"

@@ -1,0 +1,50 @@
+/* Not part of engram's API (see relay.h): the sending half of engramd's
+ * peers. A link of an upstream table takes items from its local table for
+ * delivery: a sample that answers each item's inserted_seq (its place in
+ * the table's insertion order, kept by checkpoints) and whose chunks stay
+ * pinned until the batch is freed, once the peer answered the items. */
+#ifndef ENGRAM_CAPI_TAKE_H
+#define ENGRAM_CAPI_TAKE_H
+
+#include "engram/engram.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct engram_taken engram_taken;
+
+typedef struct engram_private_slice {
+  const void* block;  /* the chunk's block in this client's mapping of the arena */
+  size_t block_size;
+  uint64_t chunk;     /* names the chunk while the batch pins it (block and generation) */
+  uint32_t offset, length;
+} engram_private_slice;
+
+typedef struct engram_private_item {
+  uint64_t sequence;  /* inserted_seq: the delivery's sequence */
+  double priority;
+  uint32_t num_slices;
+  engram_private_slice slices[8];
+} engram_private_item;
+
+/* Takes up to max_items items of t (a sample: with sampler fifo and
+ * max_times_sampled 1 the oldest, which leave the table), waiting up to
+ * timeout_ms (0: not at all, -1: for ever) for the rate limiter. *out may
+ * hold fewer, or none (ENGRAM_E_RATE_LIMITED, ENGRAM_E_TIMEOUT). */
+ENGRAM_API int engram_private_take(engram_table* t, uint32_t max_items, int32_t timeout_ms, engram_taken** out);
+ENGRAM_API uint32_t engram_private_taken_count(const engram_taken* b);
+/* Item i of the batch, its slices checked against the table's chunk
+ * layout (ENGRAM_E_CORRUPT for one that is not). */
+ENGRAM_API int engram_private_taken_item(const engram_taken* b, uint32_t i, engram_private_item* out);
+/* Unpins the batch's chunks and frees it; before its table is closed. */
+ENGRAM_API void engram_private_taken_free(engram_taken* b);
+/* The table's columns (engram::Column, core/signature.hpp) and their
+ * number, for core's copy_sealed_chunk. */
+ENGRAM_API const void* engram_private_table_columns(const engram_table* t, uint32_t* n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
