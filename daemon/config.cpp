@@ -291,10 +291,10 @@ static Result<CheckpointConfig> parse_checkpoint(const toml::table& t) {
 
 static Result<RemoteConfig> parse_remote(const toml::table& t) {
   const std::string p = "remote";
-  if (Status s = only_keys(t, p, {"listen", "tls_cert", "tls_key", "tls_ca", "insecure"}); !s.ok()) return s;
+  if (Status s = only_keys(t, p, {"listen", "tls_cert", "tls_key", "tls_ca", "insecure", "name"}); !s.ok()) return s;
   RemoteConfig c;
   for (auto [key, field] : {std::pair{"listen", &c.listen}, {"tls_cert", &c.tls_cert}, {"tls_key", &c.tls_key},
-                            {"tls_ca", &c.tls_ca}}) {
+                            {"tls_ca", &c.tls_ca}, {"name", &c.name}}) {
     auto v = get_string(t, p, key, "");
     if (!v.ok()) return v.status();
     *field = *v;
@@ -312,6 +312,7 @@ Result<ServerConfig> parse_config(std::string_view text, const std::string& sour
         !s.ok())
       return Status{s.code(), source + ": " + s.message()};
     auto wrap = [&](const Status& s) { return Status{s.code(), source + ": " + s.message()}; };
+    std::vector<RemoteConfig::Upstream> remote_upstreams;  // [[table]] upstream, kept past [remote]'s parse
     auto sock = get_string(root, "", "socket", kDefaultSocket);
     auto group = get_string(root, "", "group", "");
     auto prefix = get_string(root, "", "shm_prefix", "");
@@ -389,8 +390,24 @@ Result<ServerConfig> parse_config(std::string_view text, const std::string& sour
       if (!arr) return wrap(bad("table", "must be an array of tables: use [[table]]"));
       for (size_t i = 0; i < arr->size(); ++i) {
         std::string p = "table[" + std::to_string(i) + "]";
-        const toml::table* t = (*arr)[i].as_table();
-        if (!t) return wrap(bad(p, "must be a table"));
+        const toml::table* given = (*arr)[i].as_table();
+        if (!given) return wrap(bad(p, "must be a table"));
+        // A table's link to a peer is the server's business, not the
+        // table's options: taken out here (create-table snippets refuse it).
+        toml::table own = *given;
+        const toml::table* t = &own;
+        if (own.contains("upstream") || own.contains("upstream_table")) {
+          auto peer = get_string(own, p, "upstream", "");
+          auto peer_table = get_string(own, p, "upstream_table", "");
+          auto name = get_string(own, p, "name", "");
+          if (!peer.ok()) return wrap(peer.status());
+          if (!peer_table.ok()) return wrap(peer_table.status());
+          if (peer->empty()) return wrap(bad(at(p, "upstream_table"), "needs upstream = \"HOST:PORT\""));
+          if (name.ok())
+            remote_upstreams.push_back({*name, *peer, peer_table->empty() ? *name : *peer_table});
+          own.erase("upstream");
+          own.erase("upstream_table");
+        }
         auto o = parse_table(*t, p);
         if (!o.ok()) return wrap(o.status());
         auto checked = Table::check(std::move(*o));
@@ -398,6 +415,7 @@ Result<ServerConfig> parse_config(std::string_view text, const std::string& sour
         c.tables.push_back(std::move(*checked));
       }
     }
+    c.remote.upstreams = std::move(remote_upstreams);
     if (Status s = validate_config(c); !s.ok()) return wrap(s);
     return c;
   });
@@ -411,7 +429,7 @@ Result<TableOptions> parse_table_snippet(std::string_view text, const std::strin
   });
 }
 
-Status validate_remote(const RemoteConfig& r) {
+Status validate_remote(const RemoteConfig& r, const std::vector<CheckedTableOptions>& tables) {
   bool some = !r.tls_cert.empty() || !r.tls_key.empty() || !r.tls_ca.empty();
   if (some && (r.tls_cert.empty() || r.tls_key.empty() || r.tls_ca.empty()))
     return bad("remote", "tls_cert, tls_key and tls_ca go together (this server's certificate and key, and the CA "
@@ -419,6 +437,19 @@ Status validate_remote(const RemoteConfig& r) {
   if (some && r.insecure)
     return bad("remote.insecure", "is true, but tls_cert, tls_key and tls_ca are set: choose TLS (leave insecure out) "
                                   "or plaintext (leave the tls_ keys out)");
+  for (const RemoteConfig::Upstream& u : r.upstreams) {
+    std::string where = "table " + u.table + ": upstream";
+    auto peer = parse_peer_address(u.peer, false);
+    if (!peer.ok()) return bad(where, peer.status().message());
+    if (!peer->loopback && !some && !r.insecure)
+      return bad(where, u.peer + " is on another machine, so the link needs TLS: set [remote] tls_cert, tls_key and "
+                                 "tls_ca, or insecure = true to send plaintext");
+    if (u.peer_table.empty() || u.peer_table.size() >= kMaxTableName) return bad(where + "_table", "must name a table");
+    for (const CheckedTableOptions& t : tables)
+      if (t->name == u.table && (t->sampler.kind != SelectorKind::fifo || t->max_times_sampled != 1))
+        return bad(where, "items leave an upstream table as they are sent, oldest first: give it sampler = \"fifo\" "
+                          "and max_times_sampled = 1 (a rate_limiter of kind queue bounds what it holds)");
+  }
   if (r.listen.empty()) return Status::Ok();
   auto a = parse_peer_address(r.listen, true);
   if (!a.ok()) return bad("remote.listen", a.status().message());
@@ -443,7 +474,7 @@ Status validate_config(const ServerConfig& c) {
   if (!(c.max_reserved_share > 0 && c.max_reserved_share <= 1))
     return bad("client.max_reserved_share", number_text(c.max_reserved_share) +
                                                 " is not a share of a size class; allowed: above 0, up to 1 (no limit)");
-  if (Status s = validate_remote(c.remote); !s.ok()) return s;
+  if (Status s = validate_remote(c.remote, c.tables); !s.ok()) return s;
   std::set<std::string> names;
   for (size_t i = 0; i < c.tables.size(); ++i)
     if (!names.insert(c.tables[i]->name).second)

@@ -32,6 +32,15 @@ struct RemoteConfig {
   // Plaintext beyond loopback, which otherwise needs TLS: allowed, and
   // said loudly (the log, engramctl status).
   bool insecure = false;
+  // This server among its peers: names its upstream streams (the
+  // producer of each); "" = the host name.
+  std::string name;
+  // [[table]] upstream = "HOST:PORT" (and upstream_table): the tables
+  // whose items this server delivers to a peer's table.
+  struct Upstream {
+    std::string table, peer, peer_table;
+  };
+  std::vector<Upstream> upstreams;
   bool tls() const { return !tls_cert.empty(); }
 };
 
@@ -72,8 +81,10 @@ Result<ServerConfig> load_config(const std::string& path);
 // that creates it checks it (Table::check).
 Result<TableOptions> parse_table_snippet(std::string_view text, const std::string& source);
 // [remote]'s keys together: TLS files all or none, the listening address,
-// and plaintext beyond loopback only with insecure.
-Status validate_remote(const RemoteConfig& r);
+// and plaintext beyond loopback only with insecure; and each upstream: its
+// peer's address, its table a queue that items leave as they are sent
+// (sampler fifo, max_times_sampled 1), TLS or insecure beyond loopback.
+Status validate_remote(const RemoteConfig& r, const std::vector<CheckedTableOptions>& tables = {});
 // Checks everything parse_config cannot see alone (tables fit the arena, ...).
 Status validate_config(const ServerConfig& c);
 

@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "capi/relay.h"
+#include "core/table.hpp"
 #include "daemon/log.hpp"
 
 namespace engram::remote {
@@ -92,9 +93,10 @@ class Delivery {
       std::string at = "DeliverRequest.items[" + std::to_string(i) + "] (sequence " + std::to_string(it.sequence()) + ")";
       if (it.sequence() <= last_sequence_)
         return bad(at + ": sequences must grow within a stream; the last was " + std::to_string(last_sequence_));
-      if (it.slices_size() == 0 || it.slices_size() > 8) return bad(at + " must have 1..8 slices");
-      uint64_t ids[8];
-      uint32_t offsets[8], lengths[8];
+      if (it.slices_size() == 0 || it.slices_size() > static_cast<int>(kMaxItemChunks))
+        return bad(at + " must have 1.." + std::to_string(kMaxItemChunks) + " slices");
+      uint64_t ids[kMaxItemChunks];
+      uint32_t offsets[kMaxItemChunks], lengths[kMaxItemChunks];
       for (int k = 0; k < it.slices_size(); ++k) {
         const auto& sl = it.slices(k);
         auto h = held_.find(sl.chunk());

@@ -11,6 +11,9 @@
 #include "daemon/log.hpp"
 #include "remote/credentials.hpp"
 #include "remote/peer_service.hpp"
+#include "remote/upstream_link.hpp"
+
+#include <unistd.h>
 
 namespace engram::remote {
 namespace {
@@ -41,6 +44,7 @@ struct Remote::Impl {
   std::string security;
   std::unique_ptr<PeerService> peer_service;  // before grpc_server, which serves it until destroyed
   std::unique_ptr<grpc::Server> grpc_server;
+  std::vector<std::unique_ptr<UpstreamLink>> links;  // stopped first
   std::thread health_thread;
   std::mutex mu;
   std::condition_variable wake;
@@ -63,11 +67,36 @@ struct Remote::Impl {
   }
 
   std::string status(bool json) const {
-    if (json)
-      return "{\"listen\": \"" + json_escape(address) + "\", \"tls\": " + (config.tls() ? "true" : "false") +
-             ", \"insecure\": " + (!config.tls() && !listen.loopback ? "true" : "false") + ", \"security\": \"" +
-             json_escape(security) + "\"}";
-    return "  remote       listening on " + address + ": " + security + "\n";
+    std::string out;
+    if (json) {
+      out = "{\"listen\": \"" + json_escape(address) + "\", \"tls\": " + (config.tls() ? "true" : "false") +
+            ", \"insecure\": " + (!config.tls() && !listen.loopback && !address.empty() ? "true" : "false") +
+            ", \"security\": \"" + json_escape(security) + "\", \"upstreams\": [";
+      for (size_t i = 0; i < links.size(); ++i) {
+        const RemoteConfig::Upstream& u = config.upstreams[i];
+        UpstreamLink::Stats st = links[i]->stats();
+        out += std::string(i ? ", " : "") + "{\"table\": \"" + json_escape(u.table) + "\", \"peer\": \"" +
+               json_escape(u.peer) + "\", \"peer_table\": \"" + json_escape(u.peer_table) + "\", \"state\": \"" +
+               json_escape(st.state) + "\", \"items_sent\": " + std::to_string(st.items_sent) +
+               ", \"items_answered\": " + std::to_string(st.items_answered) + ", \"bytes_sent\": " +
+               std::to_string(st.bytes_sent) + ", \"backlog\": " + std::to_string(st.backlog) +
+               ", \"duplicates\": " + std::to_string(st.duplicates) + ", \"refused\": " + std::to_string(st.refused) +
+               ", \"reconnects\": " + std::to_string(st.reconnects) + ", \"last_error\": \"" +
+               json_escape(st.last_error) + "\"}";
+      }
+      return out + "]}";
+    }
+    if (!address.empty()) out = "  remote       listening on " + address + ": " + security + "\n";
+    for (size_t i = 0; i < links.size(); ++i) {
+      const RemoteConfig::Upstream& u = config.upstreams[i];
+      UpstreamLink::Stats st = links[i]->stats();
+      out += "  upstream     " + u.table + " -> " + u.peer + " " + u.peer_table + ": " + st.state + "; " +
+             std::to_string(st.items_sent) + " items sent, " + std::to_string(st.items_answered) + " answered, " +
+             std::to_string(st.backlog) + " in flight, " + std::to_string(st.bytes_sent) + " bytes, " +
+             std::to_string(st.reconnects) + " reconnects" +
+             (st.last_error.empty() ? std::string() : "; last error: " + st.last_error) + "\n";
+    }
+    return out;
   }
 };
 
@@ -77,10 +106,35 @@ Result<std::unique_ptr<Remote>> Remote::start(const RemoteConfig& c, Server& ser
   auto impl = std::make_unique<Impl>();
   impl->config = c;
   impl->server = &server;
-  if (c.listen.empty()) return std::unique_ptr<Remote>(new Remote(std::move(impl)));
+  if (c.listen.empty() && c.upstreams.empty()) return std::unique_ptr<Remote>(new Remote(std::move(impl)));
   if (Status s = validate_remote(c); !s.ok()) return s;
   auto tls = load_tls(c);
   if (!tls.ok()) return tls.status();
+  std::string name = c.name;
+  if (name.empty()) {
+    char host[256] = {};
+    name = ::gethostname(host, sizeof host - 1) == 0 ? host : "engramd";
+  }
+  for (const RemoteConfig::Upstream& u : c.upstreams) {
+    auto peer = parse_peer_address(u.peer, false);
+    if (!peer.ok()) return Status{Errc::invalid_argument, "table " + u.table + ": upstream: " + peer.status().message()};
+    auto creds = channel_credentials(c, *tls, *peer);
+    if (!creds.ok()) return Status{creds.status().code(), "table " + u.table + ": upstream: " + creds.status().message()};
+    UpstreamLinkOptions lo;
+    lo.table = u.table;
+    lo.peer = u.peer;
+    lo.peer_table = u.peer_table;
+    lo.producer = producer_of(name, u.table);
+    lo.socket = server.socket_path();
+    impl->links.push_back(std::make_unique<UpstreamLink>(lo, *creds));
+    log_info("remote: table " + u.table + " delivers to " + u.peer + " table " + u.peer_table + " (" +
+             security_text(c, *peer) + ")");
+  }
+  Impl* p = impl.get();
+  if (c.listen.empty()) {
+    server.set_remote_status([p](bool json) { return p->status(json); });
+    return std::unique_ptr<Remote>(new Remote(std::move(impl)));
+  }
   auto listen = parse_peer_address(c.listen, true);
   if (!listen.ok()) return Status{Errc::invalid_argument, "remote.listen: " + listen.status().message()};
   impl->listen = *listen;
@@ -102,16 +156,17 @@ Result<std::unique_ptr<Remote>> Remote::start(const RemoteConfig& c, Server& ser
   impl->address = bound.text();
   impl->security = security_text(c, bound);
   impl->grpc_server->GetHealthCheckService()->SetServingStatus(true);
-  impl->health_thread = std::thread([p = impl.get()] { p->watch_health(); });
-  Impl* p = impl.get();
+  impl->health_thread = std::thread([p] { p->watch_health(); });
   server.set_remote_status([p](bool json) { return p->status(json); });
   (listen->loopback || c.tls() ? log_info : log_warn)("remote: listening on " + impl->address + ": " + impl->security);
   return std::unique_ptr<Remote>(new Remote(std::move(impl)));
 }
 
 Remote::~Remote() {
-  if (!impl_->grpc_server) return;
+  if (impl_->links.empty() && !impl_->grpc_server) return;
   impl_->server->set_remote_status({});
+  impl_->links.clear();  // each lets its request in flight be answered, then stops
+  if (!impl_->grpc_server) return;
   {
     std::lock_guard lock(impl_->mu);
     impl_->stopping = true;

@@ -6,6 +6,7 @@
 
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
+#include <netinet/in.h>
 
 #include <chrono>
 #include <future>
@@ -59,6 +60,22 @@ inline Probe health_check(const std::string& address, const std::shared_ptr<grpc
     p.serving = bytes.size() == 2 && bytes[0] == 0x08 ? bytes[1] : (bytes.empty() ? 0 : -2);
   }
   return p;
+}
+
+// A loopback port free at this moment, for a server that must come back
+// on the same address (a restarted receiver): bound and let go.
+inline int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t n = sizeof a;
+  int port = -1;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n) == 0)
+    port = ntohs(a.sin_port);
+  ::close(fd);
+  return port;
 }
 
 // engramctl's output (stdout and stderr) and exit status, run against d.

@@ -1,0 +1,306 @@
+#include "remote/upstream_link.hpp"
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <unordered_set>
+
+#include "capi/relay.h"
+#include "capi/take.h"
+#include "core/chunk_format.hpp"
+#include "core/fnv.hpp"
+#include "daemon/log.hpp"
+#include "remote/peer.grpc.pb.h"
+
+namespace engram::remote {
+namespace {
+
+namespace pb = engram::peer::v1;
+
+constexpr int32_t kTakeSliceMs = 100;      // a take waits this long before the link looks around
+constexpr int64_t kFirstBackoffMs = 100;   // after a broken link, doubling
+constexpr int64_t kLastBackoffMs = 5000;
+constexpr int64_t kStopWaitMs = 5000;      // at a clean stop, for the peer to answer what is in flight
+
+// Items taken together, in one request: pinned until the peer answered
+// them all.
+struct Batch {
+  engram_taken* taken = nullptr;
+  uint64_t last_sequence = 0;    // the highest delivery sequence in it
+  std::vector<uint64_t> chunks;  // the chunk names its items use
+};
+
+}  // namespace
+
+uint64_t producer_of(const std::string& server_name, const std::string& table) {
+  std::string id = server_name + "/" + table;
+  uint64_t h = fnv1a(kFnvOffset, id.data(), id.size());
+  return h ? h : 1;
+}
+
+struct UpstreamLink::Impl {
+  UpstreamLinkOptions o;
+  std::shared_ptr<grpc::ChannelCredentials> creds;
+  std::atomic<bool> stopping{false};
+  std::atomic<bool> done{false};  // run() returned
+  std::thread thread;
+  mutable std::mutex mu;  // stats, ctx
+  std::condition_variable wake;
+  Stats stats;
+  grpc::ClientContext* ctx = nullptr;  // the stream's, to cancel it at a stop
+
+  engram_client* client = nullptr;
+  engram_table* table = nullptr;
+  const Column* cols = nullptr;
+  uint32_t ncols = 0;
+  uint64_t sig = 0;
+  std::deque<Batch> pending;             // taken, not answered, oldest first
+  std::unordered_set<uint64_t> on_stream;  // chunk names the current stream holds
+  std::vector<uint64_t> to_forget;
+  bool outage_logged = false;
+
+  void set_state(const std::string& s, const std::string& error = "") {
+    std::lock_guard lock(mu);
+    stats.state = s;
+    if (!error.empty()) stats.last_error = error;
+  }
+
+  bool open_local() {
+    engram_connect_options co;
+    engram_connect_options_init(&co);
+    co.socket_path = o.socket.c_str();
+    if (engram_connect(&co, &client) != ENGRAM_OK ||
+        engram_table_open(client, o.table.c_str(), &table) != ENGRAM_OK) {
+      set_state("waiting for local table " + o.table, engram_last_error());
+      close_local();
+      return false;
+    }
+    cols = static_cast<const Column*>(engram_private_table_columns(table, &ncols));
+    sig = engram_private_table_signature(table);
+    return true;
+  }
+
+  void close_local() {
+    for (Batch& b : pending) engram_private_taken_free(b.taken);
+    pending.clear();
+    if (table) engram_table_close(table);
+    if (client) engram_disconnect(client);
+    table = nullptr;
+    client = nullptr;
+  }
+
+  // The request that sends b: its chunks not on the stream yet, its items.
+  // b.last_sequence becomes the last item that went: an item left out (its
+  // chunk failed its check) is never answered, and must not hold b.
+  void add_batch(Batch& b, pb::DeliverRequest* rq, uint64_t* bytes) {
+    b.last_sequence = 0;
+    for (uint32_t i = 0, n = engram_private_taken_count(b.taken); i < n; ++i) {
+      engram_private_item it;
+      if (engram_private_taken_item(b.taken, i, &it) != ENGRAM_OK) continue;  // a slice outside the arena: not sent
+      pb::Item* item = rq->add_items();
+      item->set_sequence(it.sequence + 1);  // inserted_seq starts at 0; sequences at 1
+      item->set_priority(it.priority);
+      for (uint32_t k = 0; k < it.num_slices; ++k) {
+        const engram_private_slice& sl = it.slices[k];
+        if (on_stream.insert(sl.chunk).second) {
+          pb::Chunk* c = rq->add_chunks();
+          c->set_id(sl.chunk);
+          Status s = copy_sealed_chunk(sl.block, sl.block_size, cols, ncols, sig, c->mutable_data());
+          if (!s.ok()) {  // a local writer rewrote its sealed chunk: its items cannot go
+            log_warn("remote: upstream " + o.table + ": a chunk fails its check and its items are not sent: " +
+                     s.message());
+            rq->mutable_chunks()->RemoveLast();
+            on_stream.erase(sl.chunk);
+            rq->mutable_items()->RemoveLast();
+            item = nullptr;
+            break;
+          }
+          *bytes += c->data().size();
+        }
+        pb::Slice* s = item->add_slices();
+        s->set_chunk(sl.chunk);
+        s->set_offset(sl.offset);
+        s->set_length(sl.length);
+      }
+      if (item) b.last_sequence = it.sequence + 1;
+    }
+  }
+
+  Batch take() {
+    Batch b;
+    int e = engram_private_take(table, o.batch_items, kTakeSliceMs, &b.taken);
+    if (e != ENGRAM_OK) {
+      b.taken = nullptr;
+      if (e == ENGRAM_E_DISCONNECTED || e == ENGRAM_E_CLOSED)
+        throw std::runtime_error("this server's table " + o.table + " went away");
+      return b;
+    }
+    if (engram_private_taken_count(b.taken) == 0) {
+      engram_private_taken_free(b.taken);
+      b.taken = nullptr;
+      return b;
+    }
+    for (uint32_t i = 0, n = engram_private_taken_count(b.taken); i < n; ++i) {
+      engram_private_item it;
+      if (engram_private_taken_item(b.taken, i, &it) != ENGRAM_OK) continue;
+      for (uint32_t k = 0; k < it.num_slices; ++k) b.chunks.push_back(it.slices[k].chunk);
+    }
+    return b;
+  }
+
+  // The peer answered up to `answered`: those batches go, and the chunks
+  // no batch still uses are forgotten on the stream.
+  void answered(const pb::DeliverReply& r) {
+    std::unordered_set<uint64_t> released;
+    uint64_t items = 0;
+    while (!pending.empty() && pending.front().last_sequence <= r.answered()) {
+      items += engram_private_taken_count(pending.front().taken);
+      for (uint64_t c : pending.front().chunks) released.insert(c);
+      engram_private_taken_free(pending.front().taken);
+      pending.pop_front();
+    }
+    for (const Batch& b : pending)
+      for (uint64_t c : b.chunks) released.erase(c);
+    for (uint64_t c : released)
+      if (on_stream.erase(c)) to_forget.push_back(c);
+    std::lock_guard lock(mu);
+    stats.items_answered += items;
+    stats.duplicates = r.duplicates();
+    stats.refused = r.refused();
+    stats.backlog = 0;
+    for (const Batch& b : pending) stats.backlog += engram_private_taken_count(b.taken);
+    if (r.refused() > 0 && stats.last_error.empty()) stats.last_error = "the peer refused an item: " + r.refusal();
+  }
+
+  // One stream: what is pending first (a reconnect sends it again), then
+  // new items, one request in flight, until it breaks or the link stops.
+  grpc::Status deliver() {
+    auto stub = pb::Peer::NewStub(grpc::CreateChannel(o.peer, creds));
+    grpc::ClientContext context;
+    {
+      std::lock_guard lock(mu);
+      if (stopping) return grpc::Status::CANCELLED;
+      ctx = &context;
+    }
+    struct Clear {
+      Impl* i;
+      ~Clear() {
+        std::lock_guard lock(i->mu);
+        i->ctx = nullptr;
+      }
+    } clear{this};
+    auto rw = stub->Deliver(&context);
+    on_stream.clear();
+    to_forget.clear();
+    set_state("connecting to " + o.peer);
+    bool first = true;
+    size_t resend = pending.size();
+    for (;;) {
+      pb::DeliverRequest rq;
+      uint64_t bytes = 0;
+      if (first) {
+        rq.set_table(o.peer_table);
+        rq.set_producer(o.producer);
+        rq.set_signature(sig);
+      }
+      for (uint64_t c : to_forget) rq.add_forget(c);
+      to_forget.clear();
+      if (resend > 0) {  // what the last stream left unanswered, in order
+        add_batch(pending[pending.size() - resend], &rq, &bytes);
+        --resend;
+      } else {
+        if (stopping) break;
+        Batch b = take();
+        if (!b.taken && !first && rq.forget_size() == 0) continue;
+        if (b.taken) {
+          add_batch(b, &rq, &bytes);
+          pending.push_back(std::move(b));
+        }
+      }
+      first = false;
+      if (!rw->Write(rq)) break;
+      pb::DeliverReply reply;
+      if (!rw->Read(&reply)) break;
+      {
+        std::lock_guard lock(mu);
+        stats.items_sent += static_cast<uint64_t>(rq.items_size());
+        stats.bytes_sent += bytes;
+        stats.state = "delivering to " + o.peer + " table " + o.peer_table;
+      }
+      if (outage_logged) {
+        log_info("remote: upstream " + o.table + " reaches " + o.peer + " again");
+        outage_logged = false;
+      }
+      answered(reply);
+    }
+    rw->WritesDone();
+    return rw->Finish();
+  }
+
+  void run() {
+    int64_t backoff = kFirstBackoffMs;
+    while (!stopping) {
+      if (!client && !open_local()) {
+        std::unique_lock lock(mu);
+        wake.wait_for(lock, std::chrono::milliseconds(backoff), [&] { return stopping.load(); });
+        continue;
+      }
+      grpc::Status s;
+      try {
+        s = deliver();
+      } catch (const std::exception& e) {
+        s = {grpc::StatusCode::UNAVAILABLE, e.what()};
+        close_local();
+      }
+      if (stopping) break;
+      std::string why = s.ok() ? "the peer ended the stream" : s.error_message();
+      set_state("waiting to reconnect to " + o.peer, why);
+      {
+        std::lock_guard lock(mu);
+        ++stats.reconnects;
+      }
+      if (!outage_logged) {  // one line per outage, not per retry
+        log_warn("remote: upstream " + o.table + " to " + o.peer + " table " + o.peer_table + ": " + why +
+                 "; retrying (unanswered items are sent again)");
+        outage_logged = true;
+      }
+      std::unique_lock lock(mu);
+      wake.wait_for(lock, std::chrono::milliseconds(backoff), [&] { return stopping.load(); });
+      backoff = std::min(backoff * 2, kLastBackoffMs);
+    }
+    close_local();
+    done = true;
+  }
+};
+
+UpstreamLink::UpstreamLink(UpstreamLinkOptions o, std::shared_ptr<grpc::ChannelCredentials> creds)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->o = std::move(o);
+  impl_->creds = std::move(creds);
+  impl_->thread = std::thread([p = impl_.get()] { p->run(); });
+}
+
+UpstreamLink::~UpstreamLink() {
+  impl_->stopping = true;
+  impl_->wake.notify_all();
+  // The request in flight took its items out of the local table: give the
+  // peer a moment to answer it (each reply answers a whole request), then
+  // cancel. Items in a request still unanswered then are lost (engram(7)).
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kStopWaitMs);
+  while (!impl_->done && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  {
+    std::lock_guard lock(impl_->mu);
+    if (impl_->ctx) impl_->ctx->TryCancel();
+  }
+  impl_->thread.join();
+}
+
+UpstreamLink::Stats UpstreamLink::stats() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->stats;
+}
+
+}  // namespace engram::remote

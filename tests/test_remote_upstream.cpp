@@ -1,0 +1,147 @@
+// Upstream tables (remote/upstream_link): a table of one engramd whose
+// items go, oldest first and each once, into a table of another, across a
+// restart of the receiver. Two engramds on loopback, plain C API writers.
+#include <gtest/gtest.h>
+
+#include "remote/peer_probe.hpp"
+
+namespace engram::test {
+namespace {
+
+// A writer of kProcColumns' shape (obs uint8 [10, 30], meta int64 [2]) that
+// writes items whose meta[0] counts from `first`.
+void write_items(const std::string& socket, const char* table, int64_t first, int n) {
+  engram_client* c = connect_c(socket);
+  ASSERT_NE(c, nullptr);
+  engram_table* t = nullptr;
+  ASSERT_EQ(engram_table_open(c, table, &t), ENGRAM_OK) << engram_last_error();
+  engram_column cols[2] = {{"obs", ENGRAM_UINT8, 2, {10, 30}}, {"meta", ENGRAM_INT64, 1, {2}}};
+  engram_writer_options wo;
+  engram_writer_options_init(&wo);
+  wo.columns = cols;
+  wo.num_columns = 2;
+  wo.chunk_length = 8;
+  engram_writer* w = nullptr;
+  ASSERT_EQ(engram_writer_open(c, &wo, &w), ENGRAM_OK) << engram_last_error();
+  for (int i = 0; i < n; ++i) {
+    uint8_t obs[300];
+    int64_t meta[2] = {first + i, 7};
+    std::memset(obs, static_cast<int>((first + i) & 0xff), sizeof obs);
+    const void* step[2] = {obs, meta};
+    ASSERT_EQ(engram_writer_append(w, step), ENGRAM_OK) << engram_last_error();
+    ASSERT_EQ(engram_writer_create_item(w, t, 1, 1.0), ENGRAM_OK) << engram_last_error();
+  }
+  ASSERT_EQ(engram_writer_flush(w, 20000), ENGRAM_OK) << engram_last_error();
+  engram_writer_close(w);
+  engram_table_close(t);
+  engram_disconnect(c);
+}
+
+uint64_t inserts(const std::string& socket, const char* table) {
+  engram_client* c = connect_c(socket);
+  if (!c) return 0;
+  engram_table_info i;
+  engram_table_info_init(&i);
+  uint64_t n = engram_table_info_get(c, table, &i) == ENGRAM_OK ? i.inserts : 0;
+  engram_disconnect(c);
+  return n;
+}
+
+bool wait_for_inserts(const std::string& socket, const char* table, uint64_t n, int ms) {
+  for (int waited = 0; waited < ms; waited += 20) {
+    if (inserts(socket, table) >= n) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+// meta[0] of every item of the table, drawn in FIFO order, each once.
+std::vector<int64_t> drain(const std::string& socket, const char* table) {
+  engram_client* c = connect_c(socket);
+  engram_table* t = nullptr;
+  EXPECT_EQ(engram_table_open(c, table, &t), ENGRAM_OK) << engram_last_error();
+  std::vector<int64_t> out;
+  for (;;) {
+    engram_sample_options so;
+    engram_sample_options_init(&so);
+    so.batch_size = 64;
+    so.num_steps = 1;
+    so.timeout_ms = 0;
+    std::vector<uint8_t> obs(64 * 300);
+    std::vector<int64_t> meta(64 * 2);
+    void* bufs[2] = {obs.data(), meta.data()};
+    uint32_t n = 0;
+    if (engram_sample(t, &so, bufs, nullptr, &n) != ENGRAM_OK || n == 0) break;
+    for (uint32_t i = 0; i < n; ++i) {
+      EXPECT_EQ(obs[i * 300 + 299], static_cast<uint8_t>(meta[i * 2] & 0xff));
+      out.push_back(meta[i * 2]);
+    }
+    if (n < 64) break;
+  }
+  engram_table_close(t);
+  engram_disconnect(c);
+  return out;
+}
+
+constexpr const char* kQueue = "max_size = 100000\nsampler = \"fifo\"\nmax_times_sampled = 1\n";
+
+TEST(RemoteUpstream, ItemsGoOnceAndInOrderAndAgainAfterTheReceiverRestarts) {
+  const std::string port = std::to_string(free_port());  // the same after a restart
+  Daemon receiver("[remote]\nlisten = \"127.0.0.1:" + port + "\"\n" + table_toml("replay", kQueue));
+  std::string address = remote_address(receiver);
+  ASSERT_FALSE(address.empty()) << read_file(receiver.log());
+  Daemon sender("[remote]\nname = \"actor-host\"\n" +
+                table_toml("outbox", std::string(kQueue) + "upstream = \"" + address + "\"\nupstream_table = \"replay\"\n"));
+  write_items(sender.socket(), "outbox", 0, 3000);
+  ASSERT_TRUE(wait_for_inserts(receiver.socket(), "replay", 3000, 20000))
+      << inserts(receiver.socket(), "replay") << " arrived\n"
+      << engramctl(sender, {"status"}).second << read_file(sender.log());
+  std::vector<int64_t> want(3000);
+  for (int i = 0; i < 3000; ++i) want[i] = i;
+  EXPECT_EQ(drain(receiver.socket(), "replay"), want);
+  EXPECT_EQ(inserts(receiver.socket(), "replay"), 3000u) << "each once";
+  auto [rc, status] = engramctl(sender, {"status"});
+  EXPECT_NE(status.find("upstream     outbox -> " + address + " replay: delivering"), std::string::npos) << status;
+
+  // The receiver goes away (and comes back empty: no checkpoint here); the
+  // sender keeps what it takes until it is answered, and carries on.
+  receiver.terminate();
+  write_items(sender.socket(), "outbox", 3000, 500);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  receiver.start();
+  ASSERT_EQ(remote_address(receiver), address) << "the same port again";
+  ASSERT_TRUE(wait_for_inserts(receiver.socket(), "replay", 500, 20000))
+      << engramctl(sender, {"status"}).second << read_file(sender.log());
+  std::vector<int64_t> got = drain(receiver.socket(), "replay");
+  ASSERT_EQ(got.size(), 500u);
+  for (int i = 0; i < 500; ++i) EXPECT_EQ(got[i], 3000 + i);
+  std::string log = read_file(sender.log());
+  EXPECT_NE(log.find("remote: upstream outbox to " + address), std::string::npos) << log;
+  EXPECT_NE(log.find("reaches " + address + " again"), std::string::npos) << log;
+}
+
+TEST(RemoteUpstream, AnUpstreamTableMustBeAQueueAndItsPeerAnAddress) {
+  struct Case {
+    std::string body, expect;
+  } cases[] = {
+      {table_toml("outbox", "max_size = 10\nupstream = \"127.0.0.1:7000\"\n"),
+       "items leave an upstream table as they are sent, oldest first"},
+      {table_toml("outbox", std::string(kQueue) + "upstream = \"10.1.2.3:7000\"\n"),
+       "is on another machine, so the link needs TLS"},
+      {table_toml("outbox", std::string(kQueue) + "upstream = \"nowhere\"\n"), "is not HOST:PORT"},
+      {table_toml("outbox", std::string(kQueue) + "upstream_table = \"x\"\n"), "needs upstream = \"HOST:PORT\""},
+  };
+  for (const Case& c : cases) {
+    std::string dir = make_temp_dir();
+    std::string config = dir + "/engramd.toml";
+    std::ofstream(config) << "socket = \"" << dir << "/engram.sock\"\n" << c.body;
+    std::string log = dir + "/check.log";
+    EXPECT_NE(wait_exit(spawn({ENGRAMD_PATH, "--config", config, "--check-config"}, log), 10000), 0) << c.body;
+    EXPECT_NE(read_file(log).find(c.expect), std::string::npos) << c.body << "\n" << read_file(log);
+    if (std::system(("rm -rf " + dir).c_str()) != 0) {
+    }
+  }
+}
+
+}  // namespace
+}  // namespace engram::test
