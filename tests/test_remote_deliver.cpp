@@ -89,31 +89,7 @@ class RemoteDeliver : public ::testing::Test {
     *st = s.rw->Finish();
     return false;
   }
-  // The meta[0] of every item in the table, drawn in FIFO order (each once).
-  std::vector<int64_t> drain() {
-    engram_client* c = connect_c(d_.socket());
-    engram_table* t = nullptr;
-    EXPECT_EQ(engram_table_open(c, "replay", &t), ENGRAM_OK) << engram_last_error();
-    std::vector<int64_t> out;
-    for (;;) {
-      engram_sample_options so;
-      engram_sample_options_init(&so);
-      so.batch_size = 1;
-      so.num_steps = 1;
-      so.timeout_ms = 0;
-      uint8_t obs[300];
-      int64_t meta[2];
-      void* bufs[2] = {obs, meta};
-      uint32_t n = 0;
-      if (engram_sample(t, &so, bufs, nullptr, &n) != ENGRAM_OK || n == 0) break;
-      EXPECT_EQ(obs[299], static_cast<uint8_t>(meta[0] & 0xff));
-      EXPECT_EQ(meta[1], 7);
-      out.push_back(meta[0]);
-    }
-    engram_table_close(t);
-    engram_disconnect(c);
-    return out;
-  }
+  std::vector<int64_t> drain() { return drain_items(d_.socket(), "replay"); }
 
   Daemon d_;
   std::string address_;

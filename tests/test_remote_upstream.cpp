@@ -55,34 +55,6 @@ bool wait_for_inserts(const std::string& socket, const char* table, uint64_t n, 
   return false;
 }
 
-// meta[0] of every item of the table, drawn in FIFO order, each once.
-std::vector<int64_t> drain(const std::string& socket, const char* table) {
-  engram_client* c = connect_c(socket);
-  engram_table* t = nullptr;
-  EXPECT_EQ(engram_table_open(c, table, &t), ENGRAM_OK) << engram_last_error();
-  std::vector<int64_t> out;
-  for (;;) {
-    engram_sample_options so;
-    engram_sample_options_init(&so);
-    so.batch_size = 64;
-    so.num_steps = 1;
-    so.timeout_ms = 0;
-    std::vector<uint8_t> obs(64 * 300);
-    std::vector<int64_t> meta(64 * 2);
-    void* bufs[2] = {obs.data(), meta.data()};
-    uint32_t n = 0;
-    if (engram_sample(t, &so, bufs, nullptr, &n) != ENGRAM_OK || n == 0) break;
-    for (uint32_t i = 0; i < n; ++i) {
-      EXPECT_EQ(obs[i * 300 + 299], static_cast<uint8_t>(meta[i * 2] & 0xff));
-      out.push_back(meta[i * 2]);
-    }
-    if (n < 64) break;
-  }
-  engram_table_close(t);
-  engram_disconnect(c);
-  return out;
-}
-
 constexpr const char* kQueue = "max_size = 100000\nsampler = \"fifo\"\nmax_times_sampled = 1\n";
 
 TEST(RemoteUpstream, ItemsGoOnceAndInOrderAndAgainAfterTheReceiverRestarts) {
@@ -98,7 +70,7 @@ TEST(RemoteUpstream, ItemsGoOnceAndInOrderAndAgainAfterTheReceiverRestarts) {
       << engramctl(sender, {"status"}).second << read_file(sender.log());
   std::vector<int64_t> want(3000);
   for (int i = 0; i < 3000; ++i) want[i] = i;
-  EXPECT_EQ(drain(receiver.socket(), "replay"), want);
+  EXPECT_EQ(drain_items(receiver.socket(), "replay"), want);
   EXPECT_EQ(inserts(receiver.socket(), "replay"), 3000u) << "each once";
   auto [rc, status] = engramctl(sender, {"status"});
   EXPECT_NE(status.find("upstream     outbox -> " + address + " replay: delivering"), std::string::npos) << status;
@@ -112,7 +84,7 @@ TEST(RemoteUpstream, ItemsGoOnceAndInOrderAndAgainAfterTheReceiverRestarts) {
   ASSERT_EQ(remote_address(receiver), address) << "the same port again";
   ASSERT_TRUE(wait_for_inserts(receiver.socket(), "replay", 500, 20000))
       << engramctl(sender, {"status"}).second << read_file(sender.log());
-  std::vector<int64_t> got = drain(receiver.socket(), "replay");
+  std::vector<int64_t> got = drain_items(receiver.socket(), "replay");
   ASSERT_EQ(got.size(), 500u);
   for (int i = 0; i < 500; ++i) EXPECT_EQ(got[i], 3000 + i);
   std::string log = read_file(sender.log());

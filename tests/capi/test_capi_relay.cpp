@@ -34,6 +34,19 @@ std::vector<char> sealed_chunk(uint32_t steps, uint32_t capacity, uint64_t sig_h
   return bytes;
 }
 
+// Takes the relay's answers until `n` items are answered (or about 100 s
+// pass); the counts as they then stand.
+struct Answers {
+  uint64_t answered = 0, duplicates = 0, refused = 0;
+};
+Answers answered_up_to(engram_writer* relay, uint64_t n) {
+  Answers a;
+  for (int i = 0; i < 100 && a.answered < n; ++i)
+    EXPECT_EQ(engram_private_relay_answered(relay, 1000, &a.answered, &a.duplicates, &a.refused), ENGRAM_OK)
+        << engram_last_error();
+  return a;
+}
+
 TEST_F(CApi, ARelayInsertsChunksSealedElsewhereOncePerDelivery) {
   engram_table_options to = two_columns("replay", 100);
   to.sampler = ENGRAM_FIFO;
@@ -53,12 +66,10 @@ TEST_F(CApi, ARelayInsertsChunksSealedElsewhereOncePerDelivery) {
   ASSERT_EQ(item(1, 2), ENGRAM_OK) << last();
   ASSERT_EQ(item(0, 1), ENGRAM_OK) << "sent again, as after a broken link: " << last();
   ASSERT_EQ(item(2, 3), ENGRAM_OK) << last();
-  uint64_t answered = 0, duplicates = 0, refused = 0;
-  for (int i = 0; i < 100 && answered < 4; ++i)
-    ASSERT_EQ(engram_private_relay_answered(relay, 1000, &answered, &duplicates, &refused), ENGRAM_OK) << last();
-  EXPECT_EQ(answered, 4u);
-  EXPECT_EQ(duplicates, 1u);
-  EXPECT_EQ(refused, 0u) << engram_private_relay_refusal(relay);
+  Answers a = answered_up_to(relay, 4);
+  EXPECT_EQ(a.answered, 4u);
+  EXPECT_EQ(a.duplicates, 1u);
+  EXPECT_EQ(a.refused, 0u) << engram_private_relay_refusal(relay);
 
   // The three items hold the chunk's steps 0, 1, 2, in order.
   engram_sample_options so = batch_options(3, 1);
@@ -93,9 +104,7 @@ TEST_F(CApi, ARelayInsertsChunksSealedElsewhereOncePerDelivery) {
   step = 0;
   EXPECT_EQ(engram_private_relay_item(relay, &id, &step, &len, 1, -1.0, 9, 4), ENGRAM_E_PRIORITY);
   ASSERT_EQ(engram_private_relay_item(relay, &id, &step, &len, 1, 1.0, 9, 4), ENGRAM_OK) << last();
-  for (int i = 0; i < 100 && answered < 5; ++i)
-    ASSERT_EQ(engram_private_relay_answered(relay, 1000, &answered, &duplicates, &refused), ENGRAM_OK) << last();
-  EXPECT_EQ(answered, 5u);
+  EXPECT_EQ(answered_up_to(relay, 5).answered, 5u);
   engram_writer_close(relay);
   engram_table_info ti;
   engram_table_info_init(&ti);
@@ -149,10 +158,7 @@ TEST_F(CApi, TakenItemsCarryTheirSequencesAndRelayIntoAnotherTable) {
         << last();
   }
   EXPECT_EQ(relayed.size(), 1u) << "the first four items share the first chunk";
-  uint64_t answered = 0, duplicates = 0, refused = 0;
-  for (int i = 0; i < 100 && answered < 4; ++i)
-    ASSERT_EQ(engram_private_relay_answered(relay, 1000, &answered, &duplicates, &refused), ENGRAM_OK) << last();
-  EXPECT_EQ(answered, 4u);
+  EXPECT_EQ(answered_up_to(relay, 4).answered, 4u);
   engram_private_taken_free(taken);  // answered: the sender lets them go
   engram_writer_close(relay);
 

@@ -78,6 +78,35 @@ inline int free_port() {
   return port;
 }
 
+// meta[0] of every item of a table of kProcColumns' shape (obs uint8
+// [10, 30], meta int64 [2]) whose items' obs bytes are meta[0] & 0xff and
+// meta[1] is 7, drawn one at a time in FIFO order (each once: the tables
+// here have max_times_sampled 1), until none is left.
+inline std::vector<int64_t> drain_items(const std::string& socket, const char* table) {
+  engram_client* c = connect_c(socket);
+  engram_table* t = nullptr;
+  EXPECT_EQ(engram_table_open(c, table, &t), ENGRAM_OK) << engram_last_error();
+  std::vector<int64_t> out;
+  for (;;) {
+    engram_sample_options so;
+    engram_sample_options_init(&so);
+    so.batch_size = 1;
+    so.num_steps = 1;
+    so.timeout_ms = 0;
+    uint8_t obs[300];
+    int64_t meta[2];
+    void* bufs[2] = {obs, meta};
+    uint32_t n = 0;
+    if (engram_sample(t, &so, bufs, nullptr, &n) != ENGRAM_OK || n == 0) break;
+    EXPECT_EQ(obs[299], static_cast<uint8_t>(meta[0] & 0xff));
+    EXPECT_EQ(meta[1], 7);
+    out.push_back(meta[0]);
+  }
+  engram_table_close(t);
+  engram_disconnect(c);
+  return out;
+}
+
 // engramctl's output (stdout and stderr) and exit status, run against d.
 inline std::pair<int, std::string> engramctl(const Daemon& d, std::vector<std::string> args) {
   args.insert(args.begin(), {ENGRAMCTL_PATH, "--socket", d.socket()});
