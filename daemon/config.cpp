@@ -291,7 +291,9 @@ static Result<CheckpointConfig> parse_checkpoint(const toml::table& t) {
 
 static Result<RemoteConfig> parse_remote(const toml::table& t) {
   const std::string p = "remote";
-  if (Status s = only_keys(t, p, {"listen", "tls_cert", "tls_key", "tls_ca", "insecure", "name"}); !s.ok()) return s;
+  if (Status s = only_keys(t, p, {"listen", "tls_cert", "tls_key", "tls_ca", "insecure", "name", "max_streams"});
+      !s.ok())
+    return s;
   RemoteConfig c;
   for (auto [key, field] : {std::pair{"listen", &c.listen}, {"tls_cert", &c.tls_cert}, {"tls_key", &c.tls_key},
                             {"tls_ca", &c.tls_ca}, {"name", &c.name}}) {
@@ -301,6 +303,9 @@ static Result<RemoteConfig> parse_remote(const toml::table& t) {
   }
   if (const toml::node* n = t.get("insecure"); n && !n->is_boolean()) return bad(at(p, "insecure"), "must be true or false");
   c.insecure = t["insecure"].value_or(false);
+  auto ms = get_int(t, p, "max_streams", c.max_streams, 1, kMaxPeerStreams);
+  if (!ms.ok()) return ms.status();
+  c.max_streams = static_cast<uint32_t>(*ms);
   return c;
 }
 
@@ -475,6 +480,15 @@ Status validate_config(const ServerConfig& c) {
     return bad("client.max_reserved_share", number_text(c.max_reserved_share) +
                                                 " is not a share of a size class; allowed: above 0, up to 1 (no limit)");
   if (Status s = validate_remote(c.remote, c.tables); !s.ok()) return s;
+  // Each stream a peer opens, and each upstream link, is a connection of
+  // this server's own uid: peers must not take the last of them.
+  if (!c.remote.listen.empty() && c.remote.max_streams + c.remote.upstreams.size() >= c.max_connections_per_uid)
+    return bad("remote.max_streams", std::to_string(c.remote.max_streams) + " streams and " +
+                                         std::to_string(c.remote.upstreams.size()) +
+                                         " upstream links are connections of this server's own uid, which [server] "
+                                         "max_connections_per_uid = " +
+                                         std::to_string(c.max_connections_per_uid) +
+                                         " must exceed; lower max_streams or raise that");
   std::set<std::string> names;
   for (size_t i = 0; i < c.tables.size(); ++i)
     if (!names.insert(c.tables[i]->name).second)

@@ -21,6 +21,9 @@ inline constexpr size_t kMaxSocketPath = 107;  // bytes: sockaddr_un's sun_path 
 // Connections one server may hold at once, whatever the config says: each
 // is a descriptor and an entry the control thread polls.
 inline constexpr uint32_t kMaxConnections = 65536;
+// Deliver streams one server may serve at once ([remote] max_streams):
+// each holds a gRPC thread, a connection and up to kMaxHeldChunks blocks.
+inline constexpr uint32_t kMaxPeerStreams = 1024;
 
 // [remote]: this server's peers over gRPC (remote/, engramd.toml(5)).
 // Plain data: the daemon opens no network socket; remote/ reads these.
@@ -35,6 +38,9 @@ struct RemoteConfig {
   // This server among its peers: names its upstream streams (the
   // producer of each); "" = the host name.
   std::string name;
+  // Deliver streams served at once: each is a client of this server, of
+  // its own uid, so the bound sits below [server] max_connections_per_uid.
+  uint32_t max_streams = 64;
   // [[table]] upstream = "HOST:PORT" (and upstream_table): the tables
   // whose items this server delivers to a peer's table.
   struct Upstream {

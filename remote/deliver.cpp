@@ -39,7 +39,7 @@ grpc::Status from_engram(int code, const std::string& what) {
 // went in, until answered.
 class Delivery {
  public:
-  Delivery(grpc::ServerContext* ctx, DeliverStream* stream) : ctx_(ctx), stream_(stream) {}
+  Delivery(const DeliverPeer& peer, DeliverStream* stream) : peer_(peer), stream_(stream) {}
   ~Delivery() {
     if (relay_) engram_writer_close(relay_);
     if (table_) engram_table_close(table_);
@@ -71,23 +71,20 @@ class Delivery {
   grpc::Status apply(const DeliverRequest& rq, bool first) {
     if (!first && (!rq.table().empty() || rq.producer() != 0 || rq.signature() != 0))
       return bad("DeliverRequest.table, producer and signature belong to the stream's first request only");
+    // The request's chunks go into blocks as the first item over each
+    // needs it, not all before the first item: one client may reserve only
+    // a share of each size class, and a chunk's block leaves that share
+    // once an item over it is applied.
+    arriving_.clear();
     for (int i = 0; i < rq.chunks_size(); ++i) {
-      const auto& c = rq.chunks(i);
-      std::string at = "DeliverRequest.chunks[" + std::to_string(i) + "] (id " + std::to_string(c.id()) + ")";
-      if (held_.count(c.id())) return bad(at + " is already held by this stream; send a chunk once");
-      if (held_.size() >= kMaxHeldChunks)
-        return {grpc::StatusCode::RESOURCE_EXHAUSTED,
-                at + ": the stream holds " + std::to_string(kMaxHeldChunks) + " chunks, the most it may; forget some"};
-      uint64_t id = 0;
-      for (;;) {  // the arena may be full for a while: wait, but not past the peer
-        int e = engram_private_relay_chunk(relay_, c.data().data(), c.data().size(), kAnswerSliceMs, &id);
-        if (e == ENGRAM_OK) break;
-        if (e != ENGRAM_E_TIMEOUT && e != ENGRAM_E_NOMEM && e != ENGRAM_E_LIMIT) return from_engram(e, at);
-        if (ctx_->IsCancelled()) return {grpc::StatusCode::CANCELLED, "the peer went away"};
-        if (grpc::Status s = answer(0); !s.ok()) return s;
-      }
-      held_[c.id()] = id;
+      uint64_t id = rq.chunks(i).id();
+      if (held_.count(id) || !arriving_.emplace(id, i).second)
+        return bad(chunk_at(rq, i) + " is already held by this stream; send a chunk once");
     }
+    if (held_.size() + arriving_.size() > kMaxHeldChunks)
+      return {grpc::StatusCode::RESOURCE_EXHAUSTED,
+              "DeliverRequest.chunks: the stream would hold " + std::to_string(held_.size() + arriving_.size()) +
+                  " chunks, more than the " + std::to_string(kMaxHeldChunks) + " it may; forget some first"};
     for (int i = 0; i < rq.items_size(); ++i) {
       const auto& it = rq.items(i);
       std::string at = "DeliverRequest.items[" + std::to_string(i) + "] (sequence " + std::to_string(it.sequence()) + ")";
@@ -99,6 +96,8 @@ class Delivery {
       uint32_t offsets[kMaxItemChunks], lengths[kMaxItemChunks];
       for (int k = 0; k < it.slices_size(); ++k) {
         const auto& sl = it.slices(k);
+        if (auto a = arriving_.find(sl.chunk()); a != arriving_.end())
+          if (grpc::Status s = take_in(rq, a->second); !s.ok()) return s;
         auto h = held_.find(sl.chunk());
         if (h == held_.end())
           return bad(at + ".slices[" + std::to_string(k) + "] names chunk " + std::to_string(sl.chunk()) +
@@ -119,6 +118,9 @@ class Delivery {
         if (++refused_here_ == 1 && first_refusal_.empty()) first_refusal_ = at + ": " + engram_last_error();
       }
     }
+    for (int i = 0; i < rq.chunks_size(); ++i)  // for later requests' items
+      if (arriving_.count(rq.chunks(i).id()))
+        if (grpc::Status s = take_in(rq, i); !s.ok()) return s;
     for (int i = 0; i < rq.forget_size(); ++i) {
       auto h = held_.find(rq.forget(i));
       if (h == held_.end())
@@ -131,12 +133,41 @@ class Delivery {
     // the rate limiter holds them, the peer's stream waits (backpressure).
     while (!order_.empty()) {
       if (grpc::Status s = answer(kAnswerSliceMs); !s.ok()) return s;
-      if (ctx_->IsCancelled()) return {grpc::StatusCode::CANCELLED, "the peer went away"};
+      if (peer_.gone()) return {grpc::StatusCode::CANCELLED, "the peer went away"};
     }
     return reply();
   }
 
  private:
+  static std::string chunk_at(const DeliverRequest& rq, int i) {
+    return "DeliverRequest.chunks[" + std::to_string(i) + "] (id " + std::to_string(rq.chunks(i).id()) + ")";
+  }
+
+  // Copies the request's chunk i into a block of this stream's. Blocks may
+  // be short for a while (items get evicted, this stream's items in flight
+  // hand theirs to the table): wait, while the peer stays. Short because
+  // this stream holds its whole share in chunks that no item in flight
+  // names, only the peer can help: refused.
+  grpc::Status take_in(const DeliverRequest& rq, int i) {
+    const auto& c = rq.chunks(i);
+    uint64_t id = 0;
+    for (;;) {
+      int e = engram_private_relay_chunk(relay_, c.data().data(), c.data().size(), kAnswerSliceMs, &id);
+      if (e == ENGRAM_OK) break;
+      if (e != ENGRAM_E_TIMEOUT && e != ENGRAM_E_NOMEM && e != ENGRAM_E_LIMIT) return from_engram(e, chunk_at(rq, i));
+      if (peer_.gone()) return {grpc::StatusCode::CANCELLED, "the peer went away"};
+      if (grpc::Status s = answer(0); !s.ok()) return s;
+      if (e == ENGRAM_E_LIMIT && order_.empty())
+        return {grpc::StatusCode::RESOURCE_EXHAUSTED,
+                chunk_at(rq, i) + ": the stream holds " + std::to_string(held_.size()) +
+                    " chunks that no item in flight names, all of this server's blocks one client may hold ([client] "
+                    "max_reserved_share); send items over them, or forget them, before more chunks"};
+    }
+    held_[c.id()] = id;
+    arriving_.erase(c.id());
+    return grpc::Status::OK;
+  }
+
   // Takes the table's answers (waiting up to wait_ms for one) and moves the
   // answered items off the front of order_.
   grpc::Status answer(int32_t wait_ms) {
@@ -169,7 +200,7 @@ class Delivery {
     bool relayed;  // false: refused before it reached the table
   };
 
-  grpc::ServerContext* ctx_;
+  const DeliverPeer& peer_;
   DeliverStream* stream_;
   engram_client* client_ = nullptr;
   engram_table* table_ = nullptr;
@@ -177,6 +208,7 @@ class Delivery {
   std::string name_;
   uint64_t producer_ = 0;
   std::unordered_map<uint64_t, uint64_t> held_;
+  std::unordered_map<uint64_t, int> arriving_;  // this request's chunks not yet in blocks: id -> index
   std::deque<Sent> order_;
   uint64_t taken_ = 0;  // relayed items counted off order_
   uint64_t last_sequence_ = 0, answered_sequence_ = 0;
@@ -186,18 +218,18 @@ class Delivery {
 
 }  // namespace
 
-grpc::Status serve_deliver(grpc::ServerContext* ctx, DeliverStream* stream, const std::string& socket) {
+grpc::Status serve_deliver(DeliverStream* stream, const DeliverPeer& peer, const std::string& socket) {
   DeliverRequest rq;
   if (!stream->Read(&rq)) return grpc::Status::OK;
-  Delivery d(ctx, stream);
+  Delivery d(peer, stream);
   if (grpc::Status s = d.open(rq, socket); !s.ok()) return s;
   const std::string table = rq.table();
-  log_info("remote: " + ctx->peer() + " delivers into table " + table + " (producer " + std::to_string(rq.producer()) +
+  log_info("remote: " + peer.name + " delivers into table " + table + " (producer " + std::to_string(rq.producer()) +
            ")");
   bool first = true;
   do {
     if (grpc::Status s = d.apply(rq, first); !s.ok()) {
-      log_warn("remote: the stream from " + ctx->peer() + " into table " + table + " ended: " + s.error_message());
+      log_warn("remote: the stream from " + peer.name + " into table " + table + " ended: " + s.error_message());
       return s;
     }
     first = false;

@@ -1,5 +1,6 @@
 #include "remote/peer_service.hpp"
 
+#include <mutex>
 #include <string>
 
 #include "daemon/log.hpp"
@@ -10,25 +11,45 @@ namespace engram::remote {
 using engram::peer::v1::HelloReply;
 using engram::peer::v1::HelloRequest;
 
-grpc::Status PeerService::Hello(grpc::ServerContext* ctx, const HelloRequest* rq, HelloReply* out) {
-  const std::string& name = rq->name();
+grpc::Status answer_hello(const HelloRequest& rq, const std::string& peer, HelloReply* out) {
+  const std::string& name = rq.name();
   if (name.empty() || name.size() > kMaxPeerName)
     return {grpc::StatusCode::INVALID_ARGUMENT,
             "HelloRequest.name must be 1.." + std::to_string(kMaxPeerName) + " bytes; it has " +
                 std::to_string(name.size())};
   out->set_protocol(kPeerProtocol);
   out->set_version(ENGRAM_VERSION_STRING);
-  if (rq->protocol() != kPeerProtocol)
+  if (rq.protocol() != kPeerProtocol)
     return {grpc::StatusCode::FAILED_PRECONDITION,
-            "peer speaks engram peer protocol " + std::to_string(rq->protocol()) + ", this server " +
+            "peer speaks engram peer protocol " + std::to_string(rq.protocol()) + ", this server " +
                 std::to_string(kPeerProtocol) + " (engram " ENGRAM_VERSION_STRING
                 "); run the same engram release on both machines"};
-  log_info("remote: peer " + name + " at " + ctx->peer() + " said hello");
+  log_info("remote: peer " + name + " at " + peer + " said hello");
   return grpc::Status::OK;
 }
 
-grpc::Status PeerService::Deliver(grpc::ServerContext* ctx, DeliverStream* stream) {
-  return serve_deliver(ctx, stream, socket_);
+grpc::Status PeerService::Hello(grpc::ServerContext* ctx, const HelloRequest* rq, HelloReply* out) {
+  return answer_hello(*rq, ctx->peer(), out);
+}
+
+grpc::Status PeerService::Deliver(grpc::ServerContext* ctx, GrpcDeliverStream* stream) {
+  // Counted before anything is opened: a flood of streams is refused here,
+  // before it holds connections of this server's uid or arena blocks.
+  if (streams_.fetch_add(1) >= max_streams_) {
+    streams_.fetch_sub(1);
+    std::lock_guard lock(refusals_mu_);
+    refusals_.note("remote: refused Deliver streams: " + std::to_string(max_streams_) +
+                   " are open, the most [remote] max_streams allows");
+    return {grpc::StatusCode::RESOURCE_EXHAUSTED,
+            "this server serves " + std::to_string(max_streams_) +
+                " Deliver streams at once ([remote] max_streams in its engramd.toml), all open; try again later"};
+  }
+  struct Release {
+    std::atomic<uint32_t>& n;
+    ~Release() { n.fetch_sub(1); }
+  } release{streams_};
+  DeliverPeer peer{ctx->peer(), [ctx] { return ctx->IsCancelled(); }};
+  return serve_deliver(stream, peer, socket_);
 }
 
 }  // namespace engram::remote

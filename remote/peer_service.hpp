@@ -3,9 +3,12 @@
 // is thread-safe and touches the server only through thread-safe calls.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <string>
 
+#include "daemon/log.hpp"
 #include "remote/peer.grpc.pb.h"
 
 namespace engram::remote {
@@ -19,17 +22,25 @@ inline constexpr int kMaxPeerMessageBytes = 64 << 20;
 // A peer's name (HelloRequest.name), in bytes.
 inline constexpr size_t kMaxPeerName = 255;
 
+// Hello's answer to a peer (named for the log): its checks, gRPC aside.
+grpc::Status answer_hello(const engram::peer::v1::HelloRequest& rq, const std::string& peer,
+                          engram::peer::v1::HelloReply* out);
+
 class PeerService final : public engram::peer::v1::Peer::Service {
  public:
-  explicit PeerService(std::string socket) : socket_(std::move(socket)) {}
+  PeerService(std::string socket, uint32_t max_streams) : socket_(std::move(socket)), max_streams_(max_streams) {}
   grpc::Status Hello(grpc::ServerContext* ctx, const engram::peer::v1::HelloRequest* rq,
                      engram::peer::v1::HelloReply* out) override;
-  grpc::Status Deliver(grpc::ServerContext* ctx,
-                       grpc::ServerReaderWriter<engram::peer::v1::DeliverReply, engram::peer::v1::DeliverRequest>* stream)
-      override;
+  using GrpcDeliverStream =
+      grpc::ServerReaderWriter<engram::peer::v1::DeliverReply, engram::peer::v1::DeliverRequest>;
+  grpc::Status Deliver(grpc::ServerContext* ctx, GrpcDeliverStream* stream) override;
 
  private:
   std::string socket_;  // this server's control socket: streams are its clients
+  uint32_t max_streams_;  // [remote] max_streams: Deliver streams served at once
+  std::atomic<uint32_t> streams_{0};
+  std::mutex refusals_mu_;
+  RepeatedLog refusals_;  // a flood is one line and a count, not a line per stream
 };
 
 }  // namespace engram::remote

@@ -23,6 +23,9 @@ namespace {
 // sees a wedged server within about the two.
 constexpr int kHealthPeriodMs = 1000;
 constexpr int kHealthTimeoutMs = 2000;
+// Threads for calls other than Deliver streams (Hello, health checks) and
+// for gRPC's own pollers, beside [remote] max_streams.
+constexpr int kCallThreadHeadroom = 16;
 
 std::string json_escape(const std::string& s) {
   std::string o;
@@ -144,7 +147,13 @@ Result<std::unique_ptr<Remote>> Remote::start(const RemoteConfig& c, Server& ser
   int port = 0;
   builder.AddListeningPort(listen->text(), server_credentials(c, *tls), &port);
   builder.SetMaxReceiveMessageSize(kMaxPeerMessageBytes);
-  impl->peer_service = std::make_unique<PeerService>(server.socket_path());
+  // gRPC's synchronous server takes a thread per call: past the streams
+  // PeerService admits, a few more for Hello and health checks, and new
+  // calls beyond are refused by gRPC (RESOURCE_EXHAUSTED), not threads.
+  grpc::ResourceQuota quota("engram-remote");
+  quota.SetMaxThreads(static_cast<int>(c.max_streams) + kCallThreadHeadroom);
+  builder.SetResourceQuota(quota);
+  impl->peer_service = std::make_unique<PeerService>(server.socket_path(), c.max_streams);
   builder.RegisterService(impl->peer_service.get());
   impl->grpc_server = builder.BuildAndStart();
   if (!impl->grpc_server || port == 0)

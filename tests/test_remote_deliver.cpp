@@ -64,8 +64,8 @@ void open_fields(pb::DeliverRequest* rq, const std::string& table, uint64_t prod
 
 class RemoteDeliver : public ::testing::Test {
  protected:
-  RemoteDeliver()
-      : d_("[remote]\nlisten = \"127.0.0.1:0\"\n" +
+  explicit RemoteDeliver(const std::string& remote_keys = "")
+      : d_("[remote]\nlisten = \"127.0.0.1:0\"\n" + remote_keys +
            table_toml("replay", "max_size = 1000\nsampler = \"fifo\"\nmax_times_sampled = 1\n")) {
     address_ = remote_address(d_);
     EXPECT_FALSE(address_.empty()) << read_file(d_.log());
@@ -195,6 +195,95 @@ TEST_F(RemoteDeliver, BadRequestsAreRefusedByNameAndOthersStillServed) {
   // it is, and the items before it stand (sent again, they would be
   // duplicates).
   EXPECT_EQ(drain(), (std::vector<int64_t>{0, 200, 202}));
+}
+
+class RemoteDeliverSmallArena : public RemoteDeliver {
+ protected:
+  RemoteDeliverSmallArena() : RemoteDeliver("[arena]\nclasses = [ { block_size = \"4KiB\", count = 16 } ]\n") {}
+};
+
+// One client may hold a quarter of a size class reserved (here 4 blocks):
+// a request of more chunks than that must still go in, its chunks handed
+// to the table item by item, not all reserved before the first item.
+TEST_F(RemoteDeliverSmallArena, ARequestOfMoreChunksThanOneClientMayReserveGoesIn) {
+  pb::DeliverRequest rq;
+  open_fields(&rq, "replay", 9);
+  for (uint64_t c = 1; c <= 10; ++c) {
+    pb::DeliverRequest one = batch(c, 1, static_cast<int64_t>(c), c);
+    rq.MergeFrom(one);
+    rq.add_forget(c);  // no later item names it
+  }
+  auto s = open();
+  pb::DeliverReply reply;
+  grpc::Status st;
+  ASSERT_TRUE(send(*s, rq, &reply, &st)) << st.error_message();
+  EXPECT_EQ(reply.answered(), 10u);
+  EXPECT_EQ(reply.refused(), 0u) << reply.refusal();
+  s->rw->WritesDone();
+  EXPECT_TRUE(s->rw->Finish().ok());
+  EXPECT_EQ(drain(), (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}));
+}
+
+// Chunks that no item names hold this stream's blocks until forgotten: a
+// stream that only sends chunks is refused when it holds all it may, by
+// name, instead of waiting for blocks that only it can give back.
+TEST_F(RemoteDeliverSmallArena, ChunksNoItemNamesAreRefusedPastTheClientsShare) {
+  pb::DeliverRequest rq;
+  open_fields(&rq, "replay", 9);
+  for (uint64_t c = 1; c <= 10; ++c) {
+    auto* ch = rq.add_chunks();
+    ch->set_id(c);
+    ch->set_data(sealed_chunk(1, 4, 0));
+  }
+  auto s = open();
+  pb::DeliverReply reply;
+  grpc::Status st;
+  ASSERT_FALSE(send(*s, rq, &reply, &st));
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << st.error_message();
+  EXPECT_NE(st.error_message().find("forget"), std::string::npos) << st.error_message();
+}
+
+class RemoteDeliverBounded : public RemoteDeliver {
+ protected:
+  RemoteDeliverBounded() : RemoteDeliver("max_streams = 2\n") {}
+};
+
+// Each stream is a connection of the server's own uid and holds blocks: a
+// peer that opens streams without end is refused past the bound, by name,
+// and the streams already open, and the server's local clients, go on.
+TEST_F(RemoteDeliverBounded, StreamsPastMaxStreamsAreRefusedAndOthersGoOn) {
+  std::vector<std::unique_ptr<Stream>> open_streams;
+  pb::DeliverReply reply;
+  grpc::Status st;
+  for (uint64_t producer = 1; producer <= 2; ++producer) {
+    open_streams.push_back(open());
+    pb::DeliverRequest hello;
+    open_fields(&hello, "replay", producer);
+    ASSERT_TRUE(send(*open_streams.back(), hello, &reply, &st)) << st.error_message();
+  }
+  auto third = open();
+  pb::DeliverRequest rq = batch(1, 1, 50, 1);
+  open_fields(&rq, "replay", 3);
+  ASSERT_FALSE(send(*third, rq, &reply, &st));
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << st.error_message();
+  EXPECT_NE(st.error_message().find("[remote] max_streams"), std::string::npos) << st.error_message();
+  auto [rc, out] = engramctl(d_, {"status"});  // local clients are still served
+  EXPECT_EQ(rc, 0) << out;
+
+  // The open streams still deliver; one closed makes room for another.
+  pb::DeliverRequest first = batch(1, 1, 60, 1);
+  ASSERT_TRUE(send(*open_streams[0], first, &reply, &st)) << st.error_message();
+  EXPECT_EQ(reply.answered(), 1u);
+  open_streams[0]->rw->WritesDone();
+  EXPECT_TRUE(open_streams[0]->rw->Finish().ok());
+  auto again = open();
+  ASSERT_TRUE(send(*again, rq, &reply, &st)) << st.error_message();
+  EXPECT_EQ(reply.answered(), 1u);
+  for (auto* s : {open_streams[1].get(), again.get()}) {
+    s->rw->WritesDone();
+    EXPECT_TRUE(s->rw->Finish().ok());
+  }
+  EXPECT_EQ(drain(), (std::vector<int64_t>{60, 50}));
 }
 
 }  // namespace

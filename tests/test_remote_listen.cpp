@@ -124,6 +124,9 @@ TEST_F(RemoteSecurity, TlsFilesAreCheckedAtStartNamingTheKeyAndFile) {
       {"[remote]\nlisten = \"127.0.0.1:0\"\ninsecure = true\ntls_cert = \"x\"\ntls_key = \"y\"\ntls_ca = \"z\"\n",
        "choose TLS"},
       {"[remote]\nlisten = \"127.0.0.1:0\"\nport = 7\n", "remote.port: unknown key"},
+      {"[remote]\nlisten = \"127.0.0.1:0\"\nmax_streams = 0\n", "remote.max_streams"},
+      {"[server]\nmax_connections_per_uid = 8\n[remote]\nlisten = \"127.0.0.1:0\"\nmax_streams = 8\n",
+       "which [server] max_connections_per_uid = 8 must exceed"},
   };
   for (const Case& c : cases) {
     std::string dir = make_temp_dir();
