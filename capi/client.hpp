@@ -65,16 +65,17 @@ Status take_sample_record(const ResponseRecord& rsp, std::vector<SampledItemWire
                           std::vector<uint32_t>* plain_steps, bool* complete);
 // sample.cpp's requests, shared with take.cpp (a peer's link taking items
 // for delivery). send_sample pushes a sample request (flags:
-// RequestRecord::flags) whose chunks stay pinned until release(id);
+// RequestRecord::flags; `from` for kSampleNewest) whose chunks stay
+// pinned until release(id);
 // collect_sample gathers its item records (spin as for pump());
 // request_sample does both; give_up cancels one at its deadline unless
 // the owner claimed it (ChannelHeader::sample_gate).
 Status send_sample(engram_table* t, const engram_sample_options* o, uint64_t* id, int64_t* deadline_ns,
-                   uint32_t flags = 0);
+                   uint32_t flags = 0, uint64_t from = 0);
 Status collect_sample(engram_table* t, uint64_t id, int64_t deadline_ns, std::vector<SampledItemWire>* items,
                       std::vector<uint32_t>* plain_steps, int spin = -1);
 Status request_sample(engram_table* t, const engram_sample_options* o, uint64_t* id, std::vector<SampledItemWire>* items,
-                      std::vector<uint32_t>* plain_steps, uint32_t flags = 0);
+                      std::vector<uint32_t>* plain_steps, uint32_t flags = 0, uint64_t from = 0);
 bool give_up(engram_table* t, uint64_t id);
 void release(engram_table* t, uint64_t id);
 // The columns of a C signature with their compression (comp may be NULL:

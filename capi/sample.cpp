@@ -274,10 +274,11 @@ bool give_up(engram_table* t, uint64_t id) {
 // Sends a sample request; its chunks stay pinned from when the owner draws
 // them until release(id).
 Status send_sample(engram_table* t, const engram_sample_options* o, uint64_t* id, int64_t* deadline_ns,
-                   uint32_t flags) {
+                   uint32_t flags, uint64_t from) {
   RequestRecord r{};
   r.op = static_cast<uint32_t>(RequestOp::sample);
   r.flags = flags;
+  r.payload.keys[0] = from;
   r.count = o->batch_size;
   r.id = t->client->next_id++;
   // A sample that waits for ever still carries a deadline (a year away):
@@ -334,9 +335,9 @@ Status collect_sample(engram_table* t, uint64_t id, int64_t deadline_ns, std::ve
 
 // Sends a sample request and collects its item records.
 Status request_sample(engram_table* t, const engram_sample_options* o, uint64_t* id, std::vector<SampledItemWire>* items,
-                      std::vector<uint32_t>* plain_steps, uint32_t flags) {
+                      std::vector<uint32_t>* plain_steps, uint32_t flags, uint64_t from) {
   int64_t deadline_ns = 0;
-  if (Status s = send_sample(t, o, id, &deadline_ns, flags); !s.ok()) return s;
+  if (Status s = send_sample(t, o, id, &deadline_ns, flags, from); !s.ok()) return s;
   items->clear();
   items->reserve(o->batch_size);
   plain_steps->clear();

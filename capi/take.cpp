@@ -1,5 +1,6 @@
 // Taking items for delivery (take.h): a sample with kSampleSequences whose
-// pins the caller holds until the peer answered the items.
+// pins the caller holds until the peer answered the items; and looking at
+// the newest (kSampleNewest) for a mirror, pinned likewise until sent.
 #include "capi/take.h"
 
 #include <memory>
@@ -15,10 +16,10 @@ struct engram_taken {
   std::vector<SampledItemWire> items;
 };
 
-extern "C" {
+namespace {
 
-int engram_private_take(engram_table* t, uint32_t max_items, int32_t timeout_ms, engram_taken** out) {
-  ENGRAM_GUARD_BEGIN
+int take_or_look(engram_table* t, uint32_t max_items, int32_t timeout_ms, uint32_t flags, uint64_t from,
+                 engram_taken** out) {
   if (!t || !out) return fail(Errc::invalid_argument, "table or out is NULL");
   *out = nullptr;
   if (max_items == 0 || max_items > t->client->hello.max_batch)
@@ -31,12 +32,27 @@ int engram_private_take(engram_table* t, uint32_t max_items, int32_t timeout_ms,
   auto b = std::make_unique<engram_taken>();
   b->table = t;
   std::vector<uint32_t> plain_steps;
-  if (Status s = request_sample(t, &o, &b->id, &b->items, &plain_steps, kSampleSequences); !s.ok()) {
+  if (Status s = request_sample(t, &o, &b->id, &b->items, &plain_steps, flags, from); !s.ok()) {
     if (b->id && s.code() != Errc::disconnected && !b->items.empty()) release(t, b->id);
     return set_error(s);
   }
   *out = b.release();
   return ENGRAM_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+int engram_private_take(engram_table* t, uint32_t max_items, int32_t timeout_ms, engram_taken** out) {
+  ENGRAM_GUARD_BEGIN
+  return take_or_look(t, max_items, timeout_ms, kSampleSequences, 0, out);
+  ENGRAM_GUARD_END
+}
+
+int engram_private_newest(engram_table* t, uint32_t max_items, uint64_t from, engram_taken** out) {
+  ENGRAM_GUARD_BEGIN
+  return take_or_look(t, max_items, 0, kSampleSequences | kSampleNewest, from, out);
   ENGRAM_GUARD_END
 }
 

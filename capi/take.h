@@ -33,6 +33,12 @@ typedef struct engram_private_item {
  * timeout_ms (0: not at all, -1: for ever) for the rate limiter. *out may
  * hold fewer, or none (ENGRAM_E_RATE_LIMITED, ENGRAM_E_TIMEOUT). */
 ENGRAM_API int engram_private_take(engram_table* t, uint32_t max_items, int32_t timeout_ms, engram_taken** out);
+/* Looks at up to max_items of t's newest items whose sequence is `from`
+ * or later (0: the newest of all), oldest of them first, without
+ * drawing: nothing counts as a sample. Never waits; *out may hold none.
+ * A mirror's serving side follows a table so. ENGRAM_E_INVALID for a
+ * table of more than 4096 items (kMaxLookCapacity). */
+ENGRAM_API int engram_private_newest(engram_table* t, uint32_t max_items, uint64_t from, engram_taken** out);
 ENGRAM_API uint32_t engram_private_taken_count(const engram_taken* b);
 /* Item i of the batch, its slices checked against the table's chunk
  * layout (ENGRAM_E_CORRUPT for one that is not). */

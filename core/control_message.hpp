@@ -32,7 +32,8 @@ inline constexpr uint32_t kControlMagic = 0x4c525443;  // "CTRL"
 // 8: TableSpec.capacity is 64 bits, so the server alone bounds max_size.
 // 9: remote_status. 10: an insert record may carry a delivery (producer,
 // sequence), before its references; a sample may ask for sequences.
-inline constexpr uint32_t kProtocolVersion = 10;
+// 11: a sample may look at the newest items instead (kSampleNewest).
+inline constexpr uint32_t kProtocolVersion = 11;
 // Descriptors one message may carry; a message that comes with more is refused.
 inline constexpr size_t kMaxControlFds = 4;
 inline constexpr uint32_t kMaxControlPayload = 1 << 16;

@@ -63,9 +63,12 @@ Status check_request(const RequestRecord& r, uint32_t max_batch) noexcept {
                                         std::to_string(r.count) + ", allowed " + std::to_string(lo) + ".." +
                                         std::to_string(hi)};
   };
-  if (r.flags != 0 && !(r.op == static_cast<uint32_t>(RequestOp::sample) && r.flags == kSampleSequences))
+  constexpr uint32_t kSampleFlags = kSampleSequences | kSampleNewest;
+  if (r.flags != 0 && !(r.op == static_cast<uint32_t>(RequestOp::sample) && (r.flags & ~kSampleFlags) == 0))
     return {Errc::invalid_argument, std::string(request_op_name(r.op)) + " request with flags " + std::to_string(r.flags) +
-                                        "; only a sample may have flags, and only kSampleSequences"};
+                                        "; only a sample may have flags, and only kSampleSequences and kSampleNewest"};
+  if ((r.flags & kSampleNewest) && r.deadline_ns != 0)
+    return {Errc::invalid_argument, "a look at the newest items (kSampleNewest) never waits: its deadline must be 0"};
   switch (static_cast<RequestOp>(r.op)) {
     case RequestOp::insert: return count_in(1, kRecordRefs);
     case RequestOp::sample: return count_in(1, max_batch);

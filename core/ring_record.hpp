@@ -82,12 +82,18 @@ struct ItemEntry {
 // of its probability. A peer's upstream link takes items so, and sends
 // the sequence with each as its delivery's.
 inline constexpr uint32_t kSampleSequences = 1;
+// RequestRecord::flags of a sample: not a draw but a look (Table::newest):
+// up to count of the newest items whose inserted_seq is payload.keys[0]
+// or later, oldest of them first, answered at once and none if there are
+// none; nothing counts as sampled. A peer's mirror follows a table so.
+// A look never waits: its deadline must be 0.
+inline constexpr uint32_t kSampleNewest = 2;
 
 struct RequestRecord {
   uint32_t ring_seq_;
   uint32_t op;  // RequestOp
   uint32_t count;
-  uint32_t flags;        // sample: kSampleSequences or 0; 0 for every other op
+  uint32_t flags;        // sample: kSampleSequences, kSampleNewest, both or 0; 0 for other ops
   uint64_t id;           // chosen by the client, echoed in responses
   int64_t deadline_ns;   // CLOCK_MONOTONIC; kNoDeadline, or 0 to never wait
   union {

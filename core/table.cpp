@@ -269,6 +269,30 @@ Status Table::sample(uint32_t n, SampleBatch* out) {
   return Status::Ok();
 }
 
+Status Table::newest(uint32_t n, uint64_t from, SampleBatch* out) const {
+  if (h_->capacity > kMaxLookCapacity)
+    return {Errc::invalid_argument, "table '" + std::string(h_->name) + "' has room for " +
+                                        std::to_string(h_->capacity) + " items; only tables of up to " +
+                                        std::to_string(kMaxLookCapacity) + " can be looked into (followed)"};
+  if (n == 0 || h_->size == 0 || h_->next_seq <= from) return Status::Ok();
+  std::vector<uint32_t> slots;
+  for (uint32_t slot = 0; slot < h_->capacity; ++slot)
+    if (items_[slot].key != 0 && items_[slot].inserted_seq >= from) slots.push_back(slot);
+  auto newer = [&](uint32_t a, uint32_t b) { return items_[a].inserted_seq > items_[b].inserted_seq; };
+  if (slots.size() > n) {
+    std::nth_element(slots.begin(), slots.begin() + n, slots.end(), newer);
+    slots.resize(n);
+  }
+  std::sort(slots.begin(), slots.end(), [&](uint32_t a, uint32_t b) { return newer(b, a); });
+  for (uint32_t slot : slots) {
+    const ItemSlot& it = items_[slot];
+    out->items.push_back({it.key, it.priority, 0.0, it.times_sampled, h_->size, static_cast<uint32_t>(out->refs.size()),
+                          it.num_refs, it.plain_steps, it.inserted_seq});
+    out->refs.insert(out->refs.end(), refs(slot), refs(slot) + it.num_refs);
+  }
+  return Status::Ok();
+}
+
 // Without max_times_sampled nothing leaves the table mid-batch, so the n
 // draws are independent: draw the same u's as the loop in sample() would,
 // pick all slots at once, then account for them in order.

@@ -129,6 +129,11 @@ struct TableInfo {
   bool can_sample, can_insert;
 };
 
+// The largest table newest() looks into: it scans every slot when
+// something is newer, so only small tables (parameters) are looked into
+// so, and a look costs about what a sample of a few items costs.
+inline constexpr uint32_t kMaxLookCapacity = 4096;
+
 // One sampled item; its chunk references are batch.refs[first_ref, first_ref + num_refs).
 struct SampledItem {
   uint64_t key;
@@ -256,6 +261,12 @@ class Table {
   // mid-batch. Each sample counts; items reaching max_times_sampled go.
   // Appends to *out.
   Status sample(uint32_t n, SampleBatch* out);
+  // Looks, without drawing: appends up to n of the newest items whose
+  // inserted_seq is `from` or later, oldest of them first, with probability
+  // 0. Nothing counts: times_sampled, the rate limiter and
+  // max_times_sampled stay. O(1) when nothing is newer, else O(capacity):
+  // Errc::invalid_argument for a table of more than kMaxLookCapacity.
+  Status newest(uint32_t n, uint64_t from, SampleBatch* out) const;
   // Errc::stale_key for a key whose item is gone (nothing is changed),
   // Errc::unknown_key for one that never named a slot of this table.
   Status update(uint64_t key, double priority);

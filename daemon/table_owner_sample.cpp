@@ -36,11 +36,12 @@ TableOwner::Outcome TableOwner::sample(ChannelState& c, const RequestRecord& r) 
   if (expired(c, r, "a sample")) return Outcome::done;
   if (given_up(c, r))
     return fail(c, r, {Errc::timeout, "a sample on table " + table_.name() + " was given up by its caller"}), Outcome::done;
-  if (!table_.limiter().can_sample(r.count) || table_.size() == 0) return refuse(c, r, "a sample");
+  const bool look = (r.flags & kSampleNewest) != 0;  // answered at once, none or more
+  if (!look && (!table_.limiter().can_sample(r.count) || table_.size() == 0)) return refuse(c, r, "a sample");
   if (!claim_sample(c, r)) return Outcome::done;
   batch_.clear();
   defer_releases_ = true;
-  Status sampled = table_.sample(r.count, &batch_);
+  Status sampled = look ? table_.newest(r.count, r.payload.keys[0], &batch_) : table_.sample(r.count, &batch_);
   defer_releases_ = false;
   struct Flush {  // after the pins below, whatever happens
     TableOwner* o;

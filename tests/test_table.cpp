@@ -464,6 +464,55 @@ TEST(Table, ANewProducerPastTheBoundIsRefused) {
   EXPECT_TRUE(t.insert(1.0, &r, 1, 0, {1, 2}).ok()) << "known producers carry on";
 }
 
+// A look at the newest items (a mirror's) against a model: the newest n
+// from `from` on, oldest of them first, through evictions, samples that
+// expire items and removals; and it counts for nothing.
+TEST(Table, NewestLooksAtTheNewestItemsAndCountsNothing) {
+  OwnedTable t(options({SelectorKind::uniform}, {SelectorKind::fifo}, 50, 3));
+  std::mt19937_64 rng(11);
+  std::vector<std::pair<uint64_t, uint64_t>> live;  // (inserted_seq, key), in insertion order
+  uint64_t seq = 0;
+  for (int step = 0; step < 4000; ++step) {
+    int op = static_cast<int>(rng() % 10);
+    if (op < 5) {
+      ChunkRef r = ref_for(seq);
+      auto k = t.table.insert(1.0, &r, 1);
+      ASSERT_TRUE(k.ok()) << k.status().to_string();
+      live.push_back({seq++, *k});
+    } else if (op < 7 && t.table.size() > 0) {
+      SampleBatch b;
+      ASSERT_TRUE(t.table.sample(2, &b).ok());
+    } else if (op < 8 && !live.empty()) {
+      (void)t.table.remove(live[rng() % live.size()].second);
+    }
+    live.erase(std::remove_if(live.begin(), live.end(), [&](auto& e) { return t.table.find(e.second) == nullptr; }),
+               live.end());
+    uint32_t n = 1 + static_cast<uint32_t>(rng() % 5);
+    uint64_t from = rng() % (seq + 2);
+    std::vector<uint64_t> want;
+    for (auto& [s, key] : live)
+      if (s >= from) want.push_back(key);
+    if (want.size() > n) want.erase(want.begin(), want.end() - n);
+    TableInfo before = t.table.info();
+    std::vector<uint32_t> times;
+    for (uint64_t key : want) times.push_back(t.table.find(key)->times_sampled);
+    SampleBatch got;
+    ASSERT_TRUE(t.table.newest(n, from, &got).ok());
+    std::vector<uint64_t> keys;
+    for (const SampledItem& it : got.items) keys.push_back(it.key);
+    ASSERT_EQ(keys, want) << "step " << step << " from " << from;
+    TableInfo now = t.table.info();
+    EXPECT_EQ(now.stats.samples, before.stats.samples);
+    EXPECT_EQ(now.counters.samples, before.counters.samples);
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(t.table.find(want[i])->times_sampled, times[i]);
+  }
+  OwnedTable big(options({SelectorKind::uniform}, {SelectorKind::fifo}, kMaxLookCapacity + 1));
+  SampleBatch none;
+  Status refused = big.table.newest(1, 0, &none);
+  EXPECT_EQ(refused.code(), Errc::invalid_argument);
+  EXPECT_NE(refused.message().find("4096"), std::string::npos) << refused.message();
+}
+
 TEST(Table, RateLimiterChangesAtRunTimeAndInfoReportsIt) {
   auto o = options({SelectorKind::uniform, 1}, {SelectorKind::fifo, 1}, 100);
   o.rate_limiter = RateLimiterConfig::min_size(5).value();

@@ -67,7 +67,8 @@ TEST_F(CApi, ADeliveredItemIsAppliedOnceEvenWhenSentAgain) {
 
 // A sample with kSampleSequences answers each item's place in the table's
 // insertion order where its probability would be (one-slice items packed,
-// as every sample); flags on anything else are refused.
+// as every sample); flags on anything else are refused. With
+// kSampleNewest it looks at the newest instead, at once.
 TEST_F(CApi, ASampleForDeliveryAnswersInsertionSequences) {
   engram_table_options to = two_columns("queue", 100);
   to.sampler = ENGRAM_FIFO;
@@ -101,8 +102,28 @@ TEST_F(CApi, ASampleForDeliveryAnswersInsertionSequences) {
   EXPECT_NE(std::string(rsp.payload.message).find("only a sample may have flags"), std::string::npos)
       << rsp.payload.message;
   take.id = 102;
-  take.flags = 2;
+  take.flags = 4;
   EXPECT_EQ(static_cast<Errc>(raw.roundtrip(take).status), Errc::invalid_argument);
+
+  // A look at the newest (a mirror's): never waits, counts nothing.
+  RequestRecord look = take;
+  look.id = 103;
+  look.flags = kSampleSequences | kSampleNewest;
+  look.deadline_ns = 5;
+  rsp = raw.roundtrip(look);
+  EXPECT_EQ(static_cast<Errc>(rsp.status), Errc::invalid_argument);
+  EXPECT_NE(std::string(rsp.payload.message).find("never waits"), std::string::npos) << rsp.payload.message;
+  look.deadline_ns = 0;
+  look.payload.keys[0] = 4;  // items 3 and 4 are left; from 4: the last only
+  rsp = raw.roundtrip(look);
+  ASSERT_EQ(rsp.status, 0) << rsp.payload.message;
+  ASSERT_EQ(rsp.payload.packed.n, 1u);
+  EXPECT_EQ(rsp.payload.packed.items[0].sequence, 4u);
+  look.id = 104;
+  look.payload.keys[0] = 5;  // nothing that new: an empty answer, at once
+  rsp = raw.roundtrip(look);
+  ASSERT_EQ(rsp.status, 0) << rsp.payload.message;
+  EXPECT_EQ(rsp.count, 0u);
 }
 
 TEST_F(CApi, GarbageInRingsAndChunksIsRejectedAndTheServerSurvives) {
