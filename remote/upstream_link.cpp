@@ -2,8 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include <chrono>
-#include <condition_variable>
+#include <algorithm>
 #include <deque>
 #include <unordered_set>
 
@@ -13,16 +12,15 @@
 #include "core/fnv.hpp"
 #include "daemon/log.hpp"
 #include "remote/peer.grpc.pb.h"
+#include "remote/peer_link.hpp"
 
 namespace engram::remote {
 namespace {
 
 namespace pb = engram::peer::v1;
 
-constexpr int32_t kTakeSliceMs = 100;      // a take waits this long before the link looks around
-constexpr int64_t kFirstBackoffMs = 100;   // after a broken link, doubling
-constexpr int64_t kLastBackoffMs = 5000;
-constexpr int64_t kStopWaitMs = 5000;      // at a clean stop, for the peer to answer what is in flight
+constexpr int32_t kTakeSliceMs = 100;  // a take waits this long before the link looks around
+constexpr int64_t kStopWaitMs = 5000;  // at a clean stop, for the peer to answer what is in flight
 
 // Items taken together, in one request: pinned until the peer answered
 // them all.
@@ -40,16 +38,21 @@ uint64_t producer_of(const std::string& server_name, const std::string& table) {
   return h ? h : 1;
 }
 
-struct UpstreamLink::Impl {
+struct UpstreamLink::Impl final : PeerLink {
+  Impl(UpstreamLinkOptions opts, std::shared_ptr<grpc::ChannelCredentials> c)
+      : PeerLink("upstream " + opts.table + " to " + opts.peer + " table " + opts.peer_table),
+        o(std::move(opts)),
+        creds(std::move(c)) {
+    start();
+  }
+  // The request in flight took its items out of the local table: give the
+  // peer a moment to answer it (each reply answers a whole request), then
+  // cancel. Items in a request still unanswered then are lost (engram(7)).
+  ~Impl() override { stop(kStopWaitMs); }
+
   UpstreamLinkOptions o;
   std::shared_ptr<grpc::ChannelCredentials> creds;
-  std::atomic<bool> stopping{false};
-  std::atomic<bool> done{false};  // run() returned
-  std::thread thread;
-  mutable std::mutex mu;  // stats, ctx
-  std::condition_variable wake;
-  Stats stats;
-  grpc::ClientContext* ctx = nullptr;  // the stream's, to cancel it at a stop
+  Stats stats;  // but the PeerLink's state; under mu_
 
   engram_client* client = nullptr;
   engram_table* table = nullptr;
@@ -59,15 +62,20 @@ struct UpstreamLink::Impl {
   std::deque<Batch> pending;             // taken, not answered, oldest first
   std::unordered_set<uint64_t> on_stream;  // chunk names the current stream holds
   std::vector<uint64_t> to_forget;
-  bool outage_logged = false;
 
-  void set_state(const std::string& s, const std::string& error = "") {
-    std::lock_guard lock(mu);
-    stats.state = s;
-    if (!error.empty()) stats.last_error = error;
+  Stats snapshot() const {
+    PeerLink::State st = state();
+    std::lock_guard lock(mu_);
+    Stats out = stats;
+    out.state = st.state;
+    out.reconnects = st.reconnects;
+    if (!st.last_error.empty()) out.last_error = st.last_error;  // a break before a refusal
+    return out;
   }
 
-  bool open_local() {
+  std::string after_break() const override { return "retrying (unanswered items are sent again)"; }
+
+  bool open_local() override {
     engram_connect_options co;
     engram_connect_options_init(&co);
     co.socket_path = o.socket.c_str();
@@ -82,7 +90,7 @@ struct UpstreamLink::Impl {
     return true;
   }
 
-  void close_local() {
+  void close_local() override {
     for (Batch& b : pending) engram_private_taken_free(b.taken);
     pending.clear();
     if (table) engram_table_close(table);
@@ -163,9 +171,9 @@ struct UpstreamLink::Impl {
     }
     for (const Batch& b : pending)
       for (uint64_t c : b.chunks) released.erase(c);
-    for (uint64_t c : released)
-      if (on_stream.erase(c)) to_forget.push_back(c);
-    std::lock_guard lock(mu);
+    for (uint64_t c : released)  // forgotten with the next request, unless its items name them again
+      if (on_stream.count(c)) to_forget.push_back(c);
+    std::lock_guard lock(mu_);
     stats.items_answered += items;
     stats.duplicates = r.duplicates();
     stats.refused = r.refused();
@@ -176,21 +184,8 @@ struct UpstreamLink::Impl {
 
   // One stream: what is pending first (a reconnect sends it again), then
   // new items, one request in flight, until it breaks or the link stops.
-  grpc::Status deliver() {
+  grpc::Status stream(grpc::ClientContext& context) override {
     auto stub = pb::Peer::NewStub(grpc::CreateChannel(o.peer, creds));
-    grpc::ClientContext context;
-    {
-      std::lock_guard lock(mu);
-      if (stopping) return grpc::Status::CANCELLED;
-      ctx = &context;
-    }
-    struct Clear {
-      Impl* i;
-      ~Clear() {
-        std::lock_guard lock(i->mu);
-        i->ctx = nullptr;
-      }
-    } clear{this};
     auto rw = stub->Deliver(&context);
     on_stream.clear();
     to_forget.clear();
@@ -205,102 +200,52 @@ struct UpstreamLink::Impl {
         rq.set_producer(o.producer);
         rq.set_signature(sig);
       }
-      for (uint64_t c : to_forget) rq.add_forget(c);
-      to_forget.clear();
+      const Batch* sent = nullptr;
       if (resend > 0) {  // what the last stream left unanswered, in order
+        sent = &pending[pending.size() - resend];
         add_batch(pending[pending.size() - resend], &rq, &bytes);
         --resend;
       } else {
-        if (stopping) break;
+        if (stopping()) break;
         Batch b = take();
-        if (!b.taken && !first && rq.forget_size() == 0) continue;
+        if (!b.taken && !first && to_forget.empty()) continue;
         if (b.taken) {
           add_batch(b, &rq, &bytes);
           pending.push_back(std::move(b));
+          sent = &pending.back();
         }
       }
+      // A chunk this request's items name again stays held: forgetting it
+      // here and sending it anew would name one id twice on the stream.
+      for (uint64_t c : to_forget)
+        if (!sent || std::find(sent->chunks.begin(), sent->chunks.end(), c) == sent->chunks.end()) {
+          rq.add_forget(c);
+          on_stream.erase(c);
+        }
+      to_forget.clear();
       first = false;
       if (!rw->Write(rq)) break;
       pb::DeliverReply reply;
       if (!rw->Read(&reply)) break;
       {
-        std::lock_guard lock(mu);
+        std::lock_guard lock(mu_);
         stats.items_sent += static_cast<uint64_t>(rq.items_size());
         stats.bytes_sent += bytes;
-        stats.state = "delivering to " + o.peer + " table " + o.peer_table;
       }
-      if (outage_logged) {
-        log_info("remote: upstream " + o.table + " reaches " + o.peer + " again");
-        outage_logged = false;
-      }
+      set_state("delivering to " + o.peer + " table " + o.peer_table);
+      carried();
       answered(reply);
     }
     rw->WritesDone();
     return rw->Finish();
   }
-
-  void run() {
-    int64_t backoff = kFirstBackoffMs;
-    while (!stopping) {
-      if (!client && !open_local()) {
-        std::unique_lock lock(mu);
-        wake.wait_for(lock, std::chrono::milliseconds(backoff), [&] { return stopping.load(); });
-        continue;
-      }
-      grpc::Status s;
-      try {
-        s = deliver();
-      } catch (const std::exception& e) {
-        s = {grpc::StatusCode::UNAVAILABLE, e.what()};
-        close_local();
-      }
-      if (stopping) break;
-      std::string why = s.ok() ? "the peer ended the stream" : s.error_message();
-      set_state("waiting to reconnect to " + o.peer, why);
-      {
-        std::lock_guard lock(mu);
-        ++stats.reconnects;
-      }
-      if (!outage_logged) {  // one line per outage, not per retry
-        log_warn("remote: upstream " + o.table + " to " + o.peer + " table " + o.peer_table + ": " + why +
-                 "; retrying (unanswered items are sent again)");
-        outage_logged = true;
-      }
-      std::unique_lock lock(mu);
-      wake.wait_for(lock, std::chrono::milliseconds(backoff), [&] { return stopping.load(); });
-      backoff = std::min(backoff * 2, kLastBackoffMs);
-    }
-    close_local();
-    done = true;
-  }
 };
 
 UpstreamLink::UpstreamLink(UpstreamLinkOptions o, std::shared_ptr<grpc::ChannelCredentials> creds)
-    : impl_(std::make_unique<Impl>()) {
-  impl_->o = std::move(o);
-  impl_->creds = std::move(creds);
-  impl_->thread = std::thread([p = impl_.get()] { p->run(); });
-}
+    : impl_(std::make_unique<Impl>(std::move(o), std::move(creds))) {}
 
-UpstreamLink::~UpstreamLink() {
-  impl_->stopping = true;
-  impl_->wake.notify_all();
-  // The request in flight took its items out of the local table: give the
-  // peer a moment to answer it (each reply answers a whole request), then
-  // cancel. Items in a request still unanswered then are lost (engram(7)).
-  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kStopWaitMs);
-  while (!impl_->done && std::chrono::steady_clock::now() < until)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  {
-    std::lock_guard lock(impl_->mu);
-    if (impl_->ctx) impl_->ctx->TryCancel();
-  }
-  impl_->thread.join();
-}
+UpstreamLink::~UpstreamLink() = default;
 
-UpstreamLink::Stats UpstreamLink::stats() const {
-  std::lock_guard lock(impl_->mu);
-  return impl_->stats;
-}
+UpstreamLink::Stats UpstreamLink::stats() const { return impl_->snapshot(); }
 
 }  // namespace engram::remote

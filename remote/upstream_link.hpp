@@ -9,15 +9,12 @@
 // side: each item goes with its inserted_seq as sequence and a producer
 // fixed by [remote] name and the table's name, the peer's table applies
 // each (producer, sequence) once, and after a reconnect the link sends
-// again everything not answered. One thread per link.
+// again everything not answered. One thread per link (PeerLink).
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 
 #include "daemon/config.hpp"
 #include "remote/credentials.hpp"

@@ -1,0 +1,73 @@
+// What every link of this server to a peer shares (an upstream table's,
+// a mirrored table's): one thread that keeps one stream open, reconnecting
+// after a break with a backoff (kFirstBackoffMs doubling to kLastBackoffMs,
+// back to the first once a stream carried something again), one log line
+// per outage and one when it ends, not one per retry, and the state that
+// engramctl status shows. A link's own work is in its three hooks.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace engram::remote {
+
+class PeerLink {
+ public:
+  struct State {
+    std::string state;  // "connecting to ...", "delivering to ...", "waiting to reconnect ..."
+    uint64_t reconnects = 0;
+    std::string last_error;
+  };
+  State state() const;
+
+ protected:
+  // `what` names the link in the log ("upstream outbox to HOST:PORT table replay").
+  explicit PeerLink(std::string what) : what_(std::move(what)) {}
+  virtual ~PeerLink() = default;  // a subclass calls stop() in its destructor
+
+  // Starts the thread: last in the subclass's constructor.
+  void start();
+  // Asks the stream to end, gives it up to grace_ms to do so (finish_ms
+  // of it for the hook to notice), then cancels it; joins the thread.
+  void stop(int64_t grace_ms);
+
+  // The local side (a client of this server and its table): false, with
+  // the state set, to try again after a backoff.
+  virtual bool open_local() = 0;
+  virtual void close_local() = 0;
+  // One stream on ctx until it breaks or stopping(); OK if it ended
+  // cleanly. Calls carried() when a reply came; may throw to drop the
+  // local side (it is opened again).
+  virtual grpc::Status stream(grpc::ClientContext& ctx) = 0;
+  // The hook's line for the log when an outage starts.
+  virtual std::string after_break() const { return "retrying"; }
+
+  void set_state(const std::string& s, const std::string& error = "");
+  void carried();  // the stream carries: an outage (if any) is over
+  bool stopping() const noexcept { return stopping_; }
+  // Waits up to ms unless stop() is called.
+  void pause(int64_t ms);
+
+  mutable std::mutex mu_;  // the state, and what subclasses guard with it
+
+ private:
+  void run();
+
+  std::string what_;
+  State st_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> done_{false};
+  std::condition_variable wake_;
+  grpc::ClientContext* ctx_ = nullptr;  // the stream's, to cancel it at a stop
+  bool outage_ = false;
+  int64_t backoff_ms_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace engram::remote
