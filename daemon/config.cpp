@@ -317,7 +317,8 @@ Result<ServerConfig> parse_config(std::string_view text, const std::string& sour
         !s.ok())
       return Status{s.code(), source + ": " + s.message()};
     auto wrap = [&](const Status& s) { return Status{s.code(), source + ": " + s.message()}; };
-    std::vector<RemoteConfig::Upstream> remote_upstreams;  // [[table]] upstream, kept past [remote]'s parse
+    // [[table]] upstream and mirror, kept past [remote]'s parse
+    std::vector<RemoteConfig::Upstream> remote_upstreams, remote_mirrors;
     auto sock = get_string(root, "", "socket", kDefaultSocket);
     auto group = get_string(root, "", "group", "");
     auto prefix = get_string(root, "", "shm_prefix", "");
@@ -401,17 +402,22 @@ Result<ServerConfig> parse_config(std::string_view text, const std::string& sour
         // table's options: taken out here (create-table snippets refuse it).
         toml::table own = *given;
         const toml::table* t = &own;
-        if (own.contains("upstream") || own.contains("upstream_table")) {
-          auto peer = get_string(own, p, "upstream", "");
-          auto peer_table = get_string(own, p, "upstream_table", "");
+        if ((own.contains("upstream") || own.contains("upstream_table")) &&
+            (own.contains("mirror") || own.contains("mirror_table")))
+          return wrap(bad(p, "a table is upstream (its items go to a peer) or a mirror (it keeps a peer's newest "
+                             "items), not both"));
+        for (auto [key, links] : {std::pair{"upstream", &remote_upstreams}, {"mirror", &remote_mirrors}}) {
+          const std::string key_table = std::string(key) + "_table";
+          if (!own.contains(key) && !own.contains(key_table)) continue;
+          auto peer = get_string(own, p, key, "");
+          auto peer_table = get_string(own, p, key_table.c_str(), "");
           auto name = get_string(own, p, "name", "");
           if (!peer.ok()) return wrap(peer.status());
           if (!peer_table.ok()) return wrap(peer_table.status());
-          if (peer->empty()) return wrap(bad(at(p, "upstream_table"), "needs upstream = \"HOST:PORT\""));
-          if (name.ok())
-            remote_upstreams.push_back({*name, *peer, peer_table->empty() ? *name : *peer_table});
-          own.erase("upstream");
-          own.erase("upstream_table");
+          if (peer->empty()) return wrap(bad(at(p, key_table), "needs " + std::string(key) + " = \"HOST:PORT\""));
+          if (name.ok()) links->push_back({*name, *peer, peer_table->empty() ? *name : *peer_table});
+          own.erase(key);
+          own.erase(key_table);
         }
         auto o = parse_table(*t, p);
         if (!o.ok()) return wrap(o.status());
@@ -421,6 +427,7 @@ Result<ServerConfig> parse_config(std::string_view text, const std::string& sour
       }
     }
     c.remote.upstreams = std::move(remote_upstreams);
+    c.remote.mirrors = std::move(remote_mirrors);
     if (Status s = validate_config(c); !s.ok()) return wrap(s);
     return c;
   });
@@ -442,18 +449,31 @@ Status validate_remote(const RemoteConfig& r, const std::vector<CheckedTableOpti
   if (some && r.insecure)
     return bad("remote.insecure", "is true, but tls_cert, tls_key and tls_ca are set: choose TLS (leave insecure out) "
                                   "or plaintext (leave the tls_ keys out)");
-  for (const RemoteConfig::Upstream& u : r.upstreams) {
-    std::string where = "table " + u.table + ": upstream";
+  auto check_link = [&](const RemoteConfig::Upstream& u, const char* key) -> Status {
+    std::string where = "table " + u.table + ": " + key;
     auto peer = parse_peer_address(u.peer, false);
     if (!peer.ok()) return bad(where, peer.status().message());
     if (!peer->loopback && !some && !r.insecure)
       return bad(where, u.peer + " is on another machine, so the link needs TLS: set [remote] tls_cert, tls_key and "
                                  "tls_ca, or insecure = true to send plaintext");
     if (u.peer_table.empty() || u.peer_table.size() >= kMaxTableName) return bad(where + "_table", "must name a table");
+    return Status::Ok();
+  };
+  for (const RemoteConfig::Upstream& u : r.upstreams) {
+    if (Status s = check_link(u, "upstream"); !s.ok()) return s;
     for (const CheckedTableOptions& t : tables)
       if (t->name == u.table && (t->sampler.kind != SelectorKind::fifo || t->max_times_sampled != 1))
-        return bad(where, "items leave an upstream table as they are sent, oldest first: give it sampler = \"fifo\" "
-                          "and max_times_sampled = 1 (a rate_limiter of kind queue bounds what it holds)");
+        return bad("table " + u.table + ": upstream",
+                   "items leave an upstream table as they are sent, oldest first: give it sampler = \"fifo\" "
+                   "and max_times_sampled = 1 (a rate_limiter of kind queue bounds what it holds)");
+  }
+  for (const RemoteConfig::Upstream& u : r.mirrors) {
+    if (Status s = check_link(u, "mirror"); !s.ok()) return s;
+    for (const CheckedTableOptions& t : tables)
+      if (t->name == u.table && (t->remover.kind != SelectorKind::fifo || t->capacity > kMaxMirrorItems))
+        return bad("table " + u.table + ": mirror",
+                   "a mirror keeps its peer's newest items, the oldest going first: give it remover = \"fifo\" "
+                   "and max_size = 1.." + std::to_string(kMaxMirrorItems) + " (the versions to keep)");
   }
   if (r.listen.empty()) return Status::Ok();
   auto a = parse_peer_address(r.listen, true);
@@ -482,10 +502,10 @@ Status validate_config(const ServerConfig& c) {
   if (Status s = validate_remote(c.remote, c.tables); !s.ok()) return s;
   // Each stream a peer opens, and each upstream link, is a connection of
   // this server's own uid: peers must not take the last of them.
-  if (!c.remote.listen.empty() && c.remote.max_streams + c.remote.upstreams.size() >= c.max_connections_per_uid)
-    return bad("remote.max_streams", std::to_string(c.remote.max_streams) + " streams and " +
-                                         std::to_string(c.remote.upstreams.size()) +
-                                         " upstream links are connections of this server's own uid, which [server] "
+  size_t links = c.remote.upstreams.size() + c.remote.mirrors.size();
+  if (!c.remote.listen.empty() && c.remote.max_streams + links >= c.max_connections_per_uid)
+    return bad("remote.max_streams", std::to_string(c.remote.max_streams) + " streams and " + std::to_string(links) +
+                                         " links to peers are connections of this server's own uid, which [server] "
                                          "max_connections_per_uid = " +
                                          std::to_string(c.max_connections_per_uid) +
                                          " must exceed; lower max_streams or raise that");

@@ -24,6 +24,10 @@ inline constexpr uint32_t kMaxConnections = 65536;
 // Deliver streams one server may serve at once ([remote] max_streams):
 // each holds a gRPC thread, a connection and up to kMaxHeldChunks blocks.
 inline constexpr uint32_t kMaxPeerStreams = 1024;
+// The most items a mirrored table keeps of its peer's newest (its
+// max_size): mirrors are for parameters, the newest version or few, and
+// each look of the peer's stream copies them all.
+inline constexpr uint32_t kMaxMirrorItems = 64;
 
 // [remote]: this server's peers over gRPC (remote/, engramd.toml(5)).
 // Plain data: the daemon opens no network socket; remote/ reads these.
@@ -47,6 +51,9 @@ struct RemoteConfig {
     std::string table, peer, peer_table;
   };
   std::vector<Upstream> upstreams;
+  // [[table]] mirror = "HOST:PORT" (and mirror_table): the tables that
+  // keep the newest items of a peer's table.
+  std::vector<Upstream> mirrors;
   bool tls() const { return !tls_cert.empty(); }
 };
 

@@ -17,29 +17,12 @@ using engram::peer::v1::DeliverRequest;
 // whether its peer is still there.
 constexpr int32_t kAnswerSliceMs = 100;
 
-grpc::Status bad(const std::string& why) { return {grpc::StatusCode::INVALID_ARGUMENT, why}; }
-
-grpc::Status from_engram(int code, const std::string& what) {
-  std::string msg = what + ": " + engram_last_error();
-  switch (code) {
-    case ENGRAM_E_NOT_FOUND: return {grpc::StatusCode::NOT_FOUND, msg};
-    case ENGRAM_E_DISCONNECTED: return {grpc::StatusCode::UNAVAILABLE, msg + " (this server is stopping)"};
-    case ENGRAM_E_LIMIT:
-    case ENGRAM_E_NOMEM: return {grpc::StatusCode::RESOURCE_EXHAUSTED, msg};
-    case ENGRAM_E_CORRUPT:
-    case ENGRAM_E_INVALID:
-    case ENGRAM_E_RANGE:
-    case ENGRAM_E_PRIORITY: return {grpc::StatusCode::INVALID_ARGUMENT, msg};
-    default: return {grpc::StatusCode::INTERNAL, msg};
-  }
-}
-
 // One stream's state: its client of this server, the relay, the chunks it
 // holds (the peer's ids to the relay's), and its items in the order they
 // went in, until answered.
 class Delivery {
  public:
-  Delivery(const DeliverPeer& peer, DeliverStream* stream) : peer_(peer), stream_(stream) {}
+  Delivery(const PeerCall& peer, DeliverStream* stream) : peer_(peer), stream_(stream) {}
   ~Delivery() {
     if (relay_) engram_writer_close(relay_);
     if (table_) engram_table_close(table_);
@@ -48,29 +31,29 @@ class Delivery {
 
   grpc::Status open(const DeliverRequest& rq, const std::string& socket) {
     if (rq.table().empty() || rq.table().size() > ENGRAM_MAX_NAME)
-      return bad("DeliverRequest.table must name a table (1.." + std::to_string(ENGRAM_MAX_NAME) +
+      return bad_field("DeliverRequest.table must name a table (1.." + std::to_string(ENGRAM_MAX_NAME) +
                  " bytes) in the stream's first request");
-    if (rq.producer() == 0) return bad("DeliverRequest.producer must be nonzero in the stream's first request");
+    if (rq.producer() == 0) return bad_field("DeliverRequest.producer must be nonzero in the stream's first request");
     producer_ = rq.producer();
     engram_connect_options o;
     engram_connect_options_init(&o);
     o.socket_path = socket.c_str();
-    if (int e = engram_connect(&o, &client_); e != ENGRAM_OK) return from_engram(e, "connecting to this server");
+    if (int e = engram_connect(&o, &client_); e != ENGRAM_OK) return status_of(e, "connecting to this server");
     if (int e = engram_table_open(client_, rq.table().c_str(), &table_); e != ENGRAM_OK)
-      return from_engram(e, "table " + rq.table());
+      return status_of(e, "table " + rq.table());
     if (rq.signature() != engram_private_table_signature(table_))
       return {grpc::StatusCode::FAILED_PRECONDITION,
               "table " + rq.table() + " has other columns than the sender's table (signature hashes differ); give "
                                       "both tables the same columns, dtypes, shapes and compression"};
     if (int e = engram_private_relay_open(client_, table_, &relay_); e != ENGRAM_OK)
-      return from_engram(e, "opening a relay into table " + rq.table());
+      return status_of(e, "opening a relay into table " + rq.table());
     name_ = rq.table();
     return grpc::Status::OK;
   }
 
   grpc::Status apply(const DeliverRequest& rq, bool first) {
     if (!first && (!rq.table().empty() || rq.producer() != 0 || rq.signature() != 0))
-      return bad("DeliverRequest.table, producer and signature belong to the stream's first request only");
+      return bad_field("DeliverRequest.table, producer and signature belong to the stream's first request only");
     // The request's chunks go into blocks as the first item over each
     // needs it, not all before the first item: one client may reserve only
     // a share of each size class, and a chunk's block leaves that share
@@ -79,7 +62,7 @@ class Delivery {
     for (int i = 0; i < rq.chunks_size(); ++i) {
       uint64_t id = rq.chunks(i).id();
       if (held_.count(id) || !arriving_.emplace(id, i).second)
-        return bad(chunk_at(rq, i) + " is already held by this stream; send a chunk once");
+        return bad_field(chunk_at(rq, i) + " is already held by this stream; send a chunk once");
     }
     if (held_.size() + arriving_.size() > kMaxHeldChunks)
       return {grpc::StatusCode::RESOURCE_EXHAUSTED,
@@ -89,9 +72,9 @@ class Delivery {
       const auto& it = rq.items(i);
       std::string at = "DeliverRequest.items[" + std::to_string(i) + "] (sequence " + std::to_string(it.sequence()) + ")";
       if (it.sequence() <= last_sequence_)
-        return bad(at + ": sequences must grow within a stream; the last was " + std::to_string(last_sequence_));
+        return bad_field(at + ": sequences must grow within a stream; the last was " + std::to_string(last_sequence_));
       if (it.slices_size() == 0 || it.slices_size() > static_cast<int>(kMaxItemChunks))
-        return bad(at + " must have 1.." + std::to_string(kMaxItemChunks) + " slices");
+        return bad_field(at + " must have 1.." + std::to_string(kMaxItemChunks) + " slices");
       uint64_t ids[kMaxItemChunks];
       uint32_t offsets[kMaxItemChunks], lengths[kMaxItemChunks];
       for (int k = 0; k < it.slices_size(); ++k) {
@@ -100,7 +83,7 @@ class Delivery {
           if (grpc::Status s = take_in(rq, a->second); !s.ok()) return s;
         auto h = held_.find(sl.chunk());
         if (h == held_.end())
-          return bad(at + ".slices[" + std::to_string(k) + "] names chunk " + std::to_string(sl.chunk()) +
+          return bad_field(at + ".slices[" + std::to_string(k) + "] names chunk " + std::to_string(sl.chunk()) +
                      ", which this stream does not hold");
         ids[k] = h->second;
         offsets[k] = sl.offset();
@@ -112,7 +95,7 @@ class Delivery {
       if (e == ENGRAM_OK) {
         order_.push_back({it.sequence(), true});
       } else if (e == ENGRAM_E_DISCONNECTED || e == ENGRAM_E_INTERRUPTED || e == ENGRAM_E_CLOSED) {
-        return from_engram(e, at);
+        return status_of(e, at);
       } else {  // refused here, before the table: final, and answered in its turn
         order_.push_back({it.sequence(), false});
         if (++refused_here_ == 1 && first_refusal_.empty()) first_refusal_ = at + ": " + engram_last_error();
@@ -124,9 +107,9 @@ class Delivery {
     for (int i = 0; i < rq.forget_size(); ++i) {
       auto h = held_.find(rq.forget(i));
       if (h == held_.end())
-        return bad("DeliverRequest.forget[" + std::to_string(i) + "] names chunk " + std::to_string(rq.forget(i)) +
+        return bad_field("DeliverRequest.forget[" + std::to_string(i) + "] names chunk " + std::to_string(rq.forget(i)) +
                    ", which this stream does not hold");
-      if (int e = engram_private_relay_forget(relay_, h->second); e != ENGRAM_OK) return from_engram(e, "forget");
+      if (int e = engram_private_relay_forget(relay_, h->second); e != ENGRAM_OK) return status_of(e, "forget");
       held_.erase(h);
     }
     // Every item of the request answered before the next is read: while
@@ -154,7 +137,7 @@ class Delivery {
     for (;;) {
       int e = engram_private_relay_chunk(relay_, c.data().data(), c.data().size(), kAnswerSliceMs, &id);
       if (e == ENGRAM_OK) break;
-      if (e != ENGRAM_E_TIMEOUT && e != ENGRAM_E_NOMEM && e != ENGRAM_E_LIMIT) return from_engram(e, chunk_at(rq, i));
+      if (e != ENGRAM_E_TIMEOUT && e != ENGRAM_E_NOMEM && e != ENGRAM_E_LIMIT) return status_of(e, chunk_at(rq, i));
       if (peer_.gone()) return {grpc::StatusCode::CANCELLED, "the peer went away"};
       if (grpc::Status s = answer(0); !s.ok()) return s;
       if (e == ENGRAM_E_LIMIT && order_.empty())
@@ -173,7 +156,7 @@ class Delivery {
   grpc::Status answer(int32_t wait_ms) {
     uint64_t answered = 0, duplicates = 0, refused = 0;
     if (int e = engram_private_relay_answered(relay_, wait_ms, &answered, &duplicates, &refused); e != ENGRAM_OK)
-      return from_engram(e, "table " + name_);
+      return status_of(e, "table " + name_);
     duplicates_ = duplicates;
     refused_ = refused;
     if (refused > 0 && first_refusal_.empty()) first_refusal_ = engram_private_relay_refusal(relay_);
@@ -200,7 +183,7 @@ class Delivery {
     bool relayed;  // false: refused before it reached the table
   };
 
-  const DeliverPeer& peer_;
+  const PeerCall& peer_;
   DeliverStream* stream_;
   engram_client* client_ = nullptr;
   engram_table* table_ = nullptr;
@@ -218,7 +201,7 @@ class Delivery {
 
 }  // namespace
 
-grpc::Status serve_deliver(DeliverStream* stream, const DeliverPeer& peer, const std::string& socket) {
+grpc::Status serve_deliver(DeliverStream* stream, const PeerCall& peer, const std::string& socket) {
   DeliverRequest rq;
   if (!stream->Read(&rq)) return grpc::Status::OK;
   Delivery d(peer, stream);

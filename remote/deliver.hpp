@@ -9,10 +9,10 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include <functional>
 #include <string>
 
 #include "remote/peer.grpc.pb.h"
+#include "remote/peer_call.hpp"
 
 namespace engram::remote {
 
@@ -23,14 +23,8 @@ inline constexpr size_t kMaxHeldChunks = 1024;
 // The stream as the handler sees it: gRPC's, or a fuzzer's.
 using DeliverStream = grpc::ServerReaderWriterInterface<engram::peer::v1::DeliverReply, engram::peer::v1::DeliverRequest>;
 
-// Who is at the other end: a name for the log, and whether it went away.
-struct DeliverPeer {
-  std::string name;
-  std::function<bool()> gone;
-};
-
 // Serves one stream until the peer ends it, breaks a rule (a status that
 // names the field), or this server stops. `socket` is this server's.
-grpc::Status serve_deliver(DeliverStream* stream, const DeliverPeer& peer, const std::string& socket);
+grpc::Status serve_deliver(DeliverStream* stream, const PeerCall& peer, const std::string& socket);
 
 }  // namespace engram::remote

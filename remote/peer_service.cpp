@@ -5,9 +5,12 @@
 
 #include "daemon/log.hpp"
 #include "remote/deliver.hpp"
+#include "remote/follow.hpp"
 
 namespace engram::remote {
 
+using engram::peer::v1::FollowReply;
+using engram::peer::v1::FollowRequest;
 using engram::peer::v1::HelloReply;
 using engram::peer::v1::HelloRequest;
 
@@ -32,24 +35,32 @@ grpc::Status PeerService::Hello(grpc::ServerContext* ctx, const HelloRequest* rq
   return answer_hello(*rq, ctx->peer(), out);
 }
 
+// Counted before anything is opened: a flood of streams is refused here,
+// before it holds connections of this server's uid or arena blocks.
+grpc::Status PeerService::admit(const char* what) {
+  if (streams_.fetch_add(1) < max_streams_) return grpc::Status::OK;
+  streams_.fetch_sub(1);
+  std::lock_guard lock(refusals_mu_);
+  refusals_.note("remote: refused " + std::string(what) + " streams: " + std::to_string(max_streams_) +
+                 " are open, the most [remote] max_streams allows");
+  return {grpc::StatusCode::RESOURCE_EXHAUSTED,
+          "this server serves " + std::to_string(max_streams_) +
+              " streams at once ([remote] max_streams in its engramd.toml), all open; try again later"};
+}
+
 grpc::Status PeerService::Deliver(grpc::ServerContext* ctx, GrpcDeliverStream* stream) {
-  // Counted before anything is opened: a flood of streams is refused here,
-  // before it holds connections of this server's uid or arena blocks.
-  if (streams_.fetch_add(1) >= max_streams_) {
-    streams_.fetch_sub(1);
-    std::lock_guard lock(refusals_mu_);
-    refusals_.note("remote: refused Deliver streams: " + std::to_string(max_streams_) +
-                   " are open, the most [remote] max_streams allows");
-    return {grpc::StatusCode::RESOURCE_EXHAUSTED,
-            "this server serves " + std::to_string(max_streams_) +
-                " Deliver streams at once ([remote] max_streams in its engramd.toml), all open; try again later"};
-  }
-  struct Release {
-    std::atomic<uint32_t>& n;
-    ~Release() { n.fetch_sub(1); }
-  } release{streams_};
-  DeliverPeer peer{ctx->peer(), [ctx] { return ctx->IsCancelled(); }};
+  if (grpc::Status s = admit("Deliver"); !s.ok()) return s;
+  Admitted release{streams_};
+  PeerCall peer{ctx->peer(), [ctx] { return ctx->IsCancelled(); }};
   return serve_deliver(stream, peer, socket_);
+}
+
+grpc::Status PeerService::Follow(grpc::ServerContext* ctx, const FollowRequest* rq,
+                                 grpc::ServerWriter<FollowReply>* out) {
+  if (grpc::Status s = admit("Follow"); !s.ok()) return s;
+  Admitted release{streams_};
+  PeerCall peer{ctx->peer(), [ctx] { return ctx->IsCancelled(); }};
+  return serve_follow(*rq, out, peer, socket_);
 }
 
 }  // namespace engram::remote

@@ -14,8 +14,8 @@
 namespace engram::remote {
 
 // The peer protocol's number: grows with every change of meaning on the
-// wire (peer.proto's invariants). 1: Hello. 2: Deliver.
-inline constexpr uint32_t kPeerProtocol = 2;
+// wire (peer.proto's invariants). 1: Hello. 2: Deliver. 3: Follow.
+inline constexpr uint32_t kPeerProtocol = 3;
 // The largest message a peer may send (a Deliver request of many items, or
 // of one large chunk): what one stream can make this server hold at once.
 inline constexpr int kMaxPeerMessageBytes = 64 << 20;
@@ -34,10 +34,19 @@ class PeerService final : public engram::peer::v1::Peer::Service {
   using GrpcDeliverStream =
       grpc::ServerReaderWriter<engram::peer::v1::DeliverReply, engram::peer::v1::DeliverRequest>;
   grpc::Status Deliver(grpc::ServerContext* ctx, GrpcDeliverStream* stream) override;
+  grpc::Status Follow(grpc::ServerContext* ctx, const engram::peer::v1::FollowRequest* rq,
+                      grpc::ServerWriter<engram::peer::v1::FollowReply>* out) override;
 
  private:
+  // OK if one more stream may be served (then release it with Admitted).
+  grpc::Status admit(const char* what);
+  struct Admitted {
+    std::atomic<uint32_t>& n;
+    ~Admitted() { n.fetch_sub(1); }
+  };
+
   std::string socket_;  // this server's control socket: streams are its clients
-  uint32_t max_streams_;  // [remote] max_streams: Deliver streams served at once
+  uint32_t max_streams_;  // [remote] max_streams: Deliver and Follow streams served at once
   std::atomic<uint32_t> streams_{0};
   std::mutex refusals_mu_;
   RepeatedLog refusals_;  // a flood is one line and a count, not a line per stream

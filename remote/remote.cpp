@@ -10,6 +10,7 @@
 
 #include "daemon/log.hpp"
 #include "remote/credentials.hpp"
+#include "remote/mirror_link.hpp"
 #include "remote/peer_service.hpp"
 #include "remote/upstream_link.hpp"
 
@@ -48,6 +49,7 @@ struct Remote::Impl {
   std::unique_ptr<PeerService> peer_service;  // before grpc_server, which serves it until destroyed
   std::unique_ptr<grpc::Server> grpc_server;
   std::vector<std::unique_ptr<UpstreamLink>> links;  // stopped first
+  std::vector<std::unique_ptr<MirrorLink>> mirrors;
   std::thread health_thread;
   std::mutex mu;
   std::condition_variable wake;
@@ -87,6 +89,17 @@ struct Remote::Impl {
                ", \"reconnects\": " + std::to_string(st.reconnects) + ", \"last_error\": \"" +
                json_escape(st.last_error) + "\"}";
       }
+      out += "], \"mirrors\": [";
+      for (size_t i = 0; i < mirrors.size(); ++i) {
+        const RemoteConfig::Upstream& u = config.mirrors[i];
+        MirrorLink::Stats st = mirrors[i]->stats();
+        out += std::string(i ? ", " : "") + "{\"table\": \"" + json_escape(u.table) + "\", \"peer\": \"" +
+               json_escape(u.peer) + "\", \"peer_table\": \"" + json_escape(u.peer_table) + "\", \"state\": \"" +
+               json_escape(st.state) + "\", \"items\": " + std::to_string(st.items) + ", \"bytes\": " +
+               std::to_string(st.bytes) + ", \"last_sequence\": " + std::to_string(st.last_sequence) +
+               ", \"reconnects\": " + std::to_string(st.reconnects) + ", \"last_error\": \"" +
+               json_escape(st.last_error) + "\"}";
+      }
       return out + "]}";
     }
     if (!address.empty()) out = "  remote       listening on " + address + ": " + security + "\n";
@@ -96,6 +109,14 @@ struct Remote::Impl {
       out += "  upstream     " + u.table + " -> " + u.peer + " " + u.peer_table + ": " + st.state + "; " +
              std::to_string(st.items_sent) + " items sent, " + std::to_string(st.items_answered) + " answered, " +
              std::to_string(st.backlog) + " in flight, " + std::to_string(st.bytes_sent) + " bytes, " +
+             std::to_string(st.reconnects) + " reconnects" +
+             (st.last_error.empty() ? std::string() : "; last error: " + st.last_error) + "\n";
+    }
+    for (size_t i = 0; i < mirrors.size(); ++i) {
+      const RemoteConfig::Upstream& u = config.mirrors[i];
+      MirrorLink::Stats st = mirrors[i]->stats();
+      out += "  mirror       " + u.table + " <- " + u.peer + " " + u.peer_table + ": " + st.state + "; " +
+             std::to_string(st.items) + " items received, " + std::to_string(st.bytes) + " bytes, " +
              std::to_string(st.reconnects) + " reconnects" +
              (st.last_error.empty() ? std::string() : "; last error: " + st.last_error) + "\n";
     }
@@ -109,7 +130,7 @@ Result<std::unique_ptr<Remote>> Remote::start(const RemoteConfig& c, Server& ser
   auto impl = std::make_unique<Impl>();
   impl->config = c;
   impl->server = &server;
-  if (c.listen.empty() && c.upstreams.empty()) return std::unique_ptr<Remote>(new Remote(std::move(impl)));
+  if (c.listen.empty() && c.upstreams.empty() && c.mirrors.empty()) return std::unique_ptr<Remote>(new Remote(std::move(impl)));
   if (Status s = validate_remote(c); !s.ok()) return s;
   auto tls = load_tls(c);
   if (!tls.ok()) return tls.status();
@@ -131,6 +152,16 @@ Result<std::unique_ptr<Remote>> Remote::start(const RemoteConfig& c, Server& ser
     lo.socket = server.socket_path();
     impl->links.push_back(std::make_unique<UpstreamLink>(lo, *creds));
     log_info("remote: table " + u.table + " delivers to " + u.peer + " table " + u.peer_table + " (" +
+             security_text(c, *peer) + ")");
+  }
+  for (const RemoteConfig::Upstream& u : c.mirrors) {
+    auto peer = parse_peer_address(u.peer, false);
+    if (!peer.ok()) return Status{Errc::invalid_argument, "table " + u.table + ": mirror: " + peer.status().message()};
+    auto creds = channel_credentials(c, *tls, *peer);
+    if (!creds.ok()) return Status{creds.status().code(), "table " + u.table + ": mirror: " + creds.status().message()};
+    impl->mirrors.push_back(std::make_unique<MirrorLink>(
+        MirrorLinkOptions{u.table, u.peer, u.peer_table, server.socket_path()}, *creds));
+    log_info("remote: table " + u.table + " mirrors " + u.peer + " table " + u.peer_table + " (" +
              security_text(c, *peer) + ")");
   }
   Impl* p = impl.get();
@@ -172,9 +203,10 @@ Result<std::unique_ptr<Remote>> Remote::start(const RemoteConfig& c, Server& ser
 }
 
 Remote::~Remote() {
-  if (impl_->links.empty() && !impl_->grpc_server) return;
+  if (impl_->links.empty() && impl_->mirrors.empty() && !impl_->grpc_server) return;
   impl_->server->set_remote_status({});
   impl_->links.clear();  // each lets its request in flight be answered, then stops
+  impl_->mirrors.clear();
   if (!impl_->grpc_server) return;
   {
     std::lock_guard lock(impl_->mu);

@@ -8,9 +8,12 @@
 // Parsing protobuf is gRPC's business, so the input is not wire bytes but
 // a compact description of messages, so that the fuzzer spends its time in
 // engram's checks (valid chunk headers are easy to reach, and to break):
-//   u8 mode: bit 0 Hello instead of Deliver; bit 1 the first request names
-//            table "t", a producer and the right signature (else garbage)
+//   u8 mode: bit 0 Hello, else bit 2 Follow, else Deliver; bit 1 the
+//            first request names table "t", a producer and the right
+//            signature (else garbage)
 //   Hello:   u8 protocol (the right one if 0), then the name's bytes
+//   Follow:  u8 count, then (bit 1 clear) the table's name and a
+//            signature; t holds what earlier Deliver inputs left in it
 //   Deliver: requests until the input ends, each
 //     u8 shape: bits 0-1 chunks, 2-4 items, 5-6 forgets, 7 repeat the
 //               first request's open fields (a rule broken)
@@ -38,6 +41,7 @@
 #include "daemon/log.hpp"
 #include "daemon/server.hpp"
 #include "remote/deliver.hpp"
+#include "remote/follow.hpp"
 #include "remote/peer_service.hpp"
 
 using namespace engram;
@@ -197,7 +201,7 @@ void deliver(Input& in, bool open_right) {
     stream.requests.push_back(std::move(rq));
   }
   auto until = std::chrono::steady_clock::now() + kInputBudget;
-  remote::DeliverPeer peer{"fuzz", [until] { return std::chrono::steady_clock::now() > until; }};
+  remote::PeerCall peer{"fuzz", [until] { return std::chrono::steady_clock::now() > until; }};
   grpc::Status st = remote::serve_deliver(&stream, peer, g_socket);
   if (!st.ok() && st.error_message().empty()) {
     std::fprintf(stderr, "fuzz_peer: a refusal (code %d) that does not say why\n", static_cast<int>(st.error_code()));
@@ -230,6 +234,38 @@ void hello(Input& in) {
   }
 }
 
+class FakeWriter final : public remote::FollowWriter {
+ public:
+  std::vector<pb::FollowReply> replies;
+  void SendInitialMetadata() override {}
+  bool Write(const pb::FollowReply& r, grpc::WriteOptions) override {
+    replies.push_back(r);
+    return replies.size() < 4;
+  }
+};
+
+void follow(Input& in, bool right) {
+  pb::FollowRequest rq;
+  rq.set_count(in.u8());
+  rq.set_table(right ? "t" : in.bytes(in.u8() % 80));
+  rq.set_signature(right ? signature_hash(kCols, 1) : in.u8());
+  FakeWriter out;
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(5);
+  remote::PeerCall peer{"fuzz", [until] { return std::chrono::steady_clock::now() > until; }};
+  grpc::Status st = remote::serve_follow(rq, &out, peer, g_socket);
+  if (!st.ok() && st.error_message().empty()) std::abort();
+  uint64_t last = 0;
+  for (const pb::FollowReply& r : out.replies)
+    for (const pb::Item& it : r.items()) {
+      if (it.sequence() <= last || it.slices_size() == 0) {
+        std::fprintf(stderr, "fuzz_peer: Follow sent sequence %llu after %llu\n",
+                     static_cast<unsigned long long>(it.sequence()), static_cast<unsigned long long>(last));
+        std::abort();
+      }
+      last = it.sequence();
+    }
+}
+
 // The server still serves its clients: one connects and opens t.
 void still_serving() {
   engram_connect_options o;
@@ -253,6 +289,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   uint8_t mode = in.u8();
   if (mode & 1)
     hello(in);
+  else if (mode & 4)
+    follow(in, mode & 2);
   else
     deliver(in, mode & 2);
   still_serving();

@@ -107,6 +107,76 @@ inline std::vector<int64_t> drain_items(const std::string& socket, const char* t
   return out;
 }
 
+// A writer of kProcColumns' shape (obs uint8 [10, 30], meta int64 [2]) that
+// writes items whose meta[0] counts from `first`.
+inline void write_items(const std::string& socket, const char* table, int64_t first, int n) {
+  engram_client* c = connect_c(socket);
+  ASSERT_NE(c, nullptr);
+  engram_table* t = nullptr;
+  ASSERT_EQ(engram_table_open(c, table, &t), ENGRAM_OK) << engram_last_error();
+  engram_column cols[2] = {{"obs", ENGRAM_UINT8, 2, {10, 30}}, {"meta", ENGRAM_INT64, 1, {2}}};
+  engram_writer_options wo;
+  engram_writer_options_init(&wo);
+  wo.columns = cols;
+  wo.num_columns = 2;
+  wo.chunk_length = 8;
+  engram_writer* w = nullptr;
+  ASSERT_EQ(engram_writer_open(c, &wo, &w), ENGRAM_OK) << engram_last_error();
+  for (int i = 0; i < n; ++i) {
+    uint8_t obs[300];
+    int64_t meta[2] = {first + i, 7};
+    std::memset(obs, static_cast<int>((first + i) & 0xff), sizeof obs);
+    const void* step[2] = {obs, meta};
+    ASSERT_EQ(engram_writer_append(w, step), ENGRAM_OK) << engram_last_error();
+    ASSERT_EQ(engram_writer_create_item(w, t, 1, 1.0), ENGRAM_OK) << engram_last_error();
+  }
+  ASSERT_EQ(engram_writer_flush(w, 20000), ENGRAM_OK) << engram_last_error();
+  engram_writer_close(w);
+  engram_table_close(t);
+  engram_disconnect(c);
+}
+
+inline uint64_t inserts(const std::string& socket, const char* table) {
+  engram_client* c = connect_c(socket);
+  if (!c) return 0;
+  engram_table_info i;
+  engram_table_info_init(&i);
+  uint64_t n = engram_table_info_get(c, table, &i) == ENGRAM_OK ? i.inserts : 0;
+  engram_disconnect(c);
+  return n;
+}
+
+inline bool wait_for_inserts(const std::string& socket, const char* table, uint64_t n, int ms) {
+  for (int waited = 0; waited < ms; waited += 20) {
+    if (inserts(socket, table) >= n) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+// meta[0] of one item sampled from a table of kProcColumns' shape (its
+// newest, for a table of max_size 1), or -1 if it is empty.
+inline int64_t newest_meta(const std::string& socket, const char* table) {
+  engram_client* c = connect_c(socket);
+  if (!c) return -1;
+  engram_table* t = nullptr;
+  int64_t meta[2] = {-1, 0};
+  if (engram_table_open(c, table, &t) == ENGRAM_OK) {
+    engram_sample_options so;
+    engram_sample_options_init(&so);
+    so.batch_size = 1;
+    so.num_steps = 1;
+    so.timeout_ms = 0;
+    uint8_t obs[300];
+    void* bufs[2] = {obs, meta};
+    uint32_t n = 0;
+    if (engram_sample(t, &so, bufs, nullptr, &n) != ENGRAM_OK || n == 0) meta[0] = -1;
+    engram_table_close(t);
+  }
+  engram_disconnect(c);
+  return meta[0];
+}
+
 // engramctl's output (stdout and stderr) and exit status, run against d.
 inline std::pair<int, std::string> engramctl(const Daemon& d, std::vector<std::string> args) {
   args.insert(args.begin(), {ENGRAMCTL_PATH, "--socket", d.socket()});

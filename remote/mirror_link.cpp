@@ -1,0 +1,174 @@
+#include "remote/mirror_link.hpp"
+
+#include <grpcpp/grpcpp.h>
+
+#include <stdexcept>
+#include <unordered_map>
+
+#include "capi/relay.h"
+#include "core/table.hpp"
+#include "daemon/log.hpp"
+#include "remote/follow.hpp"
+#include "remote/peer.grpc.pb.h"
+#include "remote/peer_link.hpp"
+
+namespace engram::remote {
+namespace {
+
+namespace pb = engram::peer::v1;
+
+constexpr int32_t kRelaySliceMs = 100;  // a wait for blocks or answers before the link looks around
+constexpr int64_t kStopWaitMs = 100;    // nothing is owed at a stop: it need not wait
+
+}  // namespace
+
+struct MirrorLink::Impl final : PeerLink {
+  Impl(MirrorLinkOptions opts, std::shared_ptr<grpc::ChannelCredentials> c)
+      : PeerLink("mirror " + opts.table + " of " + opts.peer + " table " + opts.peer_table),
+        o(std::move(opts)),
+        creds(std::move(c)) {
+    start();
+  }
+  ~Impl() override { stop(kStopWaitMs); }
+
+  MirrorLinkOptions o;
+  std::shared_ptr<grpc::ChannelCredentials> creds;
+  Stats stats;  // but the PeerLink's state; under mu_
+
+  engram_client* client = nullptr;
+  engram_table* table = nullptr;
+  engram_writer* relay = nullptr;
+  uint64_t sig = 0;
+  uint32_t keep = 1;  // the newest items the local table keeps (FollowRequest.count)
+
+  Stats snapshot() const {
+    PeerLink::State st = state();
+    std::lock_guard lock(mu_);
+    Stats out = stats;
+    out.state = st.state;
+    out.reconnects = st.reconnects;
+    out.last_error = st.last_error;
+    return out;
+  }
+
+  std::string after_break() const override { return "retrying (the peer sends its newest items again)"; }
+
+  bool open_local() override {
+    engram_connect_options co;
+    engram_connect_options_init(&co);
+    co.socket_path = o.socket.c_str();
+    engram_table_info info;
+    engram_table_info_init(&info);
+    if (engram_connect(&co, &client) != ENGRAM_OK || engram_table_open(client, o.table.c_str(), &table) != ENGRAM_OK ||
+        engram_table_info_get(client, o.table.c_str(), &info) != ENGRAM_OK ||
+        engram_private_relay_open(client, table, &relay) != ENGRAM_OK) {
+      set_state("waiting for local table " + o.table, engram_last_error());
+      close_local();
+      return false;
+    }
+    sig = engram_private_table_signature(table);
+    relayed_ = 0;
+    keep = static_cast<uint32_t>(std::min<uint64_t>(info.max_size, kMaxFollowCount));
+    return true;
+  }
+
+  void close_local() override {
+    if (relay) engram_writer_close(relay);
+    if (table) engram_table_close(table);
+    if (client) engram_disconnect(client);
+    relay = nullptr;
+    table = nullptr;
+    client = nullptr;
+  }
+
+  // Inserts one reply's items over its chunks, and lets the chunks go once
+  // the table answered. A reply that breaks the protocol ends the stream.
+  grpc::Status apply(const pb::FollowReply& r) {
+    std::unordered_map<uint64_t, uint64_t> held;  // the peer's chunk id -> the relay's
+    uint64_t bytes = 0;
+    for (const pb::Chunk& c : r.chunks()) {
+      uint64_t id = 0;
+      for (;;) {
+        int e = engram_private_relay_chunk(relay, c.data().data(), c.data().size(), kRelaySliceMs, &id);
+        if (e == ENGRAM_OK) break;
+        if (e == ENGRAM_E_DISCONNECTED || e == ENGRAM_E_CLOSED)
+          throw std::runtime_error("this server's table " + o.table + " went away");
+        if (e != ENGRAM_E_TIMEOUT && e != ENGRAM_E_NOMEM && e != ENGRAM_E_LIMIT)
+          return {grpc::StatusCode::INVALID_ARGUMENT, "the peer sent a chunk this table refuses: " +
+                                                          std::string(engram_last_error())};
+        if (stopping()) return grpc::Status::CANCELLED;
+      }
+      held[c.id()] = id;
+      bytes += c.data().size();
+    }
+    uint64_t items = 0, last = 0;
+    for (const pb::Item& it : r.items()) {
+      uint64_t ids[kMaxItemChunks];
+      uint32_t offsets[kMaxItemChunks], lengths[kMaxItemChunks];
+      if (it.slices_size() == 0 || it.slices_size() > static_cast<int>(kMaxItemChunks))
+        return {grpc::StatusCode::INVALID_ARGUMENT, "the peer sent an item of " + std::to_string(it.slices_size()) +
+                                                        " slices"};
+      for (int k = 0; k < it.slices_size(); ++k) {
+        auto h = held.find(it.slices(k).chunk());
+        if (h == held.end())
+          return {grpc::StatusCode::INVALID_ARGUMENT, "the peer sent an item over a chunk not in its reply"};
+        ids[k] = h->second;
+        offsets[k] = it.slices(k).offset();
+        lengths[k] = it.slices(k).length();
+      }
+      if (engram_private_relay_item(relay, ids, offsets, lengths, static_cast<uint32_t>(it.slices_size()),
+                                    it.priority(), 0, 0) == ENGRAM_OK)
+        ++items;
+      else
+        log_warn("remote: mirror " + o.table + ": an item from the peer is refused: " + engram_last_error());
+      last = it.sequence();
+    }
+    for (const auto& [peer_id, id] : held) (void)engram_private_relay_forget(relay, id);
+    // Answered before the next reply: what the table holds is what came.
+    uint64_t answered = 0, duplicates = 0, refused = 0, owed = relayed_ + items;
+    while (answered < owed) {
+      int e = engram_private_relay_answered(relay, kRelaySliceMs, &answered, &duplicates, &refused);
+      if (e == ENGRAM_E_DISCONNECTED || e == ENGRAM_E_CLOSED)
+        throw std::runtime_error("this server's table " + o.table + " went away");
+      if (stopping()) return grpc::Status::CANCELLED;
+    }
+    relayed_ = owed;
+    std::lock_guard lock(mu_);
+    stats.items += items;
+    stats.bytes += bytes;
+    stats.last_sequence = last;
+    return grpc::Status::OK;
+  }
+
+  grpc::Status stream(grpc::ClientContext& ctx) override {
+    auto stub = pb::Peer::NewStub(grpc::CreateChannel(o.peer, creds));
+    pb::FollowRequest rq;
+    rq.set_table(o.peer_table);
+    rq.set_signature(sig);
+    rq.set_count(keep);
+    set_state("connecting to " + o.peer);
+    auto reader = stub->Follow(&ctx, rq);
+    pb::FollowReply reply;
+    while (reader->Read(&reply)) {
+      if (grpc::Status s = apply(reply); !s.ok()) {
+        ctx.TryCancel();
+        (void)reader->Finish();
+        return s;
+      }
+      set_state("following " + o.peer + " table " + o.peer_table);
+      carried();
+    }
+    return reader->Finish();
+  }
+
+  uint64_t relayed_ = 0;  // items the relay took, all answered
+};
+
+MirrorLink::MirrorLink(MirrorLinkOptions o, std::shared_ptr<grpc::ChannelCredentials> creds)
+    : impl_(std::make_unique<Impl>(std::move(o), std::move(creds))) {}
+
+MirrorLink::~MirrorLink() = default;
+
+MirrorLink::Stats MirrorLink::stats() const { return impl_->snapshot(); }
+
+}  // namespace engram::remote
