@@ -29,9 +29,10 @@ typedef struct engram_private_item {
 } engram_private_item;
 
 /* Takes up to max_items items of t (a sample: with sampler fifo and
- * max_times_sampled 1 the oldest, which leave the table), waiting up to
- * timeout_ms (0: not at all, -1: for ever) for the rate limiter. *out may
- * hold fewer, or none (ENGRAM_E_RATE_LIMITED, ENGRAM_E_TIMEOUT). */
+ * max_times_sampled 1 the oldest, which leave the table): as many as the
+ * rate limiter allows now, waiting up to timeout_ms (0: not at all, -1:
+ * for ever) while it allows none. *out may hold fewer, or none
+ * (ENGRAM_E_RATE_LIMITED, ENGRAM_E_TIMEOUT). */
 ENGRAM_API int engram_private_take(engram_table* t, uint32_t max_items, int32_t timeout_ms, engram_taken** out);
 /* Looks at up to max_items of t's newest items whose sequence is `from`
  * or later (0: the newest of all), oldest of them first, without

@@ -71,6 +71,14 @@ bool RateLimiter::can_sample(int64_t n) const noexcept {
   return cursor() - static_cast<double>(n) >= config_.min_diff;
 }
 
+int64_t RateLimiter::samples_allowed(int64_t n) const noexcept {
+  if (size() < config_.min_size_to_sample) return 0;
+  double room = std::floor(cursor() - config_.min_diff);
+  int64_t m = room <= 0 ? 0 : room >= static_cast<double>(n) ? n : static_cast<int64_t>(room);
+  while (m > 0 && !can_sample(m)) --m;  // floating point at the edge: at most a step or two
+  return m;
+}
+
 bool RateLimiter::can_insert(int64_t n) const noexcept {
   if (counters_.inserts + n - counters_.deletes <= config_.min_size_to_sample) return true;
   double diff = static_cast<double>(counters_.inserts + n) * config_.samples_per_insert - counters_.samples;

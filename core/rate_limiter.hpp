@@ -55,6 +55,8 @@ class RateLimiter {
   double cursor() const noexcept { return counters_.inserts * config_.samples_per_insert - counters_.samples; }
 
   bool can_sample(int64_t n) const noexcept;
+  // The most of n that can_sample allows now (0: none).
+  int64_t samples_allowed(int64_t n) const noexcept;
   bool can_insert(int64_t n) const noexcept;
 
   void on_insert(int64_t n = 1) noexcept { counters_.inserts += n; }

@@ -2,6 +2,7 @@
 // gave up and the owner agree), drawn by the table's sampler, pinned for
 // the channel until released, and answered item by item. It touches the
 // table, the channel's pins and the sampled chunks' references.
+#include <algorithm>
 #include <string>
 
 #include "daemon/log.hpp"
@@ -37,11 +38,17 @@ TableOwner::Outcome TableOwner::sample(ChannelState& c, const RequestRecord& r) 
   if (given_up(c, r))
     return fail(c, r, {Errc::timeout, "a sample on table " + table_.name() + " was given up by its caller"}), Outcome::done;
   const bool look = (r.flags & kSampleNewest) != 0;  // answered at once, none or more
-  if (!look && (!table_.limiter().can_sample(r.count) || table_.size() == 0)) return refuse(c, r, "a sample");
+  // A take for delivery (kSampleSequences) takes up to its count: what a
+  // queue's limiter allows now, so that the last items of a burst leave
+  // too, not only full batches.
+  uint32_t count = r.count;
+  if (!look && (r.flags & kSampleSequences))
+    count = static_cast<uint32_t>(std::max<int64_t>(1, table_.limiter().samples_allowed(count)));
+  if (!look && (!table_.limiter().can_sample(count) || table_.size() == 0)) return refuse(c, r, "a sample");
   if (!claim_sample(c, r)) return Outcome::done;
   batch_.clear();
   defer_releases_ = true;
-  Status sampled = look ? table_.newest(r.count, r.payload.keys[0], &batch_) : table_.sample(r.count, &batch_);
+  Status sampled = look ? table_.newest(count, r.payload.keys[0], &batch_) : table_.sample(count, &batch_);
   defer_releases_ = false;
   struct Flush {  // after the pins below, whatever happens
     TableOwner* o;

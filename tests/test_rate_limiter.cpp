@@ -68,6 +68,25 @@ TEST(RateLimiter, CountersAndCursor) {
   EXPECT_EQ(rl.size(), 0);
 }
 
+// samples_allowed(n) is the largest m <= n that can_sample(m) allows,
+// checked by trying every m, over queues and ratios at many counters.
+TEST(RateLimiter, SamplesAllowedIsTheMostCanSampleAllows) {
+  for (RateLimiterConfig c : {RateLimiterConfig::queue(100).value(), stir(0.5, 3, 10.0), stir(4.0, 1, 20.0),
+                              RateLimiterConfig::min_size(5).value()}) {
+    RateLimiter rl(c);
+    for (int step = 0; step < 200; ++step) {
+      if (step % 3 != 2) rl.on_insert(1 + step % 4);
+      if (step % 5 == 0 && rl.can_sample(1)) rl.on_sample(1);
+      for (int64_t n : {1, 7, 64, 1024}) {
+        int64_t want = 0;
+        for (int64_t m = 1; m <= n; ++m)
+          if (rl.can_sample(m)) want = m;
+        ASSERT_EQ(rl.samples_allowed(n), want) << "step " << step << " n " << n;
+      }
+    }
+  }
+}
+
 TEST(RateLimiter, PresetsThatMustBeRefused) {
   EXPECT_EQ(RateLimiterConfig::min_size(0).status().code(), Errc::invalid_rate_limiter);
   EXPECT_EQ(RateLimiterConfig::queue(0).status().code(), Errc::invalid_rate_limiter);

@@ -8,7 +8,8 @@
 namespace engram::test {
 namespace {
 
-constexpr const char* kQueue = "max_size = 100000\nsampler = \"fifo\"\nmax_times_sampled = 1\n";
+constexpr const char* kQueue =
+    "max_size = 100000\nsampler = \"fifo\"\nmax_times_sampled = 1\nrate_limiter = { kind = \"queue\", size = 100000 }\n";
 
 TEST(RemoteUpstream, ItemsGoOnceAndInOrderAndAgainAfterTheReceiverRestarts) {
   const std::string port = std::to_string(free_port());  // the same after a restart
