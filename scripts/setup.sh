@@ -11,7 +11,8 @@ set -euo pipefail
 # under systemd: dpkg-dev, debootstrap, systemd-container (systemd-nspawn);
 # the Python binding's tests: Debian's numpy and pytest; engramd's peers
 # (remote/): gRPC 1.51 and protobuf 3.21 (gRPC's CMake config comes with
-# libgrpc-dev), openssl for the remote tests' certificates.
+# libgrpc-dev), openssl for the remote tests' certificates, iproute2 (ip,
+# tc) for the tests across network namespaces.
 packages=(cmake g++ make pkg-config python3
           libboost-dev libgtest-dev libbenchmark-dev libtomlplusplus-dev libsystemd-dev
           clang libclang-rt-14-dev abigail-tools
@@ -19,7 +20,7 @@ packages=(cmake g++ make pkg-config python3
           libtorch-dev libopenblas0-pthread mandoc
           dpkg-dev debootstrap systemd-container
           python3-numpy python3-pytest
-          libgrpc++-dev libgrpc-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc openssl)
+          libgrpc++-dev libgrpc-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc openssl iproute2)
 
 # Rust: any cargo on PATH (rustup's, or Debian's 1.63 toolchain, installed
 # here when there is none).

@@ -1,0 +1,323 @@
+#!/usr/bin/env bash
+# engramds on three "machines": network namespaces joined by veth pairs
+# (10.77.1.0/24 between a1 and rx, 10.77.2.0/24 between a2 and rx), each
+# link with mutual TLS. a1 and a2 each run an engramd whose table "outbox"
+# is upstream to rx's table "replay"; a C writer (netns_tool) writes on a1,
+# a Python writer (py_writer.py) on a2.
+#
+#   exactly_once  1M items (ENGRAM_NETNS_ITEMS) through a 10 s link cut of
+#                 a1's veth and a kill -9 of rx, restarted from the
+#                 checkpoint taken just before; afterwards: no item twice,
+#                 none damaged, and the items missing are those engram(7)
+#                 says a receiver's crash loses: per writer one run of
+#                 consecutive items, together exactly those rx applied
+#                 after its checkpoint (the senders stand still, SIGSTOP,
+#                 for the moment rx's count is read and it is killed).
+#   backpressure  a2's link limited by tbf while rx's table, a queue, is
+#                 drained slowly: a2's table fills to its max_size and its
+#                 writer is held, each engramd's memory stays flat; lifting
+#                 the limit lets the items through; nothing is lost.
+#
+# Usage: tests/netns/run.sh BUILD_DIR PHASE. As root (exit 77, skipped,
+# where network namespaces cannot be made). Prints one JSON line of what
+# it measured; the namespaces and processes go at exit.
+set -euo pipefail
+src=$(cd "$(dirname "$0")/../.." && pwd)
+build=$(cd "${1:?usage: tests/netns/run.sh BUILD_DIR PHASE}" && pwd)
+phase=${2:?usage: tests/netns/run.sh BUILD_DIR exactly_once|backpressure}
+items=${ENGRAM_NETNS_ITEMS:-1000000}
+t0=$SECONDS
+step() { echo "[$((SECONDS - t0)) s] $*"; }
+skip() {
+  echo "SKIPPED: $*"
+  exit 77
+}
+fail() {
+  echo "FAILED: $*" >&2
+  for f in "$tmp"/*.log; do
+    echo "--- $f" >&2
+    tail -15 "$f" >&2
+  done
+  exit 1
+}
+
+[ "$(id -u)" -eq 0 ] || skip "network namespaces need root"
+tag=$(($$ % 100000))
+rx=egrx$tag a1=ega1$tag a2=ega2$tag
+ip netns add "$rx" 2>/dev/null || skip "this machine cannot make network namespaces"
+tmp=$(mktemp -d /tmp/engram-netns-XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  for ns in "$rx" "$a1" "$a2"; do ip netns del "$ns" 2>/dev/null || true; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# The machines and their links.
+ip netns add "$a1"
+ip netns add "$a2"
+for i in 1 2; do
+  ns=$a1
+  [ "$i" = 2 ] && ns=$a2
+  ip link add "r$i$tag" type veth peer name "s$i$tag"
+  ip link set "r$i$tag" netns "$rx"
+  ip link set "s$i$tag" netns "$ns"
+  ip -n "$rx" addr add "10.77.$i.1/24" dev "r$i$tag"
+  ip -n "$ns" addr add "10.77.$i.2/24" dev "s$i$tag"
+  ip -n "$rx" link set "r$i$tag" up
+  ip -n "$ns" link set "s$i$tag" up
+done
+for ns in "$rx" "$a1" "$a2"; do ip -n "$ns" link set lo up; done
+"$src/tests/remote/make_certs.sh" "$tmp/certs" 10.77.1.1 10.77.1.2 10.77.2.1 10.77.2.2
+
+# engramd NAME NS: starts $tmp/NAME.toml's engramd in NS, its log NAME.log.
+engramd() {
+  ip netns exec "$2" "$build/daemon/engramd" --config "$tmp/$1.toml" >>"$tmp/$1.log" 2>&1 &
+  pids+=($!)
+  eval "pid_$1=$!"
+  for _ in $(seq 1 200); do
+    ctl "$1" status >/dev/null 2>&1 && return 0
+    sleep 0.05
+  done
+  fail "engramd $1 did not start"
+}
+ctl() {
+  local name=$1
+  shift
+  "$build/daemon/engramctl" --socket "$tmp/$name.sock" "$@"
+}
+json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+inserts() { ctl "$1" info "$2" --json 2>/dev/null | json 'd["counters"]["inserts"]' || echo 0; }
+size() { ctl "$1" info "$2" --json 2>/dev/null | json 'd["size"]' || echo 0; }
+rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
+
+tls="tls_cert = \"$tmp/certs/a.crt\"
+tls_key = \"$tmp/certs/a.key\"
+tls_ca = \"$tmp/certs/ca.crt\""
+columns='[[table.column]]
+name = "x"
+dtype = "int64"
+shape = [2]
+[[table.column]]
+name = "pad"
+dtype = "uint8"
+shape = [48]'
+
+# rx: the learner's machine. Its table holds every item (no consumer in
+# exactly_once), in 4 KiB blocks of 32 items.
+rx_config() {  # max_size, rate limiter line
+  cat >"$tmp/rx.toml" <<TOML
+socket = "$tmp/rx.sock"
+[arena]
+classes = [ { block_size = "4KiB", count = $((items / 24 + 4096)) } ]
+[checkpoint]
+dir = "$tmp/rx-checkpoints"
+io = "pwrite"
+[remote]
+listen = "0.0.0.0:7000"
+name = "rx"
+$tls
+[[table]]
+name = "replay"
+max_size = $1
+sampler = "fifo"
+max_times_sampled = 1
+$2
+$columns
+TOML
+}
+sender_config() {  # name, subnet, outbox max_size
+  cat >"$tmp/$1.toml" <<TOML
+socket = "$tmp/$1.sock"
+[arena]
+classes = [ { block_size = "4KiB", count = 16384 } ]
+[remote]
+name = "$1"
+$tls
+[[table]]
+name = "outbox"
+max_size = $3
+sampler = "fifo"
+max_times_sampled = 1
+rate_limiter = { kind = "queue", size = $3 }
+upstream = "10.77.$2.1:7000"
+upstream_table = "replay"
+$columns
+TOML
+}
+
+py_writer() {  # ns, socket, id, n, [rate]
+  ip netns exec "$1" env PYTHONPATH="$src/bindings/python" ENGRAM_LIBRARY="$build/capi/libengram.so.0" \
+    PYTHONDONTWRITEBYTECODE=1 "${ENGRAM_PYTHON:-/usr/bin/python3}" "$src/tests/netns/py_writer.py" "$2" outbox "$3" "$4" ${5:-}
+}
+
+check() {  # expected ID:N...
+  "$build/tests/netns_tool" check "$tmp/rx.sock" replay "$@" >"$tmp/check.json" || fail "netns_tool check"
+  cat "$tmp/check.json"
+}
+
+case $phase in
+exactly_once)
+  n1=$((items * 6 / 10)) n2=$((items - items * 6 / 10))
+  rx_config $((items + 1000)) ""
+  sender_config a1 1 100000
+  sender_config a2 2 100000
+  engramd rx "$rx"
+  engramd a1 "$a1"
+  engramd a2 "$a2"
+  # Paced to take about 30 s, so that items flow through the link cut and
+  # the receiver's restart, as actors' would.
+  step "writing $n1 items from C on a1 and $n2 from Python on a2, over about 30 s"
+  ip netns exec "$a1" "$build/tests/netns_tool" write "$tmp/a1.sock" outbox 1 "$n1" $((n1 / 30)) 2>"$tmp/writer1.log" &
+  w1=$!
+  pids+=($w1)
+  py_writer "$a2" "$tmp/a2.sock" 2 "$n2" $((n2 / 30)) 2>"$tmp/writer2.log" &
+  w2=$!
+  pids+=($w2)
+  wait_inserts() {  # n, seconds
+    for _ in $(seq 1 $(($2 * 10))); do
+      [ "$(inserts rx replay)" -ge "$1" ] && return 0
+      sleep 0.1
+    done
+    fail "rx did not reach $1 items in $2 s (it has $(inserts rx replay))"
+  }
+  wait_inserts $((items * 15 / 100)) 300
+  step "a1's link down for 10 s at $(inserts rx replay) items"
+  ip -n "$a1" link set "s1$tag" down
+  before=$(inserts rx replay)
+  sleep 10
+  during=$(($(inserts rx replay) - before))
+  ip -n "$a1" link set "s1$tag" up
+  step "link up again; rx took $during items meanwhile (all from a2)"
+  wait_inserts $((items * 55 / 100)) 300
+  step "checkpoint of rx at $(inserts rx replay) items"
+  ctl rx checkpoint >/dev/null || fail "checkpoint"
+  sleep 1
+  # The senders stand still for a moment (SIGSTOP), so that what rx holds
+  # when it dies is known to the item: the requests in flight are applied
+  # and rx takes no more.
+  kill -STOP "$pid_a1" "$pid_a2"
+  sleep 0.5
+  before_kill=$(inserts rx replay)
+  sleep 0.3
+  [ "$(inserts rx replay)" = "$before_kill" ] || fail "rx still takes items with both senders stopped"
+  kill -9 "$pid_rx"
+  kill -CONT "$pid_a1" "$pid_a2"
+  step "rx killed with SIGKILL at $before_kill items"
+  sleep 2
+  engramd rx "$rx"
+  restored=$(inserts rx replay)
+  step "rx restarted from its checkpoint with $restored items"
+  wait "$w1" || fail "the C writer failed"
+  wait "$w2" || fail "the Python writer failed"
+  step "writers done; waiting for the outboxes to empty"
+  for _ in $(seq 1 3000); do
+    [ "$(size a1 outbox)" = 0 ] && [ "$(size a2 outbox)" = 0 ] &&
+      ctl a1 status --json | json 'all(u["backlog"] == 0 for u in d["remote"]["upstreams"])' | grep -q True &&
+      ctl a2 status --json | json 'all(u["backlog"] == 0 for u in d["remote"]["upstreams"])' | grep -q True && break
+    sleep 0.1
+  done
+  ctl a1 status
+  ctl a2 status
+  step "checking every item on rx"
+  check "1:$n1" "2:$n2"
+  python3 - "$tmp/check.json" "$restored" "$before_kill" "$items" <<'PY' ||
+import json, sys
+d = json.load(open(sys.argv[1]))
+restored, before_kill, items = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+window = before_kill - restored  # applied after the checkpoint, before the kill
+dup = sum(w["duplicates"] for w in d["writers"])
+missing = sum(w["missing"] for w in d["writers"])
+errors = []
+if d["corrupt"] or d["strangers"]: errors.append(f"{d['corrupt']} damaged items, {d['strangers']} unknown")
+if dup: errors.append(f"{dup} items arrived twice")
+for w in d["writers"]:
+    if len(w["missing_ranges"]) > 1:
+        errors.append(f"writer {w['id']} misses {len(w['missing_ranges'])} runs, not one: {w['missing_ranges'][:5]}")
+if missing != window:
+    errors.append(f"{missing} items missing, not the {window} rx applied after its checkpoint (engram(7))")
+print(json.dumps({"phase": "exactly_once", "items": items, "duplicates": dup, "missing": missing,
+                  "applied_after_checkpoint": window, "missing_ranges": [w["missing_ranges"] for w in d["writers"]]}))
+if errors:
+    print("\n".join(errors), file=sys.stderr)
+    sys.exit(1)
+PY
+    fail "exactly once"
+  ;;
+backpressure)
+  n=${ENGRAM_NETNS_BP_ITEMS:-600000}
+  # rx's replay is a queue of 20000, a2's outbox a queue of 10000. First
+  # no learner drains rx: its rate limiter holds the link. Then a learner
+  # drains it while tbf limits the link, then with the link free. All the
+  # while a2's outbox is the buffer, and its writer is held.
+  rx_config 20000 'rate_limiter = { kind = "queue", size = 20000 }'
+  sender_config a2 2 10000
+  engramd rx "$rx"
+  engramd a2 "$a2"
+  py_writer "$a2" "$tmp/a2.sock" 2 "$n" 2>"$tmp/writer2.log" &
+  w2=$!
+  pids+=($w2)
+  held() {  # what: a2's outbox full, its writer still writing
+    local outbox
+    outbox=$(size a2 outbox)
+    [ "$outbox" -ge 9000 ] || fail "$1: a2's outbox holds $outbox items, not its 10000: the writer was not held"
+    kill -0 "$w2" 2>/dev/null || fail "$1: the writer finished: it was not held"
+  }
+  rate() {  # items/s rx takes over $1 seconds
+    local a
+    a=$(inserts rx replay)
+    sleep "$1"
+    echo $((($(inserts rx replay) - a) / $1))
+  }
+  for _ in $(seq 1 300); do
+    [ "$(size rx replay)" -ge 20000 ] && break
+    sleep 0.1
+  done
+  sleep 1
+  rss0_rx=$(rss_kb "$pid_rx") rss0_a2=$(rss_kb "$pid_a2")
+  [ "$(rate 2)" = 0 ] || fail "rx's table took items past its rate limiter"
+  held "held by rx's rate limiter"
+  step "rx's queue is full ($(size rx replay)) and holds the link; a2's outbox holds $(size a2 outbox)"
+  ip netns exec "$a2" tc qdisc add dev "s2$tag" root tbf rate 8mbit burst 32kb latency 400ms
+  NETNS_WAIT_S=20 "$build/tests/netns_tool" check "$tmp/rx.sock" replay "2:$n" >"$tmp/check.json" &
+  drain=$!
+  pids+=($drain)
+  sleep 1
+  limited=$(rate 4)
+  held "under the 8 Mbit/s limit"
+  step "a learner drains rx; a2's link limited to 8 Mbit/s: $limited items/s"
+  ip netns exec "$a2" tc qdisc del dev "s2$tag" root
+  free=0
+  for _ in 1 2 3 4 5; do  # TCP may need a retransmission or two to notice
+    free=$(rate 1)
+    [ "$free" -gt $((2 * limited)) ] && break
+  done
+  step "limit lifted: $free items/s"
+  wait "$w2" || fail "the Python writer failed"
+  wait "$drain" || fail "netns_tool check"
+  rss1_rx=$(rss_kb "$pid_rx") rss1_a2=$(rss_kb "$pid_a2")
+  python3 - "$tmp/check.json" "$n" "$limited" "$free" "$rss0_rx" "$rss1_rx" "$rss0_a2" "$rss1_a2" <<'PY' ||
+import json, sys
+d = json.load(open(sys.argv[1]))
+n, limited, after = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+rss = [int(v) for v in sys.argv[5:9]]
+w = d["writers"][0]
+print(json.dumps({"phase": "backpressure", "items": n, "limited_items_per_s": limited, "after_items_per_s": after,
+                  "rss_kb": {"rx": rss[:2], "a2": rss[2:]}, "missing": w["missing"], "duplicates": w["duplicates"]}))
+errors = []
+if w["missing"] or w["duplicates"] or d["corrupt"] or d["strangers"]:
+    errors.append(f"{w['missing']} missing {w['missing_ranges'][:5]}, {w['duplicates']} twice, {d['corrupt']} damaged")
+if after < 2 * limited: errors.append(f"{after} items/s after the limit, not at least twice the {limited} under it")
+for name, (r0, r1) in (("rx", rss[:2]), ("a2", rss[2:])):
+    if r1 > r0 + 64 * 1024: errors.append(f"{name}'s memory grew from {r0} to {r1} kB")
+if errors:
+    print("\n".join(errors), file=sys.stderr)
+    sys.exit(1)
+PY
+    fail "backpressure"
+  ;;
+*) fail "unknown phase $phase" ;;
+esac
+step "done"
