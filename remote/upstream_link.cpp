@@ -73,6 +73,16 @@ struct UpstreamLink::Impl final : PeerLink {
     return out;
   }
 
+  // Items per take: as many as keep a request's new chunk bytes near
+  // o.batch_bytes (and far below the peer's largest message), at most
+  // o.batch_items; from one item, at most doubling a request, so that the
+  // first request of large items is small too.
+  uint32_t take_items = 1;
+  void size_next_take(uint32_t items, uint64_t bytes) {
+    uint64_t fit = bytes == 0 ? o.batch_items : std::max<uint64_t>(1, uint64_t{o.batch_bytes} * items / bytes);
+    take_items = static_cast<uint32_t>(std::min<uint64_t>({fit, uint64_t{2} * std::max(items, take_items), o.batch_items}));
+  }
+
   std::string after_break() const override { return "retrying (unanswered items are sent again)"; }
 
   bool open_local() override {
@@ -138,7 +148,7 @@ struct UpstreamLink::Impl final : PeerLink {
 
   Batch take() {
     Batch b;
-    int e = engram_private_take(table, o.batch_items, kTakeSliceMs, &b.taken);
+    int e = engram_private_take(table, take_items, kTakeSliceMs, &b.taken);
     if (e != ENGRAM_OK) {
       b.taken = nullptr;
       if (e == ENGRAM_E_DISCONNECTED || e == ENGRAM_E_CLOSED)
@@ -211,6 +221,7 @@ struct UpstreamLink::Impl final : PeerLink {
         if (!b.taken && !first && to_forget.empty()) continue;
         if (b.taken) {
           add_batch(b, &rq, &bytes);
+          size_next_take(engram_private_taken_count(b.taken), bytes);
           pending.push_back(std::move(b));
           sent = &pending.back();
         }

@@ -27,8 +27,8 @@ struct UpstreamLinkOptions {
   std::string peer_table;  // the peer's table
   uint64_t producer = 0;   // nonzero, the same across restarts
   std::string socket;      // this server's control socket
-  uint32_t batch_items = 1024;          // items per request at most
-  uint32_t batch_bytes = 16 << 20;      // chunk bytes per request, about
+  uint32_t batch_items = 1024;      // items per request at most
+  uint32_t batch_bytes = 16 << 20;  // new chunk bytes per request, about (one item's chunks at least)
 };
 
 class UpstreamLink {

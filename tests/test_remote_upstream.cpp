@@ -49,6 +49,46 @@ TEST(RemoteUpstream, ItemsGoOnceAndInOrderAndAgainAfterTheReceiverRestarts) {
   EXPECT_EQ(log.find("already held"), std::string::npos) << log;
 }
 
+// Items of 1 MiB, 100 of them: requests stay near the link's 16 MiB of
+// chunks, far below the peer's largest message (64 MiB), so they go.
+TEST(RemoteUpstream, LargeItemsGoInRequestsThePeerTakes) {
+  const std::string big = "[arena]\nclasses = [ { block_size = \"2MiB\", count = 160 } ]\n";
+  const std::string table = "[[table]]\nmax_size = 1000\nsampler = \"fifo\"\nmax_times_sampled = 1\n"
+                            "rate_limiter = { kind = \"queue\", size = 1000 }\n";
+  const std::string column = "[[table.column]]\nname = \"data\"\ndtype = \"uint8\"\nshape = [1048576]\n";
+  Daemon receiver(big + "[remote]\nlisten = \"127.0.0.1:0\"\n" + table + "name = \"replay\"\n" + column);
+  std::string address = remote_address(receiver);
+  ASSERT_FALSE(address.empty()) << read_file(receiver.log());
+  Daemon sender(big + table + "name = \"outbox\"\nupstream = \"" + address + "\"\nupstream_table = \"replay\"\n" +
+                column);
+  engram_client* c = connect_c(sender.socket());
+  ASSERT_NE(c, nullptr);
+  engram_table* t = nullptr;
+  ASSERT_EQ(engram_table_open(c, "outbox", &t), ENGRAM_OK) << engram_last_error();
+  engram_column col = {"data", ENGRAM_UINT8, 1, {1048576}};
+  engram_writer_options wo;
+  engram_writer_options_init(&wo);
+  wo.columns = &col;
+  wo.num_columns = 1;
+  engram_writer* w = nullptr;
+  ASSERT_EQ(engram_writer_open(c, &wo, &w), ENGRAM_OK) << engram_last_error();
+  std::vector<uint8_t> data(1048576);
+  for (int i = 0; i < 100; ++i) {
+    data[0] = static_cast<uint8_t>(i);
+    const void* step[1] = {data.data()};
+    ASSERT_EQ(engram_writer_append(w, step), ENGRAM_OK) << engram_last_error();
+    ASSERT_EQ(engram_writer_create_item(w, t, 1, 1.0), ENGRAM_OK) << engram_last_error();
+  }
+  ASSERT_EQ(engram_writer_flush(w, 20000), ENGRAM_OK) << engram_last_error();
+  engram_writer_close(w);
+  engram_table_close(t);
+  engram_disconnect(c);
+  EXPECT_TRUE(wait_for_inserts(receiver.socket(), "replay", 100, 30000))
+      << inserts(receiver.socket(), "replay") << " arrived\n"
+      << engramctl(sender, {"status"}).second;
+  EXPECT_EQ(engramctl(sender, {"status"}).second.find("larger than max"), std::string::npos);
+}
+
 TEST(RemoteUpstream, AnUpstreamTableMustBeAQueueAndItsPeerAnAddress) {
   struct Case {
     std::string body, expect;
