@@ -48,7 +48,10 @@ ip netns add "$rx" 2>/dev/null || skip "this machine cannot make network namespa
 tmp=$(mktemp -d /tmp/engram-netns-XXXXXX)
 pids=()
 cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}" $(ip netns pids "$rx" 2>/dev/null) $(ip netns pids "$a1" 2>/dev/null) \
+    $(ip netns pids "$a2" 2>/dev/null); do
+    kill -9 "$p" 2>/dev/null || true
+  done
   wait 2>/dev/null || true
   for ns in "$rx" "$a1" "$a2"; do ip netns del "$ns" 2>/dev/null || true; done
   rm -rf "$tmp"
@@ -56,20 +59,11 @@ cleanup() {
 trap cleanup EXIT
 
 # The machines and their links.
+source "$src/tests/netns/veth.sh"
 ip netns add "$a1"
 ip netns add "$a2"
-for i in 1 2; do
-  ns=$a1
-  [ "$i" = 2 ] && ns=$a2
-  ip link add "r$i$tag" type veth peer name "s$i$tag"
-  ip link set "r$i$tag" netns "$rx"
-  ip link set "s$i$tag" netns "$ns"
-  ip -n "$rx" addr add "10.77.$i.1/24" dev "r$i$tag"
-  ip -n "$ns" addr add "10.77.$i.2/24" dev "s$i$tag"
-  ip -n "$rx" link set "r$i$tag" up
-  ip -n "$ns" link set "s$i$tag" up
-done
-for ns in "$rx" "$a1" "$a2"; do ip -n "$ns" link set lo up; done
+veth_link "$rx" "$a1" "r1$tag" "s1$tag" 10.77.1.1 10.77.1.2
+veth_link "$rx" "$a2" "r2$tag" "s2$tag" 10.77.2.1 10.77.2.2
 "$src/tests/remote/make_certs.sh" "$tmp/certs" 10.77.1.1 10.77.1.2 10.77.2.1 10.77.2.2
 
 # engramd NAME NS: starts $tmp/NAME.toml's engramd in NS, its log NAME.log.

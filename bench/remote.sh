@@ -1,0 +1,242 @@
+#!/usr/bin/env bash
+# engramds across a veth pair (two network namespaces, as root), measured
+# against a plain TCP stream on the same pair in the same run:
+#   tcp       one TCP stream of 1 MiB writes (remote_bench tcp-send/recv):
+#             bytes/s, and CPU seconds per GB of sender and receiver
+#   upstream  items of 400 B, 4 KB, 28 KB and 400 KB written on tx into an
+#             upstream table, drained from rx's table by a learner, in
+#             plaintext and with mutual TLS: items/s, bytes/s as a fraction
+#             of TCP's, each engramd's CPU seconds per GB against TCP's
+#   mirror    parameters of CartPole's size (70 KB) and Breakout's (530 KB)
+#             published on rx every 20 ms, read on tx from a mirrored table
+#             by a reader polling every 50 us: publish-to-read latency p50
+#             and p99, and bytes per version on the link
+# Each measurement runs ENGRAM_REMOTE_REPS times (default 3) and reports the
+# median and the spread. Writes bench/results/remote.json (--quick: small
+# counts, one repetition, into a scratch file; CI runs it so that it does
+# not rot). Exit 77 (skipped) where namespaces cannot be made.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+src=$PWD
+build=$(cd "${ENGRAM_BUILD_DIR:-build/release}" && pwd)
+quick=0
+[ "${1:-}" = --quick ] && quick=1
+reps=${ENGRAM_REMOTE_REPS:-3}
+[ $quick = 1 ] && reps=1
+[ "$(id -u)" -eq 0 ] || {
+  echo "SKIPPED: network namespaces need root"
+  exit 77
+}
+tag=$(($$ % 100000))
+tx=egbtx$tag rx=egbrx$tag
+ip netns add "$rx" 2>/dev/null || {
+  echo "SKIPPED: this machine cannot make network namespaces"
+  exit 77
+}
+dir=$(mktemp -d /tmp/engram-bench-remote-XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]}" $(ip netns pids "$rx" 2>/dev/null) $(ip netns pids "$tx" 2>/dev/null); do
+    kill -9 "$p" 2>/dev/null || true
+  done
+  wait 2>/dev/null || true
+  ip netns del "$rx" 2>/dev/null || true
+  ip netns del "$tx" 2>/dev/null || true
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+source "$src/bench/engramd.sh"
+source "$src/tests/netns/veth.sh"
+ip netns add "$tx"
+veth_link "$rx" "$tx" "br$tag" "bt$tag" 10.78.0.1 10.78.0.2
+"$src/tests/remote/make_certs.sh" "$dir/certs" 10.78.0.1 10.78.0.2
+bench=$build/bench/engram_bench_remote
+out=$src/bench/results/remote.json
+[ $quick = 1 ] && out=$dir/remote.json
+say() { echo "remote.sh: $*" >&2; }
+
+cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$1/stat"; }
+# start NAME NS: engramd with $dir/NAME.toml in NS; sets pid_NAME.
+start() {
+  ip netns exec "$2" "$build/daemon/engramd" --config "$dir/$1.toml" --log-level warn 2>"$dir/$1.log" &
+  pids+=($!)
+  eval "pid_$1=$!"
+  for _ in $(seq 200); do
+    "$build/daemon/engramctl" --socket "$dir/$1.sock" status >/dev/null 2>&1 && return 0
+    sleep 0.05
+  done
+  cat "$dir/$1.log" >&2
+  say "engramd $1 did not start"
+  exit 1
+}
+stop() {
+  local p
+  eval "p=\$pid_$1"
+  kill "$p" 2>/dev/null && wait "$p" 2>/dev/null || true
+}
+security() {  # tls|plain
+  if [ "$1" = tls ]; then
+    printf 'tls_cert = "%s"\ntls_key = "%s"\ntls_ca = "%s"\n' "$dir/certs/a.crt" "$dir/certs/a.key" "$dir/certs/ca.crt"
+  else
+    echo "insecure = true"
+  fi
+}
+pow2_at_least() {
+  local b=4096
+  while [ $b -lt "$1" ]; do b=$((b * 2)); done
+  echo $b
+}
+median_spread() {  # values...: "median, min, max" as JSON fields
+  python3 -c "import sys, statistics as s; v=sorted(float(x) for x in sys.argv[1:]); print(f'\"median\": {s.median(v):.6g}, \"min\": {v[0]:.6g}, \"max\": {v[-1]:.6g}')" "$@"
+}
+field() { python3 -c "import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])" "$1" "$2"; }
+
+# --- the link's limit: plain TCP ---
+tcp_bytes=$((2 << 30))
+[ $quick = 1 ] && tcp_bytes=$((200 << 20))
+tcp_rate=() tcp_send_cpu=() tcp_recv_cpu=()
+for r in $(seq "$reps"); do
+  ip netns exec "$rx" "$bench" tcp-recv 7100 >"$dir/tcp-recv.json" &
+  recv=$!
+  sleep 0.2
+  s=$(ip netns exec "$tx" "$bench" tcp-send 10.78.0.1 7100 "$tcp_bytes")
+  wait $recv
+  rcv=$(cat "$dir/tcp-recv.json")
+  tcp_rate+=("$(python3 -c "print($tcp_bytes / $(field "$rcv" seconds))")")
+  tcp_send_cpu+=("$(python3 -c "print($(field "$s" cpu_s) / ($tcp_bytes / 1e9))")")
+  tcp_recv_cpu+=("$(python3 -c "print($(field "$rcv" cpu_s) / ($tcp_bytes / 1e9))")")
+done
+tcp_median=$(python3 -c "import sys, statistics; print(statistics.median(float(x) for x in sys.argv[1:]))" "${tcp_rate[@]}")
+say "tcp: $(python3 -c "print(f'{$tcp_median / 1e9:.2f}')") GB/s"
+json_tcp="{\"bytes_per_s\": {$(median_spread "${tcp_rate[@]}")}, \"cpu_s_per_gb\": {\"send\": {$(median_spread "${tcp_send_cpu[@]}")}, \"recv\": {$(median_spread "${tcp_recv_cpu[@]}")}}}"
+
+# --- upstream items ---
+upstream_run() {  # size, tls|plain, items: "items/s send_cpu_s recv_cpu_s" into $dir/run.txt
+  local size=$1 sec=$2 n=$3 chunk block
+  chunk=$((65536 / size))
+  [ $chunk -lt 1 ] && chunk=1
+  [ $chunk -gt 256 ] && chunk=256
+  block=$(pow2_at_least $((chunk * size + 4096)))
+  cat >"$dir/rx.toml" <<TOML
+socket = "$dir/rx.sock"
+[arena]
+classes = [ { block_size = $block, count = $(((512 << 20) / block)) } ]
+[remote]
+listen = "0.0.0.0:7000"
+$(security "$sec")
+[[table]]
+name = "replay"
+max_size = 100000
+sampler = "fifo"
+max_times_sampled = 1
+rate_limiter = { kind = "queue", size = 100000 }
+[[table.column]]
+name = "data"
+dtype = "uint8"
+shape = [$size]
+TOML
+  sed -e "s|$dir/rx.sock|$dir/tx.sock|" -e 's|^listen = .*|name = "tx"|' -e "s|^max_times_sampled = 1|&\nupstream = \"10.78.0.1:7000\"|" \
+    "$dir/rx.toml" >"$dir/tx.toml"
+  start rx "$rx"
+  start tx "$tx"
+  local c_rx c_tx d
+  c_rx=$(cpu_s "$pid_rx") c_tx=$(cpu_s "$pid_tx")
+  ip netns exec "$rx" "$bench" drain "$dir/rx.sock" replay "$size" "$n" >"$dir/drain.json" &
+  d=$!
+  ip netns exec "$tx" "$bench" write "$dir/tx.sock" replay "$size" "$n" "$chunk" >/dev/null
+  wait $d || {
+    "$build/daemon/engramctl" --socket "$dir/tx.sock" status >&2
+    say "upstream $sec $size B: the learner gave up"
+    exit 1
+  }
+  local secs
+  secs=$(field "$(cat "$dir/drain.json")" seconds)
+  python3 -c "print($n / $secs, $(cpu_s "$pid_tx") - $c_tx, $(cpu_s "$pid_rx") - $c_rx)" >"$dir/run.txt"
+  stop tx
+  stop rx
+}
+json_up=""
+for sec in plain tls; do
+  for size in 400 4096 28672 409600; do
+    bytes=$((1 << 30))
+    [ $quick = 1 ] && bytes=$((16 << 20))
+    n=$((bytes / size))
+    [ $n -gt 2000000 ] && n=2000000
+    [ $n -lt 1000 ] && n=1000
+    rates=() fractions=() scpu=() rcpu=()
+    for r in $(seq "$reps"); do
+      upstream_run "$size" "$sec" "$n"
+      read -r rate s_cpu r_cpu <"$dir/run.txt"
+      rates+=("$rate")
+      fractions+=("$(python3 -c "print($rate * $size / $tcp_median)")")
+      scpu+=("$(python3 -c "print($s_cpu / ($n * $size / 1e9))")")
+      rcpu+=("$(python3 -c "print($r_cpu / ($n * $size / 1e9))")")
+    done
+    say "upstream $sec $size B: ${rates[*]} items/s"
+    json_up+="${json_up:+, }{\"item_bytes\": $size, \"security\": \"$sec\", \"items\": $n, \"items_per_s\": {$(median_spread "${rates[@]}")}, \"fraction_of_tcp\": {$(median_spread "${fractions[@]}")}, \"engramd_cpu_s_per_gb\": {\"send\": {$(median_spread "${scpu[@]}")}, \"recv\": {$(median_spread "${rcpu[@]}")}}}"
+  done
+done
+
+# --- parameter mirrors ---
+json_mirror=""
+versions=500
+[ $quick = 1 ] && versions=50
+for floats in 17922 132612; do  # CartPole's 70 KB, Breakout's 530 KB (agents/README.md)
+  block=$(pow2_at_least $((floats * 4 + 4096)))
+  for side in rx tx; do
+    cat >"$dir/$side.toml" <<TOML
+socket = "$dir/$side.sock"
+[arena]
+classes = [ { block_size = $block, count = 64 } ]
+[remote]
+$([ $side = rx ] && echo 'listen = "0.0.0.0:7000"' || echo 'name = "tx"')
+$(security tls)
+[[table]]
+name = "params"
+max_size = 1
+$([ $side = tx ] && echo 'mirror = "10.78.0.1:7000"')
+[[table.column]]
+name = "stamp"
+dtype = "int64"
+shape = [2]
+[[table.column]]
+name = "params"
+dtype = "float32"
+shape = [$floats]
+TOML
+  done
+  p50=() p99=() per_version=()
+  for r in $(seq "$reps"); do
+    start rx "$rx"
+    start tx "$tx"
+    sleep 0.5
+    ip netns exec "$tx" "$bench" follow "$dir/tx.sock" params "$floats" "$versions" >"$dir/follow.json" &
+    f=$!
+    # more readers of the same mirror, as more actors: the link carries a version once
+    for k in 1 2; do
+      ip netns exec "$tx" "$bench" follow "$dir/tx.sock" params "$floats" "$versions" >/dev/null &
+      pids+=($!)
+    done
+    ip netns exec "$rx" "$bench" publish "$dir/rx.sock" params "$floats" "$versions" 20000
+    wait $f
+    fo=$(cat "$dir/follow.json")
+    p50+=("$(field "$fo" p50_us)")
+    p99+=("$(field "$fo" p99_us)")
+    st=$("$build/daemon/engramctl" --socket "$dir/tx.sock" status --json)
+    per_version+=("$(python3 -c "import json,sys; m=json.loads(sys.argv[1])['remote']['mirrors'][0]; print(m['bytes'] / max(1, m['items']))" "$st")")
+    stop tx
+    stop rx
+  done
+  say "mirror $floats floats: p50 ${p50[*]} us, p99 ${p99[*]} us"
+  json_mirror+="${json_mirror:+, }{\"floats\": $floats, \"versions\": $versions, \"readers\": 3, \"latency_us\": {\"p50\": {$(median_spread "${p50[@]}")}, \"p99\": {$(median_spread "${p99[@]}")}}, \"bytes_per_version\": {$(median_spread "${per_version[@]}")}, \"param_bytes\": $((floats * 4 + 16))}"
+done
+
+cat >"$out" <<JSON
+{"bench": "remote", "revision": "$(git_revision)", "date": "$(date -u +%FT%TZ)", "quick": $([ $quick = 1 ] && echo true || echo false),
+ "host": "$(nproc) cores, $(uname -r)", "repetitions": $reps, "link": "veth pair between two network namespaces",
+ "tcp": $json_tcp,
+ "upstream": [$json_up],
+ "mirror": [$json_mirror]}
+JSON
+python3 -m json.tool "$out" >/dev/null
+say "wrote $out"

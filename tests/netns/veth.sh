@@ -1,0 +1,16 @@
+# Sourced by the scripts that run engramds on "machines" made of network
+# namespaces (tests/netns/run.sh, bench/remote.sh).
+#
+# veth_link NS_A NS_B IF_A IF_B ADDR_A ADDR_B: a veth pair between two
+# existing namespaces, addresses ADDR/24 on each end, both ends up.
+veth_link() {
+  ip link add "$3" type veth peer name "$4"
+  ip link set "$3" netns "$1"
+  ip link set "$4" netns "$2"
+  ip -n "$1" addr add "$5/24" dev "$3"
+  ip -n "$2" addr add "$6/24" dev "$4"
+  ip -n "$1" link set "$3" up
+  ip -n "$2" link set "$4" up
+  ip -n "$1" link set lo up
+  ip -n "$2" link set lo up
+}
