@@ -33,8 +33,8 @@ class PeerLink {
 
   // Starts the thread: last in the subclass's constructor.
   void start();
-  // Asks the stream to end, gives it up to grace_ms to do so (finish_ms
-  // of it for the hook to notice), then cancels it; joins the thread.
+  // Asks the stream to end (stopping() turns true), gives it up to
+  // grace_ms to do so, then cancels it; joins the thread.
   void stop(int64_t grace_ms);
 
   // The local side (a client of this server and its table): false, with
