@@ -51,16 +51,14 @@ grpc::Status PeerService::admit(const char* what) {
 grpc::Status PeerService::Deliver(grpc::ServerContext* ctx, GrpcDeliverStream* stream) {
   if (grpc::Status s = admit("Deliver"); !s.ok()) return s;
   Admitted release{streams_};
-  PeerCall peer{ctx->peer(), [ctx] { return ctx->IsCancelled(); }};
-  return serve_deliver(stream, peer, socket_);
+  return serve_deliver(stream, call(ctx), socket_);
 }
 
 grpc::Status PeerService::Follow(grpc::ServerContext* ctx, const FollowRequest* rq,
                                  grpc::ServerWriter<FollowReply>* out) {
   if (grpc::Status s = admit("Follow"); !s.ok()) return s;
   Admitted release{streams_};
-  PeerCall peer{ctx->peer(), [ctx] { return ctx->IsCancelled(); }};
-  return serve_follow(*rq, out, peer, socket_);
+  return serve_follow(*rq, out, call(ctx), socket_);
 }
 
 }  // namespace engram::remote

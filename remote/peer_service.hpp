@@ -9,6 +9,7 @@
 #include <string>
 
 #include "daemon/log.hpp"
+#include "remote/peer_call.hpp"
 #include "remote/peer.grpc.pb.h"
 
 namespace engram::remote {
@@ -36,10 +37,17 @@ class PeerService final : public engram::peer::v1::Peer::Service {
   grpc::Status Deliver(grpc::ServerContext* ctx, GrpcDeliverStream* stream) override;
   grpc::Status Follow(grpc::ServerContext* ctx, const engram::peer::v1::FollowRequest* rq,
                       grpc::ServerWriter<engram::peer::v1::FollowReply>* out) override;
+  // This server stops: every handler's peer counts as gone from now on,
+  // so that streams end (a Follow never ends by itself, and a Deliver
+  // waits for its sender's next request) and gRPC's shutdown can finish.
+  void stop() { stopping_ = true; }
 
  private:
   // OK if one more stream may be served (then release it with Admitted).
   grpc::Status admit(const char* what);
+  PeerCall call(grpc::ServerContext* ctx) {
+    return {ctx->peer(), [this, ctx] { return stopping_ || ctx->IsCancelled(); }};
+  }
   struct Admitted {
     std::atomic<uint32_t>& n;
     ~Admitted() { n.fetch_sub(1); }
@@ -48,6 +56,7 @@ class PeerService final : public engram::peer::v1::Peer::Service {
   std::string socket_;  // this server's control socket: streams are its clients
   uint32_t max_streams_;  // [remote] max_streams: Deliver and Follow streams served at once
   std::atomic<uint32_t> streams_{0};
+  std::atomic<bool> stopping_{false};
   std::mutex refusals_mu_;
   RepeatedLog refusals_;  // a flood is one line and a count, not a line per stream
 };

@@ -4,6 +4,7 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -202,6 +203,9 @@ Result<std::unique_ptr<Remote>> Remote::start(const RemoteConfig& c, Server& ser
   return std::unique_ptr<Remote>(new Remote(std::move(impl)));
 }
 
+// How long a stop lets the requests of peers' streams be answered.
+constexpr int kShutdownGraceMs = 1000;
+
 Remote::~Remote() {
   if (impl_->links.empty() && impl_->mirrors.empty() && !impl_->grpc_server) return;
   impl_->server->set_remote_status({});
@@ -215,7 +219,13 @@ Remote::~Remote() {
   impl_->wake.notify_all();
   impl_->health_thread.join();
   impl_->grpc_server->GetHealthCheckService()->SetServingStatus(false);
-  impl_->grpc_server->Shutdown();
+  // Streams never end by themselves: their handlers see their peer as gone
+  // now, and a Deliver handler waiting for its sender's next request is
+  // cancelled at the deadline. Without one, Shutdown waits for every call
+  // to end, and a stop with a peer connected waited for ever. What a
+  // sender had in a request cut off is sent again and applied once.
+  impl_->peer_service->stop();
+  impl_->grpc_server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(kShutdownGraceMs));
   impl_->grpc_server->Wait();
   log_info("remote: stopped listening on " + impl_->address);
 }
