@@ -20,6 +20,7 @@
 #include "agents/apex/tables.hpp"
 #include "agents/common/env/env.hpp"
 #include "agents/common/env/rng.hpp"
+#include "agents/common/host/actor_host.hpp"
 #include "agents/common/host/call_clock.hpp"
 #include "agents/common/host/children.hpp"
 #include "agents/common/nets/nets.hpp"
@@ -32,6 +33,12 @@ namespace {
 
 volatile sig_atomic_t g_stop = 0;
 void on_term(int) { g_stop = 1; }
+
+// Transitions an actor machine holds while the learner's rate limiter
+// holds the link: two of the link's requests (1024 items each at most),
+// so that one can fill while the other is in flight; more would only
+// make the learner's data older.
+constexpr uint64_t kMachineQueue = 2048;
 
 // Transitions go to engram in batches of at least this many (Ape-X's local
 // buffer; the paper's B is 50). A burst of inserts wakes the table's
@@ -51,7 +58,7 @@ int run_actor(const Options& o) {
   api::Table episodes = client.open_table(kEpisodesTable);
 
   const size_t m = static_cast<size_t>(o.envs_per_actor);
-  const size_t total = static_cast<size_t>(o.actors) * m;
+  const size_t total = static_cast<size_t>(o.total_actors()) * m;
   std::vector<std::unique_ptr<Env>> envs;
   std::vector<double> eps(m);
   std::vector<NStep> nstep;
@@ -202,6 +209,18 @@ int run_actor(const Options& o) {
   }
   write_actor_counts(o.out, o.actor_id, frames, wall_s() - wall0, thread_cpu_s() - cpu0, in_engram);
   return 0;
+}
+
+int run_actors(const Options& o) {
+  std::unique_ptr<Env> env = make_env(o.env);
+  DuelingQ net(o.env, env->observation_shape(), env->num_actions());
+  MachineTables t;
+  t.own.name = kReplayTable;
+  t.own.columns = replay_columns(o, env->observation_shape());
+  t.queue = kMachineQueue;
+  t.chunks = replay_chunks(o, kMachineQueue);
+  t.params = parameter_count(*net);
+  return run_actor_machine("engram-apex", o, t);
 }
 
 }  // namespace engram::agents::apex

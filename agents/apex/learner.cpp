@@ -141,15 +141,6 @@ class Batches {
   }
 };
 
-// The replay's chunks: kChunkTransitions transitions each (CartPole's fit
-// 1 KB, Breakout's two 4x10x10 byte planes a step 16 KB), for the replay,
-// the items in flight and each actor's open chunks.
-ArenaClass replay_chunks(const Options& o) {
-  uint64_t chunks = o.capacity / kChunkTransitions + o.capacity / (4 * kChunkTransitions) + 4096 +
-                    64 * static_cast<uint64_t>(o.actors);
-  return {byte_observations(o) ? 16384u : 1024u, chunks};
-}
-
 api::TableOptions replay_table(const Options& o, const std::vector<int64_t>& shape) {
   api::TableOptions r;
   r.name = kReplayTable;
@@ -179,7 +170,7 @@ int run_learner(const Options& o) {
   const size_t params = parameter_count(*online);
   FlatAdam adam(*online, o.lr);
 
-  LearnerHost host("engram-apex", o, replay_chunks(o), params);
+  LearnerHost host("engram-apex", o, replay_chunks(o, o.capacity), params);
   host.create_tables(replay_table(o, shape));
   int64_t version = 1;
   host.publish(version, flatten_parameters(*online));
@@ -191,7 +182,10 @@ int run_learner(const Options& o) {
   Progress progress(o.out, t0, "eps<=0.01");
   std::printf("engram-apex: %s, %d actors x %d envs, learner batch %d; curve in %s/curve.csv\n", o.env.c_str(), o.actors,
               o.envs_per_actor, o.batch, o.out.c_str());
-  if (o.actors == 0)  // else the progress lines of zeros look like a hang
+  if (!o.listen.empty())
+    std::printf("engram-apex: serving the tables to actor machines on %s (engram-apex --role actors --upstream "
+                "HOST:PORT there)\n", o.listen.c_str());
+  else if (o.actors == 0)  // else the progress lines of zeros look like a hang
     std::printf("engram-apex: --actors 0: waiting for actors to connect to %s (e.g. "
                 "bindings/python/examples/apex_actor.py --socket %s)\n", host.socket().c_str(), host.socket().c_str());
 

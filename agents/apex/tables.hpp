@@ -13,6 +13,7 @@
 
 #include "agents/apex/options.hpp"
 #include "agents/apex/roles.hpp"
+#include "agents/common/host/server_config.hpp"
 
 namespace engram::agents::apex {
 
@@ -32,6 +33,16 @@ inline api::Columns replay_columns(const Options& o, const std::vector<int64_t>&
   c.add("action", ENGRAM_INT32).add("reward", ENGRAM_FLOAT32).add("discount", ENGRAM_FLOAT32);
   add_obs("next_obs");
   return c;
+}
+
+// The replay's chunks for `items` transitions held (the learner's
+// capacity, an actor machine's queue), kChunkTransitions to a chunk
+// (CartPole's fit 1 KB, Breakout's two 4x10x10 byte planes a step 16 KB),
+// and room for the items in flight and each actor's open chunks.
+inline ArenaClass replay_chunks(const Options& o, uint64_t items) {
+  uint64_t chunks = items / kChunkTransitions + items / (4 * kChunkTransitions) + 4096 +
+                    64 * static_cast<uint64_t>(o.actors);
+  return {byte_observations(o) ? 16384u : 1024u, chunks};
 }
 
 }  // namespace engram::agents::apex

@@ -170,4 +170,11 @@ int run_actor(const Options& o) {
   return 0;
 }
 
+int run_actors(const Options& o) {
+  std::unique_ptr<Env> probe = make_env(o.env);
+  PolicyValue net(o.env, probe->observation_shape(), probe->num_actions());
+  return run_actor_machine("engram-impala", o,
+                           machine_tables(o, probe->observation_shape(), probe->num_actions(), parameter_count(*net)));
+}
+
 }  // namespace engram::agents::impala

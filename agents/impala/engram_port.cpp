@@ -30,6 +30,23 @@ api::TableOptions queue_table(const Options& o, const std::vector<int64_t>& shap
 
 }  // namespace
 
+MachineTables machine_tables(const Options& o, const std::vector<int64_t>& shape, int actions, size_t params) {
+  MachineTables t;
+  t.own = queue_table(o, shape, actions);
+  // A quarter of an unroll per env of this machine: the link has as many
+  // in flight, and the actors' next rollout waits in their writers. Every
+  // unroll queued anywhere makes the learner's data older, and IMPALA's
+  // CartPole falls with it: with this queue one rollout deep and the
+  // learner's two batches, 3 of 6 runs reached a trailing-100 mean of 120
+  // after 400k steps; at half a rollout and one batch 4 of 6; at a
+  // quarter, 10 of 10 (202-351), at about half the env steps per second
+  // (requests of 4 items; bench/NOTES.md, "Across machines").
+  t.queue = static_cast<uint64_t>(std::max(1, o.envs_per_actor() * o.actors / 4));
+  t.chunks = unroll_chunks(o);
+  t.params = params;
+  return t;
+}
+
 EngramActorPort::EngramActorPort(const Options& o, api::Client& c, size_t envs, const Env& probe,
                                  const volatile sig_atomic_t* stop)
     : o_(o), stop_(stop), reader_(c), unrolls_(c.open_table(kUnrollTable)), episodes_(c.open_table(kEpisodesTable)),

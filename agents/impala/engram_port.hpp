@@ -11,12 +11,17 @@
 #include <vector>
 
 #include "agents/common/env/env.hpp"
+#include "agents/common/host/actor_host.hpp"
 #include "agents/common/host/learner_host.hpp"
 #include "agents/common/tables/params.hpp"
 #include "agents/impala/port.hpp"
 #include "agents/impala/unroll_source.hpp"
 
 namespace engram::agents::impala {
+
+// An actor machine's tables (--role actors): the learner's queue, a
+// quarter of an unroll deep per env of the machine, and its chunks.
+MachineTables machine_tables(const Options& o, const std::vector<int64_t>& shape, int actions, size_t params);
 
 // An actor process's end: a writer per env into the queue. Stopped once
 // `*stop` is set (the actor's SIGTERM handler sets it).

@@ -127,6 +127,7 @@ class HandoffLearnerPort : public LearnerPort {
     for (int k = 0; k < o_.actors; ++k)
       threads_.emplace_back([this, k] {
         Options mine = o_;
+        mine.all_actors = o_.total_actors();
         mine.actor_id = k;
         HandoffActorPort port(h_, static_cast<size_t>(o_.envs_per_actor()));
         Counts& c = counts_[static_cast<size_t>(k)];

@@ -4,7 +4,6 @@
 // progress once a second. With --reproducible it learns from whole
 // rollouts in env order, one update per rollout, and logs a hash of its
 // parameters after each update. Also: playing a saved model.
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -45,7 +44,7 @@ int run_learner(const Options& o) {
   const size_t params = parameter_count(*net);
   FlatAdam adam(*net, o.lr);
 
-  ::mkdir(o.out.c_str(), 0755);
+  make_out_dir(o.out);
   std::unique_ptr<LearnerPort> port;
   if (o.handoff) port = std::make_unique<HandoffLearnerPort>(o, obs_size, actions);
   else port = std::make_unique<EngramLearnerPort>(o, shape, actions, params);

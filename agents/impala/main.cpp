@@ -5,5 +5,5 @@
 
 int main(int argc, char** argv) {
   using namespace engram::agents::impala;
-  return engram::agents::agent_main<Options>(argc, argv, "engram-impala", parse, run_eval, run_actor, run_learner);
+  return engram::agents::agent_main<Options>(argc, argv, "engram-impala", parse, run_eval, run_actor, run_actors, run_learner);
 }

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 
 namespace engram::agents::impala {
 
@@ -52,21 +53,28 @@ bool parse(int argc, char** argv, Options* o) {
     return unknown_flag(me, f);
   });
   if (!ok) return false;
-  if (o->actors < 1) {
-    std::fprintf(stderr, "engram-impala: --actors must be at least 1\n");
+  // A learner that listens may leave its actors to other machines.
+  if (o->actors < 1 && (o->role != "learner" || o->listen.empty())) {
+    std::fprintf(stderr, "engram-impala: --actors must be at least 1 (0 only for a learner with --listen)\n");
     return false;
   }
+  if (o->reproducible && (!o->listen.empty() || !o->upstream.empty())) {
+    std::fprintf(stderr, "engram-impala: --reproducible acts rollout k with exactly the parameters of update k-1, "
+                         "and a mirror keeps only the newest: run it on one machine, without --listen or --upstream\n");
+    return false;
+  }
+  const int all = o->total_actors();
   if (per_actor > 0) {
-    if (static_cast<double>(per_actor) * o->actors > kMaxCount) {
-      std::fprintf(stderr, "engram-impala: --envs-per-actor %d times --actors %d is more than %.0f envs\n", per_actor,
-                   o->actors, kMaxCount);
+    if (static_cast<double>(per_actor) * all > kMaxCount) {
+      std::fprintf(stderr, "engram-impala: --envs-per-actor %d times %d actors is more than %.0f envs\n", per_actor,
+                   all, kMaxCount);
       return false;
     }
-    o->envs = per_actor * o->actors;
+    o->envs = per_actor * std::max(all, 1);
   }
-  if (o->envs % o->actors) {
-    std::fprintf(stderr, "engram-impala: --envs %d does not split evenly over %d actors; make it a multiple of --actors\n",
-                 o->envs, o->actors);
+  if (all > 0 && o->envs % all) {
+    std::fprintf(stderr, "engram-impala: --envs %d does not split evenly over %d actors; make it a multiple of the "
+                         "actors (--actors, or --all-actors across machines)\n", o->envs, all);
     return false;
   }
   if (o->reproducible && o->envs_per_actor() % o->micro_batch) {

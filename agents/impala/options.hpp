@@ -28,7 +28,8 @@ struct Options : RunOptions {
   double baseline_cost = 0.5, entropy_cost = 0.01;
   double clip_grad_norm = 40;
 
-  int envs_per_actor() const { return actors > 0 ? envs / actors : envs; }
+  // Envs per actor process: E over the actors of every machine.
+  int envs_per_actor() const { return total_actors() > 0 ? envs / total_actors() : envs; }
   int micro() const { return reproducible ? micro_batch : envs_per_actor(); }
 };
 

@@ -48,6 +48,9 @@ inline api::Columns unroll_columns(const Options& o, const std::vector<int64_t>&
 // worse: the learner learns from older data (CartPole with 64 envs and
 // 128 unrolls queued rose to 250 and fell back to 14; with 32 and 64 it
 // solved in 5 of 5 seeds).
-inline int64_t queue_size(const Options& o) { return 2 * std::max(o.batch, o.envs); }
+// A learner that listens holds one batch: its actor machines' queues
+// (machine_tables) and their links in flight hold the rest, and as deep
+// here too the learner's data was older than on one machine.
+inline int64_t queue_size(const Options& o) { return (o.listen.empty() ? 2 : 1) * std::max(o.batch, o.envs); }
 
 }  // namespace engram::agents::impala

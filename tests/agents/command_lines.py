@@ -21,6 +21,22 @@ COMMON = [
     (["--bogus", "3"], 2, "unknown flag --bogus"),
     (["--steps"], 2, "--steps has no value after it"),
     (["--env", "pong"], 2, "--env is cartpole or breakout"),
+    # Across machines: the flags that only go together.
+    (["--role", "boss"], 2, "--role is learner (the default), actor or actors"),
+    (["--listen", "127.0.0.1:7000", "--socket", "/tmp/x.sock"], 2, "with --socket, set [remote] listen"),
+    (["--upstream", "127.0.0.1:7000"], 2, "--upstream goes with --role actors"),
+    (["--role", "actors"], 2, "--role actors takes --upstream HOST:PORT"),
+    (["--role", "actors", "--upstream", "h:1", "--socket", "/tmp/x.sock"], 2, "not both"),
+    (["--listen", "127.0.0.1:7000", "--tls-cert", "a.pem"], 2, "all three or none"),
+    (["--insecure", "1"], 2, "--tls-* and --insecure are for --listen or --upstream"),
+    (["--role", "actors", "--upstream", "h:1", "--actor-id", "3", "--actors", "2", "--all-actors", "4"], 2,
+     "--actor-id plus --actors is more than --all-actors"),
+    (["--all-actors", "0"], 2, "--all-actors takes a whole number from 1"),
+    # An actor process's --actors is its learner's: actor 1 of 2 is let
+    # through to connect (refused as "more than --all-actors" before, so
+    # every learner's second actor exited at once).
+    (["--role", "actor", "--actors", "2", "--actor-id", "1", "--all-actors", "2", "--socket", "/nonexistent/s.sock"],
+     3, "no engram server listens on /nonexistent/s.sock"),
 ]
 APEX = [
     (["--target-every", "0"], 2, "--target-every takes a whole number from 1"),  # divided by zero in the learner
@@ -29,6 +45,7 @@ APEX = [
 ]
 IMPALA = [
     (["--actors", "0"], 2, "--actors must be at least 1"),
+    (["--reproducible", "1", "--listen", "127.0.0.1:7000"], 2, "run it on one machine"),
     (["--entropy-cost", "-1"], 2, "--entropy-cost takes a finite number of at least 0"),
     (["--envs-per-actor", "4096", "--actors", "4096"], 2, "is more than 1048576 envs"),
 ]

@@ -18,13 +18,19 @@
 #                 writer is held, each engramd's memory stays flat; lifting
 #                 the limit lets the items through; nothing is lost.
 #
+#   apex          engram-apex across the machines: learner on rx, C++
+#                 actors on a1, the Python binding's actor on a2; CartPole
+#                 solved within 400k env steps (one of three seeds).
+#   impala        engram-impala: learner on rx, an actor on a1 and on a2;
+#                 its CartPole smoke bar (one of three seeds).
+#
 # Usage: tests/netns/run.sh BUILD_DIR PHASE. As root (exit 77, skipped,
 # where network namespaces cannot be made). Prints one JSON line of what
 # it measured; the namespaces and processes go at exit.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:?usage: tests/netns/run.sh BUILD_DIR PHASE}" && pwd)
-phase=${2:?usage: tests/netns/run.sh BUILD_DIR exactly_once|backpressure}
+phase=${2:?usage: tests/netns/run.sh BUILD_DIR exactly_once|backpressure|apex|impala}
 items=${ENGRAM_NETNS_ITEMS:-1000000}
 t0=$SECONDS
 step() { echo "[$((SECONDS - t0)) s] $*"; }
@@ -150,6 +156,18 @@ py_writer() {  # ns, socket, id, n, [rate]
 check() {  # expected ID:N...
   "$build/tests/netns_tool" check "$tmp/rx.sock" replay "$@" >"$tmp/check.json" || fail "netns_tool check"
   cat "$tmp/check.json"
+}
+
+# agent NS NAME ARGS: $agent (engram-apex or engram-impala) in namespace
+# NS with $shared, TLS and ARGS, its output in NAME.log; its pid in $last.
+agent() {
+  local ns=$1 name=$2
+  shift 2
+  # shellcheck disable=SC2086
+  ip netns exec "$ns" "$agent" $shared --tls-cert "$tmp/certs/a.crt" --tls-key "$tmp/certs/a.key" \
+    --tls-ca "$tmp/certs/ca.crt" "$@" >"$tmp/$name.log" 2>&1 &
+  last=$!
+  pids+=($last)
 }
 
 case $phase in
@@ -311,6 +329,100 @@ if errors:
     sys.exit(1)
 PY
     fail "backpressure"
+  ;;
+apex)
+  # engram-apex across the three machines: its learner on rx (an embedded
+  # server that listens), two C++ actors on a1 and the Python binding's
+  # actor on a2, each machine's actors behind an actor host (--role
+  # actors) whose replay and episodes are upstream to rx and whose
+  # parameters mirror rx's. 18 envs in all, 6 per actor.
+  agent=$build/agents/engram-apex
+  [ -x "$agent" ] || skip "engram-apex was not built (LibTorch missing)"
+  shared="--env cartpole --envs-per-actor 6 --all-actors 3"
+  result=""
+  for seed in ${ENGRAM_NETNS_SEEDS:-1 2 3}; do
+    out=$tmp/apex-$seed
+    step "seed $seed: learner on rx, two C++ actors on a1, a Python actor on a2"
+    agent "$rx" learner --listen 0.0.0.0:7100 --actors 0 --steps 400000 --seed "$seed" --out "$out/learner"
+    learner=$last
+    agent "$a1" a1 --role actors --upstream 10.77.1.1:7100 --actors 2 --actor-id 0 --seed "$seed" --out "$out/a1"
+    host1=$last
+    agent "$a2" a2 --role actors --upstream 10.77.2.1:7100 --actors 0 --actor-id 2 --seed "$seed" --out "$out/a2"
+    host2=$last
+    for _ in $(seq 1 600); do
+      [ -S "$out/a2/engram.sock" ] && break
+      sleep 0.05
+    done
+    ip netns exec "$a2" env PYTHONPATH="$src/bindings/python" ENGRAM_LIBRARY="$build/capi/libengram.so.0" \
+      PYTHONDONTWRITEBYTECODE=1 "${ENGRAM_PYTHON:-/usr/bin/python3}" "$src/bindings/python/examples/apex_actor.py" \
+      --socket "$out/a2/engram.sock" --actor-id 2 --actors 3 --envs-per-actor 6 >"$tmp/python-actor.log" 2>&1 &
+    pyactor=$!
+    pids+=($pyactor)
+    # What each actor machine delivered, read while the learner still runs.
+    a2_items=0
+    while kill -0 "$learner" 2>/dev/null; do
+      n=$("$build/daemon/engramctl" --socket "$out/a2/engram.sock" info replay --json 2>/dev/null |
+        json 'd["counters"]["inserts"]' || echo "$a2_items")
+      a2_items=$n
+      sleep 1
+    done
+    wait "$learner" || fail "the learner failed"
+    kill -TERM "$host1" "$host2" "$pyactor" 2>/dev/null || true
+    wait "$host1" || fail "a1's actor host failed"
+    wait "$host2" || fail "a2's actor host failed"
+    tail -3 "$tmp/learner.log"
+    result=$(python3 - "$out/learner/summary.json" "$a2_items" "$seed" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+# Solved within 400k env steps: the learner judges at each progress line,
+# and its --steps 400000 stops it at the first line past them.
+print(json.dumps({"phase": "apex", "seed": int(sys.argv[3]), "solved": s["solved"] and s["env_steps"] <= 400000,
+                  "env_steps": s["env_steps"],
+                  "wall_s": round(s["wall_s"], 1), "mean100": round(s["mean100_low_epsilon"], 1),
+                  "python_machine_items": int(sys.argv[2])}))
+PY
+)
+    echo "$result"
+    # The Python actor's machine must have fed the learner for its share to count.
+    [ "$a2_items" -gt 0 ] || fail "the Python actor's machine delivered nothing"
+    echo "$result" | grep -q '"solved": true' && break
+  done
+  echo "$result" | grep -q '"solved": true' || fail "no seed of three solved CartPole within 400k env steps"
+  ;;
+impala)
+  # engram-impala across machines: its learner on rx, one actor of 16 envs
+  # on each of a1 and a2, through upstream queues and mirrored parameters;
+  # its CartPole smoke bar (tests/agents/impala_runs.py): a trailing-100
+  # mean of 120 within 400k env steps in one of up to three seeds.
+  agent=$build/agents/engram-impala
+  [ -x "$agent" ] || skip "engram-impala was not built (LibTorch missing)"
+  shared="--env cartpole --envs 32 --all-actors 2"
+  result=""
+  for seed in ${ENGRAM_NETNS_SEEDS:-1 2 3}; do
+    out=$tmp/impala-$seed
+    step "seed $seed: learner on rx, an actor on each of a1 and a2"
+    agent "$rx" learner --listen 0.0.0.0:7100 --actors 0 --steps 400000 --seed "$seed" --out "$out/learner"
+    learner=$last
+    agent "$a1" a1 --role actors --upstream 10.77.1.1:7100 --actors 1 --actor-id 0 --seed "$seed" --out "$out/a1"
+    hosts=("$last")
+    agent "$a2" a2 --role actors --upstream 10.77.2.1:7100 --actors 1 --actor-id 1 --seed "$seed" --out "$out/a2"
+    hosts+=("$last")
+    wait "$learner" || fail "the learner failed"
+    kill -TERM "${hosts[@]}" 2>/dev/null || true
+    for h in "${hosts[@]}"; do wait "$h" || fail "an actor host failed"; done
+    tail -3 "$tmp/learner.log"
+    result=$(python3 - "$out/learner/summary.json" "$seed" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+print(json.dumps({"phase": "impala", "seed": int(sys.argv[2]), "env_steps": s["env_steps"],
+                  "wall_s": round(s["wall_s"], 1), "mean100": round(s["mean100"], 1),
+                  "learned": s["mean100"] >= 120}))
+PY
+)
+    echo "$result"
+    echo "$result" | grep -q '"learned": true' && break
+  done
+  echo "$result" | grep -q '"learned": true' || fail "no seed of three reached a trailing-100 mean of 120 within 400k steps"
   ;;
 *) fail "unknown phase $phase" ;;
 esac

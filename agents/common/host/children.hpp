@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <stdexcept>
@@ -31,6 +32,13 @@ namespace engram::agents {
 inline std::string embedded_socket(const std::string& out) {
   char abs[4096];
   return std::string(::realpath(out.c_str(), abs) ? abs : out.c_str()) + "/engram.sock";
+}
+
+// Makes OUT and its parents (runs/apex/seed-1 as well as apex-out); one
+// that cannot be made is said by what needs it next (the socket, the curve).
+inline void make_out_dir(const std::string& out) {
+  std::error_code ignored;
+  std::filesystem::create_directories(out, ignored);
 }
 
 // Starts /proc/self/exe with `args` (argv[1..]); its pid.
@@ -96,11 +104,11 @@ struct ActorReport {
   double engram_wall_share() const { return engram_wall_s / std::max(1e-9, wall_s); }
 };
 
-// The counts of actors 0..n-1, summed. A missing file or key adds 0 (an
-// actor killed before it wrote them).
-inline ActorReport actor_counts(const std::string& out, int n) {
+// The counts of actors first..first+n-1, summed. A missing file or key
+// adds 0 (an actor killed before it wrote them).
+inline ActorReport actor_counts(const std::string& out, int first, int n) {
   ActorReport sum;
-  for (int k = 0; k < n; ++k) {
+  for (int k = first; k < first + n; ++k) {
     std::ifstream in(out + "/actor-" + std::to_string(k) + ".json");
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     auto number = [&](const char* key) {

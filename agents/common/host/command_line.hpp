@@ -13,6 +13,7 @@
 #include <cstring>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "agents/common/host/children.hpp"
 #include "agents/common/host/run_options.hpp"
@@ -21,6 +22,7 @@
 namespace engram::agents {
 
 inline int shared_flag(const char* program, const std::string& f, const char* v, RunOptions* o);
+inline bool check_run_options(const char* program, const RunOptions& o);
 
 // Walks argv[1..]: first the last `--env NAME`, into run->env and to
 // on_env(NAME) (an env's defaults, which the other flags then override),
@@ -55,8 +57,15 @@ bool walk_flags(int argc, char** argv, const char* program, const char* help, Ru
       std::printf("Writes DIR/curve.csv, DIR/curve.png, DIR/model.pt and DIR/summary.json. Without\n"
                   "--socket it runs its own engram server (on DIR/engram.sock); with it, it uses that\n"
                   "one (engramd). To play a saved model greedily instead of training:\n"
-                  "       %s --eval MODEL [--env ...] [--episodes N] [--seed S]\n",
-                  program);
+                  "       %s --eval MODEL [--env ...] [--episodes N] [--seed S]\n"
+                  "Across machines (README, \"Across machines\"): the learner's machine adds\n"
+                  "--listen ADDR:PORT (--actors 0 for none of its own); each actor machine runs\n"
+                  "       %s --role actors --upstream HOST:PORT --actors K [--actor-id FIRST]\n"
+                  "           [--all-actors N] [the learner's --env and agent flags]\n"
+                  "whose server delivers to the learner's and mirrors its parameters; actors in\n"
+                  "any language may join it on DIR/engram.sock. Beyond loopback both sides need\n"
+                  "--tls-cert FILE --tls-key FILE --tls-ca FILE (PEM), or --insecure 1.\n",
+                  program, program);
       return false;
     }
     if (i + 1 >= argc) {
@@ -72,7 +81,7 @@ bool walk_flags(int argc, char** argv, const char* program, const char* help, Ru
     }
     if (!on_flag(f, v)) return false;
   }
-  return true;
+  return check_run_options(program, *run);
 }
 
 // The values flags take. A number that does not fit its field (1e20 into an
@@ -134,8 +143,44 @@ inline int shared_flag(const char* program, const std::string& f, const char* v,
   else if (f == "--seed") ok = flag_integer(program, f, v, 0, 9007199254740992.0, &o->seed);  // 2^53: exact in a double
   else if (f == "--episodes") ok = flag_integer(program, f, v, 1, kMaxCount, &o->eval_episodes);
   else if (f == "--actor-id") ok = flag_integer(program, f, v, 0, kMaxCount, &o->actor_id);
+  else if (f == "--all-actors") ok = flag_integer(program, f, v, 1, kMaxCount, &o->all_actors);
+  else if (f == "--listen") o->listen = v;
+  else if (f == "--upstream") o->upstream = v;
+  else if (f == "--tls-cert") o->tls_cert = v;
+  else if (f == "--tls-key") o->tls_key = v;
+  else if (f == "--tls-ca") o->tls_ca = v;
+  else if (f == "--insecure") ok = flag_switch(program, f, v, &o->insecure);
   else return 0;
   return ok ? 1 : -1;
+}
+
+// The flags of RunOptions that only make sense together, checked once all
+// are read. The addresses and TLS files themselves are checked by the
+// server that uses them ([remote] in engramd.toml(5)), naming its key.
+inline bool check_run_options(const char* program, const RunOptions& o) {
+  auto refuse = [&](const char* why) {
+    std::fprintf(stderr, "%s: %s\n", program, why);
+    return false;
+  };
+  if (o.role != "learner" && o.role != "actor" && o.role != "actors")
+    return refuse("--role is learner (the default), actor or actors (an actor machine)");
+  if (!o.listen.empty() && o.role != "learner") return refuse("--listen is the learner's; an actor machine takes --upstream");
+  if (!o.listen.empty() && !o.socket.empty())
+    return refuse("--listen serves the embedded server's tables; with --socket, set [remote] listen in that engramd's config");
+  if (!o.upstream.empty() && o.role != "actors") return refuse("--upstream goes with --role actors (an actor machine)");
+  if (o.role == "actors" && o.upstream.empty() == o.socket.empty())
+    return refuse("--role actors takes --upstream HOST:PORT (its own server, fed to the learner's) or --socket PATH "
+                  "(an engramd whose tables are declared upstream in its config), not both");
+  bool any_tls = !o.tls_cert.empty() || !o.tls_key.empty() || !o.tls_ca.empty();
+  if (any_tls && (o.tls_cert.empty() || o.tls_key.empty() || o.tls_ca.empty()))
+    return refuse("--tls-cert, --tls-key and --tls-ca go together: all three or none");
+  if ((any_tls || o.insecure) && o.listen.empty() && o.upstream.empty())
+    return refuse("--tls-* and --insecure are for --listen or --upstream");
+  if (any_tls && o.insecure) return refuse("--insecure 1 is plaintext; it does not go with --tls-*");
+  // (An actor process's --actors is its learner's, not this machine's.)
+  if (o.role != "actor" && o.all_actors > 0 && o.actor_id + o.actors > o.all_actors)
+    return refuse("--actor-id plus --actors is more than --all-actors (actor ids run from 0 to --all-actors - 1)");
+  return true;
 }
 
 inline bool unknown_flag(const char* program, const std::string& flag) {
@@ -143,10 +188,30 @@ inline bool unknown_flag(const char* program, const std::string& flag) {
   return false;
 }
 
+// The command line of actor `id`, which a learner or an actor machine
+// starts on `socket`: the one it was given (o.args), so that the actor runs
+// with every flag it runs with, less the flags of its role and machine,
+// then the actor's own.
+inline std::vector<std::string> actor_command_line(const RunOptions& o, int id, const std::string& socket) {
+  static const char* const machine[] = {"--role",   "--actor-id", "--socket",  "--all-actors", "--listen",
+                                        "--upstream", "--tls-cert", "--tls-key", "--tls-ca",     "--insecure"};
+  std::vector<std::string> args;
+  for (size_t i = 0; i + 1 < o.args.size(); i += 2) {
+    bool drop = false;
+    for (const char* f : machine) drop = drop || o.args[i] == f;
+    if (!drop) args.insert(args.end(), {o.args[i], o.args[i + 1]});
+  }
+  args.insert(args.end(), {"--role", "actor", "--actor-id", std::to_string(id), "--all-actors",
+                           std::to_string(o.total_actors()), "--socket", socket});
+  return args;
+}
+
 // An agent's main: OpenBLAS set up (restart_with_blas_settings), the
-// command line, then --eval, an actor (--role actor) or the learner.
-template <typename Options, typename Parse, typename Eval, typename Actor, typename Learner>
-int agent_main(int argc, char** argv, const char* program, Parse parse, Eval eval, Actor actor, Learner learner) {
+// command line, then --eval, an actor (--role actor), an actor machine
+// (--role actors) or the learner.
+template <typename Options, typename Parse, typename Eval, typename Actor, typename Actors, typename Learner>
+int agent_main(int argc, char** argv, const char* program, Parse parse, Eval eval, Actor actor, Actors actors,
+               Learner learner) {
   restart_with_blas_settings(program, argv);
   Options o;
   if (!parse(argc, argv, &o)) return 2;
@@ -154,7 +219,8 @@ int agent_main(int argc, char** argv, const char* program, Parse parse, Eval eva
   const char* who = o.eval.empty() ? o.role.c_str() : "--eval";
   try {
     if (!o.eval.empty()) return eval(o);
-    return o.role == "actor" ? actor(o) : learner(o);
+    if (o.role == "actor") return actor(o);
+    return o.role == "actors" ? actors(o) : learner(o);
   } catch (const api::Error& e) {
     std::fprintf(stderr, "%s %s: %s\n", program, who, e.what());
     return e.code() == ENGRAM_E_DISCONNECTED ? 3 : 1;

@@ -1,11 +1,11 @@
 #include "agents/common/host/learner_host.hpp"
 
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
 
+#include "agents/common/host/command_line.hpp"
 #include "agents/common/tables/episodes.hpp"
 #include "agents/common/tables/replace_tables.hpp"
 
@@ -13,31 +13,11 @@ namespace engram::agents {
 
 namespace {
 
-// A parameter block holds the version, the floats and the chunk's header
-// (4 KiB is room to spare for both), rounded to a cache line.
-uint64_t param_block_size(size_t params) { return (params * 4 + 4096 + 63) / 64 * 64; }
-
-// Episodes' chunks are one step each (episodes.hpp): 512 bytes hold one.
-constexpr ArenaClass kEpisodeClass{512, 120000};
-// The parameter table keeps one item; 64 blocks leave room for the items
-// that actors still read while newer ones are written.
-constexpr uint64_t kParamBlocks = 64;
-
 // Where the server listens: --socket's, or the embedded one's in OUT,
 // which is made first.
 std::string socket_of(const RunOptions& o) {
-  ::mkdir(o.out.c_str(), 0755);
+  make_out_dir(o.out);
   return o.socket.empty() ? embedded_socket(o.out) : o.socket;
-}
-
-// The embedded server's config: the agent's chunks, the episodes' and the
-// parameters' classes.
-std::string server_toml(ArenaClass chunks, size_t params) {
-  auto cls = [](ArenaClass c) {
-    return "{ block_size = " + std::to_string(c.block_size) + ", count = " + std::to_string(c.count) + " }";
-  };
-  return "[arena]\nclasses = [ " + cls(kEpisodeClass) + ", " + cls(chunks) + ", " +
-         cls({param_block_size(params), kParamBlocks}) + " ]\n";
 }
 
 }  // namespace
@@ -46,7 +26,7 @@ LearnerHost::LearnerHost(const char* program, const RunOptions& o, ArenaClass ch
     : program_(program),
       o_(o),
       socket_(socket_of(o)),
-      server_(o.socket.empty() ? std::make_unique<api::Server>(server_toml(chunks, params), socket_) : nullptr),
+      server_(o.socket.empty() ? std::make_unique<api::Server>(arena_toml(chunks, params) + remote_toml(o, ""), socket_) : nullptr),
       client_(api::Client::connect(socket_)),
       params_(params) {}
 
@@ -60,9 +40,7 @@ void LearnerHost::create_tables(const api::TableOptions& own) {
 
 void LearnerHost::start_actors() {
   for (int k = 0; k < o_.actors; ++k) {
-    std::vector<std::string> args = o_.args;
-    args.insert(args.end(), {"--role", "actor", "--actor-id", std::to_string(k), "--socket", socket_});
-    actors_.push_back(start_child(args));
+    actors_.push_back(start_child(actor_command_line(o_, k, socket_)));
   }
 }
 
@@ -74,7 +52,7 @@ void LearnerHost::poll(Curve* curve) {
 ActorReport LearnerHost::stop_actors(const char* table) {
   client_.set_rate_limiter(table, api::RateLimiter::min_size(1));
   stop_children(actors_);
-  return actor_counts(o_.out, o_.actors);
+  return actor_counts(o_.out, 0, o_.actors);
 }
 
 void finish_run(const char* program, const RunOptions& o, Progress& progress, const char* low_title, const RunEnd& r,

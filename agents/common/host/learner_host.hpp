@@ -21,15 +21,10 @@
 #include "agents/common/host/children.hpp"
 #include "agents/common/host/progress.hpp"
 #include "agents/common/host/run_options.hpp"
+#include "agents/common/host/server_config.hpp"
 #include "agents/common/tables/params.hpp"
 
 namespace engram::agents {
-
-// One size class of the embedded server's arena.
-struct ArenaClass {
-  uint64_t block_size;
-  uint64_t count;
-};
 
 // How a run ended, for LearnerHost::finish.
 struct RunEnd {
@@ -67,7 +62,8 @@ class LearnerHost {
  public:
   // Starts the embedded server unless o.socket names one, with an arena of
   // the agent's chunks (`chunks`: its table's blocks), the episodes' and
-  // the parameters' (`params` floats) classes; connects to it.
+  // the parameters' (`params` floats) classes, listening for actor
+  // machines' servers on o.listen if given; connects to it.
   LearnerHost(const char* program, const RunOptions& o, ArenaClass chunks, size_t params);
   ~LearnerHost();  // stops actors still running
   LearnerHost(const LearnerHost&) = delete;
@@ -82,9 +78,8 @@ class LearnerHost {
   void publish(int64_t version, const std::vector<float>& flat) { publisher_->publish(version, flat); }
 
   // Starts o.actors actor processes: this program with the learner's
-  // command line, then --role actor --actor-id K --socket S (the last of a
-  // flag wins, command_line.hpp), so that they run with every flag the
-  // learner was given.
+  // command line (actor_command_line), so that they run with every flag
+  // the learner was given.
   void start_actors();
   // Reads the finished episodes into *curve; reaps actors that ended,
   // saying so. Never waits.

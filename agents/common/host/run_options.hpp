@@ -22,9 +22,23 @@ struct RunOptions {
   std::string out;          // outputs: curve, plot, model, summary
   std::string eval;         // a saved model to play greedily instead of training
   int eval_episodes = 10;
-  // Set by the learner for the actor processes it starts.
+  // learner (default; it starts o.actors actors), actor (one actor
+  // process; its learner or actor host starts it), or actors (an actor
+  // machine: actor_host.hpp).
   std::string role = "learner";
-  int actor_id = 0;
+  int actor_id = 0;  // --role actor: this actor; --role actors: the first of this machine's
+  // Actor processes on every machine together (0: actor_id + actors): the
+  // envs' global indices, and with them Ape-X's epsilons, run over them all.
+  int all_actors = 0;
+  int total_actors() const { return all_actors > 0 ? all_actors : actor_id + actors; }
+
+  // Across machines (README, "Across machines"; engramd.toml(5), [remote]):
+  // the learner's embedded server serves its tables to actor machines on
+  // `listen`; an actor machine's server delivers its replay (or queue) and
+  // episodes to the learner's at `upstream` and mirrors its parameters.
+  std::string listen, upstream;
+  std::string tls_cert, tls_key, tls_ca;  // PEM files, all or none
+  bool insecure = false;                  // plaintext beyond loopback
   // The command line as given (argv[1..]): the learner starts its actors
   // with it, the role added, so that they run with every flag it runs with.
   std::vector<std::string> args;
