@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <ctime>
 
 #include "core/name.hpp"
 #include "core/priority.hpp"
@@ -81,6 +82,7 @@ Result<Table> Table::format(void* mem, size_t size, const CheckedTableOptions& c
   if (auto s = Selector::format(base + h->off_remover, h->remover_size, o.remover, checked.capacity()); !s.ok()) return s.status();
   Table t(h, seed);
   t.reset();
+  h->next_seq = first_sequence(0);
   segment_publish(&h->segment);
   return t;
 }
@@ -121,6 +123,13 @@ Result<Table> Table::attach(void* mem, size_t size, uint64_t seed) {
       h->size > h->capacity || h->free_count > h->capacity || h->size + h->free_count != h->capacity)
     return Status{Errc::corrupt, "table header is inconsistent with its options"};
   return Table(h, seed);
+}
+
+uint64_t first_sequence(uint64_t saved) {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  uint64_t now = static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+  return now > saved ? now : saved + kRestoreSequenceGap;
 }
 
 Table::Table(TableHeader* h, uint64_t seed) : h_(h), rng_(seed) {
@@ -459,7 +468,7 @@ Status Table::restore(const TableState& s, const std::function<uint32_t(const Ch
   marks_.clear();
   for (const DeliveryMark& m : s.marks) marks_[m.producer] = m.sequence;
   if (s.next_seq > UINT64_MAX - kRestoreSequenceGap) return bad("has an insertion counter too close to its end");
-  h_->next_seq = s.next_seq + kRestoreSequenceGap;
+  h_->next_seq = first_sequence(s.next_seq);
   h_->stats = s.stats;
   sampler_.set_seq_counter(s.sampler_seq);
   remover_.set_seq_counter(s.remover_seq);

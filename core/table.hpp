@@ -173,12 +173,20 @@ struct Delivery {
 // a mark forgotten would let that producer's resent items in twice.
 inline constexpr size_t kMaxProducers = 4096;
 
-// A restored table numbers its next insert this far above the saved
-// counter: numbers handed out after the checkpoint and before a crash are
-// never handed out again, so a peer that received items by those numbers
-// (an upstream table sends inserted_seq as the delivery's sequence) drops
-// only what it has. 2^40: three days of inserts at 4M/s between two
-// checkpoints, and 2^24 restores before the counter wraps.
+// Where a table's insertion numbers (inserted_seq) start: at the realtime
+// clock in nanoseconds, when the table is made and again when it is
+// restored. A table hands out at most one number per nanosecond, so its
+// numbers never pass the clock, and a table that starts again, restored
+// from a checkpoint or made anew, never hands out a number it handed out
+// before: peers rely on it (an upstream table sends inserted_seq as the
+// delivery's sequence, and the receiver applies each producer's items
+// once, by number). Starting at 0 on every start, a sender that started
+// without its checkpoint had its new items answered as duplicates.
+// `saved`: a restored table's counter (0 for a new table); if the clock
+// is behind it (it was set back), the numbers go on kRestoreSequenceGap
+// above it: past what was handed out after the checkpoint, up to three
+// days of inserts at 4M/s.
+uint64_t first_sequence(uint64_t saved);
 inline constexpr uint64_t kRestoreSequenceGap = uint64_t{1} << 40;
 
 struct DeliveryMark {

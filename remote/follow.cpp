@@ -36,7 +36,7 @@ bool build_reply(const engram_taken* b, const Column* cols, uint32_t ncols, uint
       return false;
     }
     pb::Item* item = r->add_items();
-    item->set_sequence(it.sequence + 1);  // inserted_seq starts at 0; sequences at 1
+    item->set_sequence(it.sequence + 1);  // sequences are never 0 (peer.proto)
     item->set_priority(it.priority);
     *last = it.sequence;
     for (uint32_t k = 0; k < it.num_slices; ++k) {

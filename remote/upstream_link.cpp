@@ -118,7 +118,7 @@ struct UpstreamLink::Impl final : PeerLink {
       engram_private_item it;
       if (engram_private_taken_item(b.taken, i, &it) != ENGRAM_OK) continue;  // a slice outside the arena: not sent
       pb::Item* item = rq->add_items();
-      item->set_sequence(it.sequence + 1);  // inserted_seq starts at 0; sequences at 1
+      item->set_sequence(it.sequence + 1);  // sequences are never 0 (peer.proto)
       item->set_priority(it.priority);
       for (uint32_t k = 0; k < it.num_slices; ++k) {
         const engram_private_slice& sl = it.slices[k];

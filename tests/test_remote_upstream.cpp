@@ -50,6 +50,28 @@ TEST(RemoteUpstream, ItemsGoOnceAndInOrderAndAgainAfterTheReceiverRestarts) {
   EXPECT_EQ(log.find("already held"), std::string::npos) << log;
 }
 
+// The sender starts again without a checkpoint, under the same name: its
+// table numbers its items afresh, and they must not be taken for the
+// items of its last run that the receiver already applied (they were all
+// dropped as duplicates while the numbering started at 0 on every start).
+TEST(RemoteUpstream, ASenderStartedAfreshIsNotTakenForItsPast) {
+  Daemon receiver("[remote]\nlisten = \"127.0.0.1:0\"\n" + table_toml("replay", kQueue));
+  std::string address = remote_address(receiver);
+  ASSERT_FALSE(address.empty()) << read_file(receiver.log());
+  Daemon sender("[remote]\nname = \"actor-host\"\n" +
+                table_toml("outbox", std::string(kQueue) + "upstream = \"" + address + "\"\nupstream_table = \"replay\"\n"));
+  write_items(sender.socket(), "outbox", 0, 1000);
+  ASSERT_TRUE(wait_for_inserts(receiver.socket(), "replay", 1000, 20000)) << read_file(sender.log());
+  EXPECT_EQ(sender.terminate(), 0);
+  sender.start();
+  write_items(sender.socket(), "outbox", 1000, 300);
+  EXPECT_TRUE(wait_for_inserts(receiver.socket(), "replay", 1300, 20000))
+      << inserts(receiver.socket(), "replay") << " arrived\n" << engramctl(sender, {"status"}).second;
+  std::vector<int64_t> got = drain_items(receiver.socket(), "replay");
+  ASSERT_EQ(got.size(), 1300u);
+  for (int i = 0; i < 1300; ++i) EXPECT_EQ(got[i], i);
+}
+
 // Items of 1 MiB, 100 of them: requests stay near the link's 16 MiB of
 // chunks, far below the peer's largest message (64 MiB), so they go.
 TEST(RemoteUpstream, LargeItemsGoInRequestsThePeerTakes) {

@@ -27,16 +27,13 @@ void on_stop(int) { g_stop = 1; }
 // each env, a few thousand a second at most.
 constexpr uint64_t kEpisodeQueue = 4096;
 
-// This server among the learner's peers: the host, the first actor, and
-// this start. A new name on every start: the embedded server keeps no
-// checkpoint, so its tables number their items from the start again, and
-// under an old name the learner would answer them as items it already has
-// (engram(7): each producer's items are applied once, by number).
+// This server among the learner's peers: the host and the first actor,
+// the same on every start (its tables number their items from the clock,
+// so a machine started again is not taken for its last run: engram(7)).
 std::string peer_name(const RunOptions& o) {
   char host[256] = {};
   if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
-  return std::string(host) + "-actors" + std::to_string(o.actor_id) + "-" + std::to_string(::getpid()) + "-" +
-         std::to_string(static_cast<long long>(wall_s()));
+  return std::string(host) + "-actors" + std::to_string(o.actor_id);
 }
 
 std::string machine_toml(const RunOptions& o, const MachineTables& t) {
