@@ -1,7 +1,8 @@
 // Deliver (remote/deliver): a peer's items into a table of engramd over
 // gRPC, each delivery applied once, every bad request refused by name
-// while the server carries on. The peer here is the test, with chunks
-// built by hand as a writer elsewhere seals them.
+// while the server carries on (and a bad Follow beside a delivery). The
+// peer here is the test, with chunks built by hand as a writer elsewhere
+// seals them.
 #include <gtest/gtest.h>
 
 #include "core/chunk_format.hpp"
@@ -195,6 +196,67 @@ TEST_F(RemoteDeliver, BadRequestsAreRefusedByNameAndOthersStillServed) {
   // it is, and the items before it stand (sent again, they would be
   // duplicates).
   EXPECT_EQ(drain(), (std::vector<int64_t>{0, 200, 202}));
+}
+
+// Follow over the same connection's server: each bad request refused by
+// name, while a delivery stream stays open and goes on, and a good
+// follower of the same table is served.
+TEST_F(RemoteDeliver, BadFollowsAreRefusedByNameWhileADeliveryGoesOn) {
+  auto delivery = open();
+  pb::DeliverRequest rq = batch(1, 3, 10, 1);
+  open_fields(&rq, "replay", 8);
+  pb::DeliverReply reply;
+  grpc::Status st;
+  ASSERT_TRUE(send(*delivery, rq, &reply, &st)) << st.error_message();
+  struct Case {
+    const char* what;
+    std::string table;
+    uint64_t signature;
+    uint32_t count;
+    grpc::StatusCode code;
+    std::string expect;
+  } cases[] = {
+      {"no table", "", kSig, 1, grpc::StatusCode::INVALID_ARGUMENT, "FollowRequest.table must name a table"},
+      {"a name too long", std::string(300, 'x'), kSig, 1, grpc::StatusCode::INVALID_ARGUMENT,
+       "FollowRequest.table must name a table"},
+      {"count 0", "replay", kSig, 0, grpc::StatusCode::INVALID_ARGUMENT, "FollowRequest.count is 0"},
+      {"count past the bound", "replay", kSig, 65, grpc::StatusCode::INVALID_ARGUMENT, "FollowRequest.count is 65"},
+      {"no such table", "nowhere", kSig, 1, grpc::StatusCode::NOT_FOUND, "table nowhere"},
+      {"other columns", "replay", kSig ^ 1, 1, grpc::StatusCode::FAILED_PRECONDITION, "has other columns"},
+  };
+  for (const Case& c : cases) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    pb::FollowRequest f;
+    f.set_table(c.table);
+    f.set_signature(c.signature);
+    f.set_count(c.count);
+    auto reader = stub_->Follow(&ctx, f);
+    pb::FollowReply r;
+    EXPECT_FALSE(reader->Read(&r)) << c.what << ": answered";
+    grpc::Status fs = reader->Finish();
+    EXPECT_EQ(fs.error_code(), c.code) << c.what << ": " << fs.error_message();
+    EXPECT_NE(fs.error_message().find(c.expect), std::string::npos) << c.what << ": " << fs.error_message();
+  }
+  // The delivery goes on, and a good follower sees its items, newest last.
+  rq = batch(2, 3, 20, 4);
+  ASSERT_TRUE(send(*delivery, rq, &reply, &st)) << st.error_message();
+  EXPECT_EQ(reply.answered(), 6u);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  pb::FollowRequest f;
+  f.set_table("replay");
+  f.set_signature(kSig);
+  f.set_count(2);
+  auto reader = stub_->Follow(&ctx, f);
+  pb::FollowReply r;
+  ASSERT_TRUE(reader->Read(&r));
+  ASSERT_EQ(r.items_size(), 2);
+  EXPECT_LT(r.items(0).sequence(), r.items(1).sequence());
+  ctx.TryCancel();
+  delivery->rw->WritesDone();
+  EXPECT_TRUE(delivery->rw->Finish().ok());
+  EXPECT_EQ(drain(), (std::vector<int64_t>{10, 11, 12, 20, 21, 22}));
 }
 
 class RemoteDeliverSmallArena : public RemoteDeliver {
