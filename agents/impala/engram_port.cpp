@@ -37,8 +37,8 @@ MachineTables machine_tables(const Options& o, const std::vector<int64_t>& shape
   // in flight, and the actors' next rollout waits in their writers. Every
   // unroll queued anywhere makes the learner's data older, and IMPALA's
   // CartPole falls with it: with this queue one rollout deep and the
-  // learner's two batches, 3 of 6 runs reached a trailing-100 mean of 120
-  // after 400k steps; at half a rollout and one batch 4 of 6; at a
+  // learner's two batches, 2 of 4 runs reached a trailing-100 mean of 120
+  // after 400k steps; at half a rollout and one batch 6 of 8; at a
   // quarter, 10 of 10 (202-351), at about half the env steps per second
   // (requests of 4 items; bench/NOTES.md, "Across machines").
   t.queue = static_cast<uint64_t>(std::max(1, o.envs_per_actor() * o.actors / 4));

@@ -170,6 +170,52 @@ agent() {
   pids+=($last)
 }
 
+# start_run SEED WHAT A1_FLAGS(4) A2_FLAGS(4): the learner on rx (into
+# $learner) and an actor host on a1 and on a2 (into $hosts), each with
+# its two flags and values (--actors K --actor-id FIRST); outputs in $out.
+start_run() {
+  out=$tmp/$phase-$1
+  step "seed $1: learner on rx, $2"
+  agent "$rx" learner --listen 0.0.0.0:7100 --actors 0 --steps 400000 --seed "$1" --out "$out/learner"
+  learner=$last
+  agent "$a1" a1 --role actors --upstream 10.77.1.1:7100 "$3" "$4" "$5" "$6" --seed "$1" --out "$out/a1"
+  hosts=("$last")
+  agent "$a2" a2 --role actors --upstream 10.77.2.1:7100 "$7" "$8" "$9" "${10}" --seed "$1" --out "$out/a2"
+  hosts+=("$last")
+}
+# end_run: waits for the learner, then stops what runs beside it (SIGTERM).
+end_run() {
+  wait "$learner" || fail "the learner failed"
+  kill -TERM "${hosts[@]}" 2>/dev/null || true
+  for h in "${hosts[@]}"; do wait "$h" || fail "pid $h beside the learner failed"; done
+  tail -3 "$tmp/learner.log"
+}
+# judge PASSED FIELDS: prints the run's line (FIELDS, a Python dict over
+# s, its OUT/learner/summary.json) and sets $passed from PASSED.
+judge() {
+  local line
+  line=$(python3 - "$out/learner/summary.json" "$phase" "$seed" "$1" "$2" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+d = {"phase": sys.argv[2], "seed": int(sys.argv[3]), "passed": bool(eval(sys.argv[4])), "wall_s": round(s["wall_s"], 1)}
+d.update(eval(sys.argv[5]))
+print(json.dumps(d))
+PY
+)
+  echo "$line"
+  passed=0
+  case $line in *'"passed": true'*) passed=1 ;; esac
+}
+# try_seeds RUN WHAT: RUN SEED for each seed (ENGRAM_NETNS_SEEDS, default
+# 1 2 3) until one passes; if none does, fails saying none WHAT.
+try_seeds() {
+  for seed in ${ENGRAM_NETNS_SEEDS:-1 2 3}; do
+    "$1" "$seed"
+    [ "$passed" = 1 ] && return 0
+  done
+  fail "no seed of ${ENGRAM_NETNS_SEEDS:-1 2 3} $2"
+}
+
 case $phase in
 exactly_once)
   n1=$((items * 6 / 10)) n2=$((items - items * 6 / 10))
@@ -339,16 +385,8 @@ apex)
   agent=$build/agents/engram-apex
   [ -x "$agent" ] || skip "engram-apex was not built (LibTorch missing)"
   shared="--env cartpole --envs-per-actor 6 --all-actors 3"
-  result=""
-  for seed in ${ENGRAM_NETNS_SEEDS:-1 2 3}; do
-    out=$tmp/apex-$seed
-    step "seed $seed: learner on rx, two C++ actors on a1, a Python actor on a2"
-    agent "$rx" learner --listen 0.0.0.0:7100 --actors 0 --steps 400000 --seed "$seed" --out "$out/learner"
-    learner=$last
-    agent "$a1" a1 --role actors --upstream 10.77.1.1:7100 --actors 2 --actor-id 0 --seed "$seed" --out "$out/a1"
-    host1=$last
-    agent "$a2" a2 --role actors --upstream 10.77.2.1:7100 --actors 0 --actor-id 2 --seed "$seed" --out "$out/a2"
-    host2=$last
+  apex_run() {
+    start_run "$1" "two C++ actors on a1, a Python actor on a2" --actors 2 --actor-id 0 --actors 0 --actor-id 2
     for _ in $(seq 1 600); do
       [ -S "$out/a2/engram.sock" ] && break
       sleep 0.05
@@ -356,38 +394,24 @@ apex)
     ip netns exec "$a2" env PYTHONPATH="$src/bindings/python" ENGRAM_LIBRARY="$build/capi/libengram.so.0" \
       PYTHONDONTWRITEBYTECODE=1 "${ENGRAM_PYTHON:-/usr/bin/python3}" "$src/bindings/python/examples/apex_actor.py" \
       --socket "$out/a2/engram.sock" --actor-id 2 --actors 3 --envs-per-actor 6 >"$tmp/python-actor.log" 2>&1 &
-    pyactor=$!
-    pids+=($pyactor)
-    # What each actor machine delivered, read while the learner still runs.
+    pids+=($!)
+    hosts+=($!)
+    # What the Python actor's machine delivered, read while the learner runs.
     a2_items=0
     while kill -0 "$learner" 2>/dev/null; do
-      n=$("$build/daemon/engramctl" --socket "$out/a2/engram.sock" info replay --json 2>/dev/null |
+      a2_items=$("$build/daemon/engramctl" --socket "$out/a2/engram.sock" info replay --json 2>/dev/null |
         json 'd["counters"]["inserts"]' || echo "$a2_items")
-      a2_items=$n
       sleep 1
     done
-    wait "$learner" || fail "the learner failed"
-    kill -TERM "$host1" "$host2" "$pyactor" 2>/dev/null || true
-    wait "$host1" || fail "a1's actor host failed"
-    wait "$host2" || fail "a2's actor host failed"
-    tail -3 "$tmp/learner.log"
-    result=$(python3 - "$out/learner/summary.json" "$a2_items" "$seed" <<'PY'
-import json, sys
-s = json.load(open(sys.argv[1]))
-# Solved within 400k env steps: the learner judges at each progress line,
-# and its --steps 400000 stops it at the first line past them.
-print(json.dumps({"phase": "apex", "seed": int(sys.argv[3]), "solved": s["solved"] and s["env_steps"] <= 400000,
-                  "env_steps": s["env_steps"],
-                  "wall_s": round(s["wall_s"], 1), "mean100": round(s["mean100_low_epsilon"], 1),
-                  "python_machine_items": int(sys.argv[2])}))
-PY
-)
-    echo "$result"
+    end_run
+    # Solved within 400k env steps: the learner judges at each progress
+    # line, and its --steps 400000 stops it at the first line past them.
+    judge "s['solved'] and s['env_steps'] <= 400000" \
+      "{'env_steps': s['env_steps'], 'mean100': round(s['mean100_low_epsilon'], 1), 'python_machine_items': $a2_items}"
     # The Python actor's machine must have fed the learner for its share to count.
     [ "$a2_items" -gt 0 ] || fail "the Python actor's machine delivered nothing"
-    echo "$result" | grep -q '"solved": true' && break
-  done
-  echo "$result" | grep -q '"solved": true' || fail "no seed of three solved CartPole within 400k env steps"
+  }
+  try_seeds apex_run "solved CartPole within 400k env steps"
   ;;
 impala)
   # engram-impala across machines: its learner on rx, one actor of 16 envs
@@ -397,32 +421,12 @@ impala)
   agent=$build/agents/engram-impala
   [ -x "$agent" ] || skip "engram-impala was not built (LibTorch missing)"
   shared="--env cartpole --envs 32 --all-actors 2"
-  result=""
-  for seed in ${ENGRAM_NETNS_SEEDS:-1 2 3}; do
-    out=$tmp/impala-$seed
-    step "seed $seed: learner on rx, an actor on each of a1 and a2"
-    agent "$rx" learner --listen 0.0.0.0:7100 --actors 0 --steps 400000 --seed "$seed" --out "$out/learner"
-    learner=$last
-    agent "$a1" a1 --role actors --upstream 10.77.1.1:7100 --actors 1 --actor-id 0 --seed "$seed" --out "$out/a1"
-    hosts=("$last")
-    agent "$a2" a2 --role actors --upstream 10.77.2.1:7100 --actors 1 --actor-id 1 --seed "$seed" --out "$out/a2"
-    hosts+=("$last")
-    wait "$learner" || fail "the learner failed"
-    kill -TERM "${hosts[@]}" 2>/dev/null || true
-    for h in "${hosts[@]}"; do wait "$h" || fail "an actor host failed"; done
-    tail -3 "$tmp/learner.log"
-    result=$(python3 - "$out/learner/summary.json" "$seed" <<'PY'
-import json, sys
-s = json.load(open(sys.argv[1]))
-print(json.dumps({"phase": "impala", "seed": int(sys.argv[2]), "env_steps": s["env_steps"],
-                  "wall_s": round(s["wall_s"], 1), "mean100": round(s["mean100"], 1),
-                  "learned": s["mean100"] >= 120}))
-PY
-)
-    echo "$result"
-    echo "$result" | grep -q '"learned": true' && break
-  done
-  echo "$result" | grep -q '"learned": true' || fail "no seed of three reached a trailing-100 mean of 120 within 400k steps"
+  impala_run() {
+    start_run "$1" "an actor on each of a1 and a2" --actors 1 --actor-id 0 --actors 1 --actor-id 1
+    end_run
+    judge "s['mean100'] >= 120" "{'env_steps': s['env_steps'], 'mean100': round(s['mean100'], 1)}"
+  }
+  try_seeds impala_run "reached a trailing-100 mean of 120 within 400k env steps"
   ;;
 *) fail "unknown phase $phase" ;;
 esac

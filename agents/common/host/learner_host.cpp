@@ -1,6 +1,5 @@
 #include "agents/common/host/learner_host.hpp"
 
-
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
