@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "capi/relay.h"
+#include "remote/local_table.hpp"
 #include "core/table.hpp"
 #include "daemon/log.hpp"
 
@@ -23,11 +24,6 @@ constexpr int32_t kAnswerSliceMs = 100;
 class Delivery {
  public:
   Delivery(const PeerCall& peer, DeliverStream* stream) : peer_(peer), stream_(stream) {}
-  ~Delivery() {
-    if (relay_) engram_writer_close(relay_);
-    if (table_) engram_table_close(table_);
-    if (client_) engram_disconnect(client_);
-  }
 
   grpc::Status open(const DeliverRequest& rq, const std::string& socket) {
     if (rq.table().empty() || rq.table().size() > ENGRAM_MAX_NAME)
@@ -35,18 +31,9 @@ class Delivery {
                  " bytes) in the stream's first request");
     if (rq.producer() == 0) return bad_field("DeliverRequest.producer must be nonzero in the stream's first request");
     producer_ = rq.producer();
-    engram_connect_options o;
-    engram_connect_options_init(&o);
-    o.socket_path = socket.c_str();
-    if (int e = engram_connect(&o, &client_); e != ENGRAM_OK) return status_of(e, "connecting to this server");
-    if (int e = engram_table_open(client_, rq.table().c_str(), &table_); e != ENGRAM_OK)
-      return status_of(e, "table " + rq.table());
-    if (rq.signature() != engram_private_table_signature(table_))
-      return {grpc::StatusCode::FAILED_PRECONDITION,
-              "table " + rq.table() + " has other columns than the sender's table (signature hashes differ); give "
-                                      "both tables the same columns, dtypes, shapes and compression"};
-    if (int e = engram_private_relay_open(client_, table_, &relay_); e != ENGRAM_OK)
-      return status_of(e, "opening a relay into table " + rq.table());
+    if (int e = local_.open(socket, rq.table()); e != ENGRAM_OK) return status_of(e, "table " + rq.table());
+    if (rq.signature() != local_.signature) return other_columns(rq.table(), "sender");
+    if (int e = local_.open_relay(); e != ENGRAM_OK) return status_of(e, "opening a relay into table " + rq.table());
     name_ = rq.table();
     return grpc::Status::OK;
   }
@@ -90,7 +77,7 @@ class Delivery {
         lengths[k] = sl.length();
       }
       last_sequence_ = it.sequence();
-      int e = engram_private_relay_item(relay_, ids, offsets, lengths, static_cast<uint32_t>(it.slices_size()),
+      int e = engram_private_relay_item(local_.relay, ids, offsets, lengths, static_cast<uint32_t>(it.slices_size()),
                                         it.priority(), producer_, it.sequence());
       if (e == ENGRAM_OK) {
         order_.push_back({it.sequence(), true});
@@ -109,7 +96,7 @@ class Delivery {
       if (h == held_.end())
         return bad_field("DeliverRequest.forget[" + std::to_string(i) + "] names chunk " + std::to_string(rq.forget(i)) +
                    ", which this stream does not hold");
-      if (int e = engram_private_relay_forget(relay_, h->second); e != ENGRAM_OK) return status_of(e, "forget");
+      if (int e = engram_private_relay_forget(local_.relay, h->second); e != ENGRAM_OK) return status_of(e, "forget");
       held_.erase(h);
     }
     // Every item of the request answered before the next is read: while
@@ -135,7 +122,7 @@ class Delivery {
     const auto& c = rq.chunks(i);
     uint64_t id = 0;
     for (;;) {
-      int e = engram_private_relay_chunk(relay_, c.data().data(), c.data().size(), kAnswerSliceMs, &id);
+      int e = engram_private_relay_chunk(local_.relay, c.data().data(), c.data().size(), kAnswerSliceMs, &id);
       if (e == ENGRAM_OK) break;
       if (e != ENGRAM_E_TIMEOUT && e != ENGRAM_E_NOMEM && e != ENGRAM_E_LIMIT) return status_of(e, chunk_at(rq, i));
       if (peer_.gone()) return {grpc::StatusCode::CANCELLED, "the peer went away"};
@@ -155,11 +142,11 @@ class Delivery {
   // answered items off the front of order_.
   grpc::Status answer(int32_t wait_ms) {
     uint64_t answered = 0, duplicates = 0, refused = 0;
-    if (int e = engram_private_relay_answered(relay_, wait_ms, &answered, &duplicates, &refused); e != ENGRAM_OK)
+    if (int e = engram_private_relay_answered(local_.relay, wait_ms, &answered, &duplicates, &refused); e != ENGRAM_OK)
       return status_of(e, "table " + name_);
     duplicates_ = duplicates;
     refused_ = refused;
-    if (refused > 0 && first_refusal_.empty()) first_refusal_ = engram_private_relay_refusal(relay_);
+    if (refused > 0 && first_refusal_.empty()) first_refusal_ = engram_private_relay_refusal(local_.relay);
     while (!order_.empty() && (!order_.front().relayed || taken_ < answered)) {
       if (order_.front().relayed) ++taken_;
       answered_sequence_ = order_.front().sequence;
@@ -185,9 +172,7 @@ class Delivery {
 
   const PeerCall& peer_;
   DeliverStream* stream_;
-  engram_client* client_ = nullptr;
-  engram_table* table_ = nullptr;
-  engram_writer* relay_ = nullptr;
+  LocalTable local_;
   std::string name_;
   uint64_t producer_ = 0;
   std::unordered_map<uint64_t, uint64_t> held_;

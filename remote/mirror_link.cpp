@@ -9,6 +9,7 @@
 #include "core/table.hpp"
 #include "daemon/log.hpp"
 #include "remote/follow.hpp"
+#include "remote/local_table.hpp"
 #include "remote/peer.grpc.pb.h"
 #include "remote/peer_link.hpp"
 
@@ -35,10 +36,7 @@ struct MirrorLink::Impl final : PeerLink {
   std::shared_ptr<grpc::ChannelCredentials> creds;
   Stats stats;  // but the PeerLink's state; under mu_
 
-  engram_client* client = nullptr;
-  engram_table* table = nullptr;
-  engram_writer* relay = nullptr;
-  uint64_t sig = 0;
+  LocalTable local;
   uint32_t keep = 1;  // the newest items the local table keeps (FollowRequest.count)
 
   Stats snapshot() const {
@@ -54,32 +52,20 @@ struct MirrorLink::Impl final : PeerLink {
   std::string after_break() const override { return "retrying (the peer sends its newest items again)"; }
 
   bool open_local() override {
-    engram_connect_options co;
-    engram_connect_options_init(&co);
-    co.socket_path = o.socket.c_str();
     engram_table_info info;
     engram_table_info_init(&info);
-    if (engram_connect(&co, &client) != ENGRAM_OK || engram_table_open(client, o.table.c_str(), &table) != ENGRAM_OK ||
-        engram_table_info_get(client, o.table.c_str(), &info) != ENGRAM_OK ||
-        engram_private_relay_open(client, table, &relay) != ENGRAM_OK) {
+    if (local.open(o.socket, o.table) != ENGRAM_OK ||
+        engram_table_info_get(local.client, o.table.c_str(), &info) != ENGRAM_OK || local.open_relay() != ENGRAM_OK) {
       set_state("waiting for local table " + o.table, engram_last_error());
-      close_local();
+      local.close();
       return false;
     }
-    sig = engram_private_table_signature(table);
     relayed_ = 0;
     keep = static_cast<uint32_t>(std::min<uint64_t>(info.max_size, kMaxFollowCount));
     return true;
   }
 
-  void close_local() override {
-    if (relay) engram_writer_close(relay);
-    if (table) engram_table_close(table);
-    if (client) engram_disconnect(client);
-    relay = nullptr;
-    table = nullptr;
-    client = nullptr;
-  }
+  void close_local() override { local.close(); }
 
   // Inserts one reply's items over its chunks, and lets the chunks go once
   // the table answered. A reply that breaks the protocol ends the stream.
@@ -89,7 +75,7 @@ struct MirrorLink::Impl final : PeerLink {
     for (const pb::Chunk& c : r.chunks()) {
       uint64_t id = 0;
       for (;;) {
-        int e = engram_private_relay_chunk(relay, c.data().data(), c.data().size(), kRelaySliceMs, &id);
+        int e = engram_private_relay_chunk(local.relay, c.data().data(), c.data().size(), kRelaySliceMs, &id);
         if (e == ENGRAM_OK) break;
         if (e == ENGRAM_E_DISCONNECTED || e == ENGRAM_E_CLOSED)
           throw std::runtime_error("this server's table " + o.table + " went away");
@@ -116,18 +102,18 @@ struct MirrorLink::Impl final : PeerLink {
         offsets[k] = it.slices(k).offset();
         lengths[k] = it.slices(k).length();
       }
-      if (engram_private_relay_item(relay, ids, offsets, lengths, static_cast<uint32_t>(it.slices_size()),
+      if (engram_private_relay_item(local.relay, ids, offsets, lengths, static_cast<uint32_t>(it.slices_size()),
                                     it.priority(), 0, 0) == ENGRAM_OK)
         ++items;
       else
         log_warn("remote: mirror " + o.table + ": an item from the peer is refused: " + engram_last_error());
       last = it.sequence();
     }
-    for (const auto& [peer_id, id] : held) (void)engram_private_relay_forget(relay, id);
+    for (const auto& [peer_id, id] : held) (void)engram_private_relay_forget(local.relay, id);
     // Answered before the next reply: what the table holds is what came.
     uint64_t answered = 0, duplicates = 0, refused = 0, owed = relayed_ + items;
     while (answered < owed) {
-      int e = engram_private_relay_answered(relay, kRelaySliceMs, &answered, &duplicates, &refused);
+      int e = engram_private_relay_answered(local.relay, kRelaySliceMs, &answered, &duplicates, &refused);
       if (e == ENGRAM_E_DISCONNECTED || e == ENGRAM_E_CLOSED)
         throw std::runtime_error("this server's table " + o.table + " went away");
       if (stopping()) return grpc::Status::CANCELLED;
@@ -144,7 +130,7 @@ struct MirrorLink::Impl final : PeerLink {
     auto stub = pb::Peer::NewStub(grpc::CreateChannel(o.peer, creds));
     pb::FollowRequest rq;
     rq.set_table(o.peer_table);
-    rq.set_signature(sig);
+    rq.set_signature(local.signature);
     rq.set_count(keep);
     set_state("connecting to " + o.peer);
     auto reader = stub->Follow(&ctx, rq);

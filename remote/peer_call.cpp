@@ -19,4 +19,10 @@ grpc::Status status_of(int code, const std::string& what) {
   }
 }
 
+grpc::Status other_columns(const std::string& table, const char* whose) {
+  return {grpc::StatusCode::FAILED_PRECONDITION,
+          "table " + table + " has other columns than the " + whose +
+              "'s table (signature hashes differ); give both tables the same columns, dtypes, shapes and compression"};
+}
+
 }  // namespace engram::remote

@@ -18,6 +18,10 @@ struct PeerCall {
 // engram_last_error()'s detail.
 grpc::Status status_of(int code, const std::string& what);
 
+// FAILED_PRECONDITION: this server's `table` has other columns than the
+// peer's (`whose`: sender, follower), by their signature hashes.
+grpc::Status other_columns(const std::string& table, const char* whose);
+
 // INVALID_ARGUMENT: a field broke a rule, which `why` names.
 inline grpc::Status bad_field(const std::string& why) { return {grpc::StatusCode::INVALID_ARGUMENT, why}; }
 

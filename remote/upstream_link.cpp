@@ -6,13 +6,13 @@
 #include <deque>
 #include <unordered_set>
 
-#include "capi/relay.h"
 #include "capi/take.h"
-#include "core/chunk_format.hpp"
 #include "core/fnv.hpp"
 #include "daemon/log.hpp"
+#include "remote/local_table.hpp"
 #include "remote/peer.grpc.pb.h"
 #include "remote/peer_link.hpp"
+#include "remote/wire_items.hpp"
 
 namespace engram::remote {
 namespace {
@@ -20,6 +20,10 @@ namespace {
 namespace pb = engram::peer::v1;
 
 constexpr int32_t kTakeSliceMs = 100;  // a take waits this long before the link looks around
+// Requests in flight on a stream: the next is taken, copied and sent while
+// the peer applies the last, so that the two sides' copies overlap (each
+// was idle while the other worked). bench/NOTES.md, "Across machines".
+constexpr size_t kWindow = 2;
 constexpr int64_t kStopWaitMs = 5000;  // at a clean stop, for the peer to answer what is in flight
 
 // Items taken together, in one request: pinned until the peer answered
@@ -54,11 +58,7 @@ struct UpstreamLink::Impl final : PeerLink {
   std::shared_ptr<grpc::ChannelCredentials> creds;
   Stats stats;  // but the PeerLink's state; under mu_
 
-  engram_client* client = nullptr;
-  engram_table* table = nullptr;
-  const Column* cols = nullptr;
-  uint32_t ncols = 0;
-  uint64_t sig = 0;
+  LocalTable local;
   std::deque<Batch> pending;             // taken, not answered, oldest first
   std::unordered_set<uint64_t> on_stream;  // chunk names the current stream holds
   std::vector<uint64_t> to_forget;
@@ -86,27 +86,17 @@ struct UpstreamLink::Impl final : PeerLink {
   std::string after_break() const override { return "retrying (unanswered items are sent again)"; }
 
   bool open_local() override {
-    engram_connect_options co;
-    engram_connect_options_init(&co);
-    co.socket_path = o.socket.c_str();
-    if (engram_connect(&co, &client) != ENGRAM_OK ||
-        engram_table_open(client, o.table.c_str(), &table) != ENGRAM_OK) {
+    if (local.open(o.socket, o.table) != ENGRAM_OK) {
       set_state("waiting for local table " + o.table, engram_last_error());
-      close_local();
       return false;
     }
-    cols = static_cast<const Column*>(engram_private_table_columns(table, &ncols));
-    sig = engram_private_table_signature(table);
     return true;
   }
 
   void close_local() override {
     for (Batch& b : pending) engram_private_taken_free(b.taken);
     pending.clear();
-    if (table) engram_table_close(table);
-    if (client) engram_disconnect(client);
-    table = nullptr;
-    client = nullptr;
+    local.close();
   }
 
   // The request that sends b: its chunks not on the stream yet, its items.
@@ -117,38 +107,19 @@ struct UpstreamLink::Impl final : PeerLink {
     for (uint32_t i = 0, n = engram_private_taken_count(b.taken); i < n; ++i) {
       engram_private_item it;
       if (engram_private_taken_item(b.taken, i, &it) != ENGRAM_OK) continue;  // a slice outside the arena: not sent
-      pb::Item* item = rq->add_items();
-      item->set_sequence(it.sequence + 1);  // sequences are never 0 (peer.proto)
-      item->set_priority(it.priority);
-      for (uint32_t k = 0; k < it.num_slices; ++k) {
-        const engram_private_slice& sl = it.slices[k];
-        if (on_stream.insert(sl.chunk).second) {
-          pb::Chunk* c = rq->add_chunks();
-          c->set_id(sl.chunk);
-          Status s = copy_sealed_chunk(sl.block, sl.block_size, cols, ncols, sig, c->mutable_data());
-          if (!s.ok()) {  // a local writer rewrote its sealed chunk: its items cannot go
-            log_warn("remote: upstream " + o.table + ": a chunk fails its check and its items are not sent: " +
-                     s.message());
-            rq->mutable_chunks()->RemoveLast();
-            on_stream.erase(sl.chunk);
-            rq->mutable_items()->RemoveLast();
-            item = nullptr;
-            break;
-          }
-          *bytes += c->data().size();
-        }
-        pb::Slice* s = item->add_slices();
-        s->set_chunk(sl.chunk);
-        s->set_offset(sl.offset);
-        s->set_length(sl.length);
+      Status s = add_wire_item(it, local, &on_stream, rq->mutable_chunks(), rq->mutable_items(), bytes);
+      if (s.ok()) {
+        b.last_sequence = it.sequence + 1;
+      } else {  // a local writer rewrote its sealed chunk: the item cannot go
+        log_warn("remote: upstream " + o.table + ": a chunk fails its check and its items are not sent: " +
+                 s.message());
       }
-      if (item) b.last_sequence = it.sequence + 1;
     }
   }
 
-  Batch take() {
+  Batch take(int32_t timeout_ms) {
     Batch b;
-    int e = engram_private_take(table, take_items, kTakeSliceMs, &b.taken);
+    int e = engram_private_take(local.table, take_items, timeout_ms, &b.taken);
     if (e != ENGRAM_OK) {
       b.taken = nullptr;
       if (e == ENGRAM_E_DISCONNECTED || e == ENGRAM_E_CLOSED)
@@ -193,7 +164,8 @@ struct UpstreamLink::Impl final : PeerLink {
   }
 
   // One stream: what is pending first (a reconnect sends it again), then
-  // new items, one request in flight, until it breaks or the link stops.
+  // new items, up to kWindow requests in flight, until it breaks or the
+  // link stops (then what is in flight is answered first).
   grpc::Status stream(grpc::ClientContext& context) override {
     auto stub = pb::Peer::NewStub(grpc::CreateChannel(o.peer, creds));
     auto rw = stub->Deliver(&context);
@@ -202,50 +174,73 @@ struct UpstreamLink::Impl final : PeerLink {
     set_state("connecting to " + o.peer);
     bool first = true;
     size_t resend = pending.size();
+    struct Sent {
+      int items;
+      uint64_t bytes;
+    };
+    std::deque<Sent> in_flight;  // requests written, not answered, oldest first
     for (;;) {
-      pb::DeliverRequest rq;
-      uint64_t bytes = 0;
-      if (first) {
-        rq.set_table(o.peer_table);
-        rq.set_producer(o.producer);
-        rq.set_signature(sig);
-      }
-      const Batch* sent = nullptr;
-      if (resend > 0) {  // what the last stream left unanswered, in order
-        sent = &pending[pending.size() - resend];
-        add_batch(pending[pending.size() - resend], &rq, &bytes);
-        --resend;
-      } else {
-        if (stopping()) break;
-        Batch b = take();
-        if (!b.taken && !first && to_forget.empty()) continue;
-        if (b.taken) {
-          add_batch(b, &rq, &bytes);
-          size_next_take(engram_private_taken_count(b.taken), bytes);
-          pending.push_back(std::move(b));
-          sent = &pending.back();
+      bool stop = false, broken = false;
+      while (in_flight.size() < kWindow) {
+        pb::DeliverRequest rq;
+        uint64_t bytes = 0;
+        if (first) {
+          rq.set_table(o.peer_table);
+          rq.set_producer(o.producer);
+          rq.set_signature(local.signature);
         }
-      }
-      // A chunk this request's items name again stays held: forgetting it
-      // here and sending it anew would name one id twice on the stream.
-      for (uint64_t c : to_forget)
-        if (!sent || std::find(sent->chunks.begin(), sent->chunks.end(), c) == sent->chunks.end()) {
-          rq.add_forget(c);
-          on_stream.erase(c);
+        const Batch* sent = nullptr;
+        if (resend > 0) {  // what the last stream left unanswered, in order
+          sent = &pending[pending.size() - resend];
+          add_batch(pending[pending.size() - resend], &rq, &bytes);
+          --resend;
+        } else {
+          if (stopping()) {
+            stop = true;
+            break;
+          }
+          // With a request in flight, only what is there now: its reply
+          // is not kept waiting behind a take.
+          Batch b = take(in_flight.empty() ? kTakeSliceMs : 0);
+          if (!b.taken && !first && to_forget.empty()) {
+            if (in_flight.empty()) continue;
+            break;
+          }
+          if (b.taken) {
+            add_batch(b, &rq, &bytes);
+            size_next_take(engram_private_taken_count(b.taken), bytes);
+            pending.push_back(std::move(b));
+            sent = &pending.back();
+          }
         }
-      to_forget.clear();
-      first = false;
-      if (!rw->Write(rq)) break;
+        // A chunk this request's items name again stays held: forgetting it
+        // here and sending it anew would name one id twice on the stream.
+        for (uint64_t c : to_forget)
+          if (!sent || std::find(sent->chunks.begin(), sent->chunks.end(), c) == sent->chunks.end()) {
+            rq.add_forget(c);
+            on_stream.erase(c);
+          }
+        to_forget.clear();
+        first = false;
+        if (!rw->Write(rq)) {
+          broken = true;
+          break;
+        }
+        in_flight.push_back({rq.items_size(), bytes});
+      }
+      if (broken || in_flight.empty()) break;  // empty: stopping, nothing owed
       pb::DeliverReply reply;
       if (!rw->Read(&reply)) break;
       {
         std::lock_guard lock(mu_);
-        stats.items_sent += static_cast<uint64_t>(rq.items_size());
-        stats.bytes_sent += bytes;
+        stats.items_sent += static_cast<uint64_t>(in_flight.front().items);
+        stats.bytes_sent += in_flight.front().bytes;
       }
+      in_flight.pop_front();
       set_state("delivering to " + o.peer + " table " + o.peer_table);
       carried();
       answered(reply);
+      if (stop && in_flight.empty()) break;
     }
     rw->WritesDone();
     return rw->Finish();

@@ -74,14 +74,9 @@ veth_link "$rx" "$a2" "r2$tag" "s2$tag" 10.77.2.1 10.77.2.2
 
 # engramd NAME NS: starts $tmp/NAME.toml's engramd in NS, its log NAME.log.
 engramd() {
-  ip netns exec "$2" "$build/daemon/engramd" --config "$tmp/$1.toml" >>"$tmp/$1.log" 2>&1 &
-  pids+=($!)
-  eval "pid_$1=$!"
-  for _ in $(seq 1 200); do
-    ctl "$1" status >/dev/null 2>&1 && return 0
-    sleep 0.05
-  done
-  fail "engramd $1 did not start"
+  netns_engramd "$2" "$tmp/$1.sock" "$tmp/$1.log" --config "$tmp/$1.toml" || fail "engramd $1 did not start"
+  pids+=($engramd_pid)
+  eval "pid_$1=$engramd_pid"
 }
 ctl() {
   local name=$1
