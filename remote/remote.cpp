@@ -15,6 +15,7 @@
 #include "remote/peer_service.hpp"
 #include "remote/upstream_link.hpp"
 
+#include <malloc.h>
 #include <unistd.h>
 
 namespace engram::remote {
@@ -28,6 +29,25 @@ constexpr int kHealthTimeoutMs = 2000;
 // Threads for calls other than Deliver streams (Hello, health checks) and
 // for gRPC's own pollers, beside [remote] max_streams.
 constexpr int kCallThreadHeadroom = 16;
+
+// gRPC allocates every message's buffers afresh, on both sides of a link.
+// Left to glibc, buffers of a megabyte (a request's size) are mmapped and
+// unmapped each time, or the heap is trimmed after each free: every page
+// then faults in again and the kernel clears it. That was half of each
+// engramd's CPU per GB forwarded (bench/NOTES.md, "Across machines").
+// Kept in the heap instead: process-wide (an embedded server's host too),
+// at most kMallocKeepBytes held free per malloc arena; 32 MiB is the
+// largest mmap threshold glibc takes.
+constexpr int kMallocKeepBytes = 32 << 20;
+void keep_message_buffers_in_heap() {
+#ifdef __GLIBC__
+  static std::once_flag once;
+  std::call_once(once, [] {
+    mallopt(M_MMAP_THRESHOLD, kMallocKeepBytes);
+    mallopt(M_TRIM_THRESHOLD, kMallocKeepBytes);
+  });
+#endif
+}
 
 std::string json_escape(const std::string& s) {
   std::string o;
@@ -133,6 +153,7 @@ Result<std::unique_ptr<Remote>> Remote::start(const RemoteConfig& c, Server& ser
   impl->server = &server;
   if (c.listen.empty() && c.upstreams.empty() && c.mirrors.empty()) return std::unique_ptr<Remote>(new Remote(std::move(impl)));
   if (Status s = validate_remote(c); !s.ok()) return s;
+  keep_message_buffers_in_heap();
   auto tls = load_tls(c);
   if (!tls.ok()) return tls.status();
   std::string name = c.name;

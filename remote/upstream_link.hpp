@@ -28,7 +28,7 @@ struct UpstreamLinkOptions {
   uint64_t producer = 0;   // nonzero, the same across restarts
   std::string socket;      // this server's control socket
   uint32_t batch_items = 1024;      // items per request at most
-  uint32_t batch_bytes = 16 << 20;  // new chunk bytes per request, about (one item's chunks at least)
+  uint32_t batch_bytes = 1 << 20;  // new chunk bytes per request, about (one item's chunks at least): bench/NOTES.md
 };
 
 class UpstreamLink {
