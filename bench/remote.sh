@@ -6,15 +6,17 @@
 #   upstream  items of 400 B, 4 KB, 28 KB and 400 KB written on tx into an
 #             upstream table, drained from rx's table by a learner, in
 #             plaintext and with mutual TLS: items/s, bytes/s as a fraction
-#             of TCP's, each engramd's CPU seconds per GB against TCP's
+#             of TCP's, each engramd's CPU seconds per GB against TCP's,
+#             and the writer's and the learner's (the clients' share)
 #   mirror    parameters of CartPole's size (70 KB) and Breakout's (530 KB)
 #             published on rx every 20 ms, read on tx from a mirrored table
 #             by a reader polling every 50 us: publish-to-read latency p50
 #             and p99, and bytes per version on the link
 # Each measurement runs ENGRAM_REMOTE_REPS times (default 3) and reports the
-# median and the spread. Writes bench/results/remote.json (--quick: small
-# counts, one repetition, into a scratch file; CI runs it so that it does
-# not rot). Exit 77 (skipped) where namespaces cannot be made.
+# median and the spread. Writes bench/results/remote.json and its plot,
+# remote.png (bench/remote.gp); --quick: small counts, one repetition, into
+# scratch files (CI runs it so that it does not rot). Exit 77 (skipped)
+# where namespaces cannot be made.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 src=$PWD
@@ -58,16 +60,13 @@ say() { echo "remote.sh: $*" >&2; }
 cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$1/stat"; }
 # start NAME NS: engramd with $dir/NAME.toml in NS; sets pid_NAME.
 start() {
-  ip netns exec "$2" "$build/daemon/engramd" --config "$dir/$1.toml" --log-level warn 2>"$dir/$1.log" &
-  pids+=($!)
-  eval "pid_$1=$!"
-  for _ in $(seq 200); do
-    "$build/daemon/engramctl" --socket "$dir/$1.sock" status >/dev/null 2>&1 && return 0
-    sleep 0.05
-  done
-  cat "$dir/$1.log" >&2
-  say "engramd $1 did not start"
-  exit 1
+  if ! netns_engramd "$2" "$dir/$1.sock" "$dir/$1.log" --config "$dir/$1.toml" --log-level warn; then
+    cat "$dir/$1.log" >&2
+    say "engramd $1 did not start"
+    exit 1
+  fi
+  pids+=($engramd_pid)
+  eval "pid_$1=$engramd_pid"
 }
 stop() {
   local p
@@ -111,7 +110,7 @@ say "tcp: $(python3 -c "print(f'{$tcp_median / 1e9:.2f}')") GB/s"
 json_tcp="{\"bytes_per_s\": {$(median_spread "${tcp_rate[@]}")}, \"cpu_s_per_gb\": {\"send\": {$(median_spread "${tcp_send_cpu[@]}")}, \"recv\": {$(median_spread "${tcp_recv_cpu[@]}")}}}"
 
 # --- upstream items ---
-upstream_run() {  # size, tls|plain, items: "items/s send_cpu_s recv_cpu_s" into $dir/run.txt
+upstream_run() {  # size, tls|plain, items: "items/s send_cpu_s recv_cpu_s writer_cpu_s learner_cpu_s" into $dir/run.txt
   local size=$1 sec=$2 n=$3 chunk block
   chunk=$((65536 / size))
   [ $chunk -lt 1 ] && chunk=1
@@ -143,7 +142,7 @@ TOML
   c_rx=$(cpu_s "$pid_rx") c_tx=$(cpu_s "$pid_tx")
   ip netns exec "$rx" "$bench" drain "$dir/rx.sock" replay "$size" "$n" >"$dir/drain.json" &
   d=$!
-  ip netns exec "$tx" "$bench" write "$dir/tx.sock" replay "$size" "$n" "$chunk" >/dev/null
+  ip netns exec "$tx" "$bench" write "$dir/tx.sock" replay "$size" "$n" "$chunk" >"$dir/write.json"
   wait $d || {
     "$build/daemon/engramctl" --socket "$dir/tx.sock" status >&2
     say "upstream $sec $size B: the learner gave up"
@@ -151,7 +150,8 @@ TOML
   }
   local secs
   secs=$(field "$(cat "$dir/drain.json")" seconds)
-  python3 -c "print($n / $secs, $(cpu_s "$pid_tx") - $c_tx, $(cpu_s "$pid_rx") - $c_rx)" >"$dir/run.txt"
+  python3 -c "print($n / $secs, $(cpu_s "$pid_tx") - $c_tx, $(cpu_s "$pid_rx") - $c_rx, \
+    $(field "$(cat "$dir/write.json")" cpu_s), $(field "$(cat "$dir/drain.json")" cpu_s))" >"$dir/run.txt"
   stop tx
   stop rx
 }
@@ -163,17 +163,19 @@ for sec in plain tls; do
     n=$((bytes / size))
     [ $n -gt 2000000 ] && n=2000000
     [ $n -lt 1000 ] && n=1000
-    rates=() fractions=() scpu=() rcpu=()
+    rates=() fractions=() scpu=() rcpu=() wcpu=() lcpu=()
     for r in $(seq "$reps"); do
       upstream_run "$size" "$sec" "$n"
-      read -r rate s_cpu r_cpu <"$dir/run.txt"
+      read -r rate s_cpu r_cpu w_cpu l_cpu <"$dir/run.txt"
       rates+=("$rate")
       fractions+=("$(python3 -c "print($rate * $size / $tcp_median)")")
       scpu+=("$(python3 -c "print($s_cpu / ($n * $size / 1e9))")")
       rcpu+=("$(python3 -c "print($r_cpu / ($n * $size / 1e9))")")
+      wcpu+=("$(python3 -c "print($w_cpu / ($n * $size / 1e9))")")
+      lcpu+=("$(python3 -c "print($l_cpu / ($n * $size / 1e9))")")
     done
     say "upstream $sec $size B: ${rates[*]} items/s"
-    json_up+="${json_up:+, }{\"item_bytes\": $size, \"security\": \"$sec\", \"items\": $n, \"items_per_s\": {$(median_spread "${rates[@]}")}, \"fraction_of_tcp\": {$(median_spread "${fractions[@]}")}, \"engramd_cpu_s_per_gb\": {\"send\": {$(median_spread "${scpu[@]}")}, \"recv\": {$(median_spread "${rcpu[@]}")}}}"
+    json_up+="${json_up:+, }{\"item_bytes\": $size, \"security\": \"$sec\", \"items\": $n, \"items_per_s\": {$(median_spread "${rates[@]}")}, \"fraction_of_tcp\": {$(median_spread "${fractions[@]}")}, \"engramd_cpu_s_per_gb\": {\"send\": {$(median_spread "${scpu[@]}")}, \"recv\": {$(median_spread "${rcpu[@]}")}}, \"client_cpu_s_per_gb\": {\"writer\": {$(median_spread "${wcpu[@]}")}, \"learner\": {$(median_spread "${lcpu[@]}")}}}"
   done
 done
 
@@ -239,4 +241,18 @@ cat >"$out" <<JSON
  "mirror": [$json_mirror]}
 JSON
 python3 -m json.tool "$out" >/dev/null
-say "wrote $out"
+png=${out%.json}.png
+python3 - "$out" >"$dir/plot.dat" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+up = {(u["item_bytes"], u["security"]): u for u in d["upstream"]}
+tcp = d["tcp"]
+for size in sorted({k[0] for k in up}):
+    p, t = up[(size, "plain")], up[(size, "tls")]
+    gbps = lambda u: u["items_per_s"]["median"] * size / 1e9
+    cpu = lambda u, side: u["engramd_cpu_s_per_gb"][side]["median"]
+    print(size, gbps(p), gbps(t), tcp["bytes_per_s"]["median"] / 1e9, cpu(p, "send"), cpu(p, "recv"),
+          cpu(t, "send"), cpu(t, "recv"), tcp["cpu_s_per_gb"]["send"]["median"], tcp["cpu_s_per_gb"]["recv"]["median"])
+PY
+gnuplot -e "data='$dir/plot.dat'; out='$png'" "$src/bench/remote.gp"
+say "wrote $out and $png"
