@@ -26,5 +26,5 @@ plot data u 1:5 w lp lw 2 pt 7 title "engramd sending, plaintext", \
      data u 1:7 w lp lw 2 pt 5 title "engramd sending, TLS", \
      data u 1:8 w lp lw 2 pt 4 title "engramd receiving, TLS", \
      data u 1:9 w l lw 2 dt 2 lc rgb "black" title "TCP sender", \
-     data u 1:10 w l lw 2 dt 3 lc rgb "black" title "TCP receiver"
+     data u 1:10 w l lw 2 dt 3 lc rgb "gray50" title "TCP receiver"
 unset multiplot
