@@ -25,7 +25,8 @@
 #                 its CartPole smoke bar (one of three seeds).
 #
 # Usage: tests/netns/run.sh BUILD_DIR PHASE. As root (exit 77, skipped,
-# where network namespaces cannot be made). Prints one JSON line of what
+# where network namespaces cannot be made). ENGRAM_NETNS_OUT=DIR keeps the
+# agent learner's output (curve, plot, model) there. Prints one JSON line of what
 # it measured; the namespaces and processes go at exit.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -178,12 +179,30 @@ start_run() {
   agent "$a2" a2 --role actors --upstream 10.77.2.1:7100 "$7" "$8" "$9" "${10}" --seed "$1" --out "$out/a2"
   hosts+=("$last")
 }
+# watch_learner [HOOK]: while the learner runs, prints its newest progress
+# line every 5 s (so that the demo shows it learning) and runs HOOK, if
+# given, every second.
+watch_learner() {
+  local n=0 line
+  while kill -0 "$learner" 2>/dev/null; do
+    [ -n "${1:-}" ] && "$1"
+    if [ $((++n % 5)) = 0 ]; then
+      line=$(grep -E '^ *[0-9.]+ s +steps' "$tmp/learner.log" | tail -1) && step "learner: ${line#"${line%%[! ]*}"}"
+    fi
+    sleep 1
+  done
+}
 # end_run: waits for the learner, then stops what runs beside it (SIGTERM).
 end_run() {
   wait "$learner" || fail "the learner failed"
   kill -TERM "${hosts[@]}" 2>/dev/null || true
   for h in "${hosts[@]}"; do wait "$h" || fail "pid $h beside the learner failed"; done
   tail -3 "$tmp/learner.log"
+  if [ -n "${ENGRAM_NETNS_OUT:-}" ]; then  # kept: $tmp goes at exit
+    mkdir -p "$ENGRAM_NETNS_OUT"
+    cp -r "$out/learner/." "$ENGRAM_NETNS_OUT/"
+    step "the learner's curve, plot and model, kept: $ENGRAM_NETNS_OUT"
+  fi
 }
 # judge PASSED FIELDS: prints the run's line (FIELDS, a Python dict over
 # s, its OUT/learner/summary.json) and sets $passed from PASSED.
@@ -393,11 +412,11 @@ apex)
     hosts+=($!)
     # What the Python actor's machine delivered, read while the learner runs.
     a2_items=0
-    while kill -0 "$learner" 2>/dev/null; do
+    count_a2() {
       a2_items=$("$build/daemon/engramctl" --socket "$out/a2/engram.sock" info replay --json 2>/dev/null |
         json 'd["counters"]["inserts"]' || echo "$a2_items")
-      sleep 1
-    done
+    }
+    watch_learner count_a2
     end_run
     # Solved within 400k env steps: the learner judges at each progress
     # line, and its --steps 400000 stops it at the first line past them.
@@ -418,6 +437,7 @@ impala)
   shared="--env cartpole --envs 32 --all-actors 2"
   impala_run() {
     start_run "$1" "an actor on each of a1 and a2" --actors 1 --actor-id 0 --actors 1 --actor-id 1
+    watch_learner
     end_run
     judge "s['mean100'] >= 120" "{'env_steps': s['env_steps'], 'mean100': round(s['mean100'], 1)}"
   }
