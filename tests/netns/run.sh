@@ -19,8 +19,9 @@
 #                 the limit lets the items through; nothing is lost.
 #
 #   apex          engram-apex across the machines: learner on rx, C++
-#                 actors on a1, the Python binding's actor on a2; CartPole
-#                 solved within 400k env steps (one of three seeds).
+#                 actors on a1, the Python and the Rust binding's actors on
+#                 a2; CartPole solved within 400k env steps (one of three
+#                 seeds).
 #   impala        engram-impala: learner on rx, an actor on a1 and on a2;
 #                 its CartPole smoke bar (one of three seeds).
 #
@@ -392,24 +393,36 @@ PY
   ;;
 apex)
   # engram-apex across the three machines: its learner on rx (an embedded
-  # server that listens), two C++ actors on a1 and the Python binding's
-  # actor on a2, each machine's actors behind an actor host (--role
-  # actors) whose replay and episodes are upstream to rx and whose
-  # parameters mirror rx's. 18 envs in all, 6 per actor.
+  # server that listens), two C++ actors on a1 and the Python and Rust
+  # bindings' actors on a2, each machine's actors behind an actor host
+  # (--role actors) whose replay and episodes are upstream to rx and whose
+  # parameters mirror rx's. 24 envs in all, 6 per actor.
   agent=$build/agents/engram-apex
   [ -x "$agent" ] || skip "engram-apex was not built (LibTorch missing)"
-  shared="--env cartpole --envs-per-actor 6 --all-actors 3"
+  command -v cargo >/dev/null || fail "cargo is missing (scripts/setup.sh installs it): the Rust actor needs it"
+  step "building the Rust binding's actor (cargo, offline)"
+  CARGO_TARGET_DIR=$build/rust ENGRAM_LIB_DIR=$build/capi ENGRAM_SERVER_LIB_DIR=$build/server \
+    cargo build --offline --quiet --release --example apex_actor --manifest-path "$src/bindings/rust/Cargo.toml" ||
+    fail "the Rust actor did not build"
+  rust_actor=$build/rust/release/examples/apex_actor
+  shared="--env cartpole --envs-per-actor 6 --all-actors 4"
   apex_run() {
-    start_run "$1" "two C++ actors on a1, a Python actor on a2" --actors 2 --actor-id 0 --actors 0 --actor-id 2
+    start_run "$1" "two C++ actors on a1, a Python and a Rust actor on a2" \
+      --actors 2 --actor-id 0 --actors 0 --actor-id 2
     for _ in $(seq 1 600); do
       [ -S "$out/a2/engram.sock" ] && break
       sleep 0.05
     done
     ip netns exec "$a2" env PYTHONPATH="$src/bindings/python" ENGRAM_LIBRARY="$build/capi/libengram.so.0" \
       PYTHONDONTWRITEBYTECODE=1 "${ENGRAM_PYTHON:-/usr/bin/python3}" "$src/bindings/python/examples/apex_actor.py" \
-      --socket "$out/a2/engram.sock" --actor-id 2 --actors 3 --envs-per-actor 6 >"$tmp/python-actor.log" 2>&1 &
+      --socket "$out/a2/engram.sock" --actor-id 2 --actors 4 --envs-per-actor 6 >"$tmp/python-actor.log" 2>&1 &
     pids+=($!)
     hosts+=($!)
+    # The Rust actor ends by itself when a2's server goes away (end_run).
+    ip netns exec "$a2" "$rust_actor" --socket "$out/a2/engram.sock" --actor-id 3 --actors 4 --envs-per-actor 6 \
+      >"$tmp/rust-actor.log" 2>&1 &
+    local rust=$!
+    pids+=($rust)
     # What the Python actor's machine delivered, read while the learner runs.
     a2_items=0
     count_a2() {
@@ -418,12 +431,16 @@ apex)
     }
     watch_learner count_a2
     end_run
+    wait "$rust" || fail "the Rust actor failed"
+    local rust_frames
+    rust_frames=$(sed -n 's/^apex_actor: \([0-9]*\) frames.*/\1/p' "$tmp/rust-actor.log")
+    [ "${rust_frames:-0}" -gt 0 ] || fail "the Rust actor acted on no frame"
     # Solved within 400k env steps: the learner judges at each progress
     # line, and its --steps 400000 stops it at the first line past them.
     judge "s['solved'] and s['env_steps'] <= 400000" \
-      "{'env_steps': s['env_steps'], 'mean100': round(s['mean100_low_epsilon'], 1), 'python_machine_items': $a2_items}"
-    # The Python actor's machine must have fed the learner for its share to count.
-    [ "$a2_items" -gt 0 ] || fail "the Python actor's machine delivered nothing"
+      "{'env_steps': s['env_steps'], 'mean100': round(s['mean100_low_epsilon'], 1), 'a2_items': $a2_items, 'rust_frames': $rust_frames}"
+    # The Python and Rust actors' machine must have fed the learner for their share to count.
+    [ "$a2_items" -gt 0 ] || fail "the Python and Rust actors' machine delivered nothing"
   }
   try_seeds apex_run "solved CartPole within 400k env steps"
   ;;
