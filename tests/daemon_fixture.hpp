@@ -167,10 +167,15 @@ class Daemon {
     std::ofstream(config_) << "socket = \"" << socket_ << "\"\n" << body;
     start();
   }
+  // A daemon still running at the end of a test must stop cleanly on
+  // SIGTERM: a shutdown that hangs (wait_exit's 1000: killed after 10 s)
+  // or crashes fails the test that left it.
   ~Daemon() {
     if (pid_ > 0) {
       ::kill(pid_, SIGTERM);
-      wait_exit(pid_, 10000);
+      if (int rc = wait_exit(pid_, 10000); rc != 0)
+        ADD_FAILURE() << "engramd exited with " << rc << " on SIGTERM at the end of the test; its log:\n"
+                      << read_file(log());
     }
     std::string cmd = "rm -rf " + dir_;
     if (std::system(cmd.c_str()) != 0) {

@@ -261,7 +261,7 @@ TEST(Engramd, CheckpointsOnRequestAndShutdownAndRestoresThem) {
   std::ofstream(d.dir() + "/engramd.toml") << "socket = \"" << d.socket() << "\"\n[checkpoint]\ndir = \"" << ckpt
                                             << "\"\non_shutdown = true\nkeep = 10\n"
                                             << table_toml("replay", "max_size = 500");
-  d.terminate();
+  EXPECT_EQ(d.terminate(), 0) << read_file(d.log());
   d.start();
   std::string out;
   const std::string ctl = ENGRAMCTL_PATH, s = "--socket";
