@@ -33,7 +33,8 @@ inline constexpr uint32_t kControlMagic = 0x4c525443;  // "CTRL"
 // 9: remote_status. 10: an insert record may carry a delivery (producer,
 // sequence), before its references; a sample may ask for sequences.
 // 11: a sample may look at the newest items instead (kSampleNewest).
-inline constexpr uint32_t kProtocolVersion = 11;
+// 12: TableInfoWire carries the items' largest and smallest priority.
+inline constexpr uint32_t kProtocolVersion = 12;
 // Descriptors one message may carry; a message that comes with more is refused.
 inline constexpr size_t kMaxControlFds = 4;
 inline constexpr uint32_t kMaxControlPayload = 1 << 16;
@@ -134,6 +135,7 @@ struct TableInfoWire {
   uint32_t clients;  // channels open on the table
   RateLimiterCounters counters;
   TableStats stats;
+  double max_priority, min_priority;  // of the items held; 0 when there are none
 };
 
 struct RateLimiterRequest {

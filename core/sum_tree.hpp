@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "core/dense_set.hpp"
+#include "core/kary_levels.hpp"
 #include "core/segment_header.hpp"
 #include "core/status.hpp"
 
@@ -262,23 +263,14 @@ class SumTree {
 
   // Computes the layout for `capacity` leaves into h; returns the region size.
   static size_t plan(uint32_t capacity, SumTreeHeader* h) {
-    uint64_t len[kSumTreeMaxLevels];
-    uint32_t n = 0;
-    uint64_t count = align_up(capacity, K);
-    len[n++] = count;
-    while (count > 1) {
-      uint64_t groups = count / K;
-      count = groups == 1 ? 1 : align_up(groups, K);
-      len[n++] = count;
-    }
+    uint32_t n = kary_level_lengths(capacity, K, h->level_length, kSumTreeMaxLevels);
     h->k = K;
     h->capacity = capacity;
     h->levels = n;
     h->occupied = 0;
     size_t off = sizeof(SumTreeHeader);
-    for (uint32_t l = 0; l < n; ++l) {  // level 0 = root = len[n-1]
+    for (uint32_t l = 0; l < n; ++l) {  // level 0 = the root
       h->level_offset[l] = off;
-      h->level_length[l] = len[n - 1 - l];
       off = align_up(off + h->level_length[l] * sizeof(double), kCacheLine);  // root padded to a line
     }
     h->dense_offset = off;

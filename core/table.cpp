@@ -37,6 +37,8 @@ size_t plan(const CheckedTableOptions& checked, TableHeader* h) {
   h->off_sampler = take(h->sampler_size);
   h->remover_size = Selector::bytes_needed(o.remover, capacity);
   h->off_remover = take(h->remover_size);
+  h->range_size = PriorityRange::bytes_needed(capacity);
+  h->off_range = take(h->range_size);
   h->region_size = off;
   return off;
 }
@@ -80,6 +82,7 @@ Result<Table> Table::format(void* mem, size_t size, const CheckedTableOptions& c
   std::memset(base + h->off_items, 0, sizeof(ItemSlot) * checked.capacity());
   if (auto s = Selector::format(base + h->off_sampler, h->sampler_size, o.sampler, checked.capacity()); !s.ok()) return s.status();
   if (auto s = Selector::format(base + h->off_remover, h->remover_size, o.remover, checked.capacity()); !s.ok()) return s.status();
+  if (auto r = PriorityRange::format(base + h->off_range, h->range_size, checked.capacity()); !r.ok()) return r.status();
   Table t(h, seed);
   t.reset();
   h->next_seq = first_sequence(0);
@@ -120,8 +123,10 @@ Result<Table> Table::attach(void* mem, size_t size, uint64_t seed) {
   size_t need = plan(*checked, &expect);
   if (need > size || need != h->region_size || expect.off_items != h->off_items || expect.off_refs != h->off_refs ||
       expect.off_free != h->off_free || expect.off_sampler != h->off_sampler || expect.off_remover != h->off_remover ||
+      expect.off_range != h->off_range || expect.range_size != h->range_size ||
       h->size > h->capacity || h->free_count > h->capacity || h->size + h->free_count != h->capacity)
     return Status{Errc::corrupt, "table header is inconsistent with its options"};
+  if (auto r = PriorityRange::attach(base + h->off_range, h->range_size); !r.ok()) return r.status();
   return Table(h, seed);
 }
 
@@ -139,6 +144,7 @@ Table::Table(TableHeader* h, uint64_t seed) : h_(h), rng_(seed) {
   free_ = reinterpret_cast<uint32_t*>(base + h->off_free);
   sampler_ = Selector::attach(base + h->off_sampler, h->sampler_size).value();
   remover_ = Selector::attach(base + h->off_remover, h->remover_size).value();
+  range_ = PriorityRange::attach(base + h->off_range, h->range_size).value();
   limiter_ = RateLimiter(h->limiter_config);
   limiter_.restore(h->limiter_counters);
 }
@@ -176,6 +182,7 @@ void Table::erase_slot(uint32_t slot) {
   if (on_remove_) on_remove_(it, refs(slot));
   sampler_.remove(slot);
   remover_.remove(slot);
+  range_.clear(slot);
   it.key = 0;
   free_[h_->free_count++] = slot;
   --h_->size;
@@ -239,6 +246,7 @@ Result<uint64_t> Table::insert(double priority, const ChunkRef* refs, uint32_t n
   // Cannot fail: priority validated, slot free in both selectors.
   (void)sampler_.insert(slot, priority);
   (void)remover_.insert(slot, priority);
+  range_.set(slot, priority);
   ++h_->size;
   ++h_->stats.inserts;
   limiter_.on_insert();
@@ -344,6 +352,7 @@ Status Table::update(uint64_t key, double priority) {
   if (Status s = check_weight(priority, slot); !s.ok()) return s;
   (void)sampler_.update(slot, priority);
   (void)remover_.update(slot, priority);
+  range_.set(slot, priority);
   items_[slot].priority = priority;
   ++h_->stats.updates;
   return Status::Ok();
@@ -371,6 +380,7 @@ void Table::reset() {
   h_->stats = {};
   sampler_.clear();
   remover_.clear();
+  range_.clear_all();
   limiter_.reset();
   sync_limiter();
 }
@@ -444,6 +454,7 @@ Status Table::restore(const TableState& s, const std::function<uint32_t(const Ch
     it.plain_steps = st.num_refs == 1 && plain_steps_of ? plain_steps_of(s.refs[st.first_ref]) : 0;
     (void)sampler_.insert_with_seq(slot, st.priority, st.sampler_seq);
     (void)remover_.insert_with_seq(slot, st.priority, st.remover_seq);
+    range_.set(slot, st.priority);
   }
   std::vector<bool> listed(cap);
   for (uint32_t i = 0; i < s.free_stack.size(); ++i) {
@@ -484,9 +495,10 @@ Status Table::set_rate_limiter(const RateLimiterConfig& c) {
 }
 
 TableInfo Table::info() const {
-  return TableInfo{h_->name,         h_->capacity,          h_->size,           h_->max_times_sampled,
-                   sampler_.kind(),  remover_.kind(),       limiter_.config(),  limiter_.counters(),
-                   h_->stats,        limiter_.can_sample(1), limiter_.can_insert(1)};
+  PriorityExtremes e = range_.empty() ? PriorityExtremes{0, 0} : range_.extremes();
+  return TableInfo{h_->name,        h_->capacity,          h_->size,           h_->max_times_sampled,
+                   sampler_.kind(), remover_.kind(),       limiter_.config(),  limiter_.counters(),
+                   h_->stats,       limiter_.can_sample(1), limiter_.can_insert(1), e.max, e.min};
 }
 
 }  // namespace engram

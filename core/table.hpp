@@ -6,13 +6,15 @@
 // Region layout (offsets from its start, each 64-aligned):
 //   TableHeader (starting with a SegmentHeader) | ItemSlot[capacity] | ChunkRef[capacity * max_refs_per_item]
 //   | free slot stack u32[capacity] | sampler region | remover region
+//   | priority range region (core/priority_range.hpp)
 //
 // Invariants:
 //  - an item's key is (generation << 32 | slot); a slot's generation grows by
 //    one each time the slot is filled, so a key whose generation no longer
 //    matches is stale, and updates/deletes with it are reported, not applied;
-//  - an occupied slot is a member of both the sampler and the remover, a free
-//    slot of neither, and is on the free stack;
+//  - an occupied slot is a member of both the sampler and the remover and
+//    holds its priority in the priority range; a free slot is a member of
+//    neither, is empty in the range, and is on the free stack;
 //  - rate-limiter deletes count every removal (eviction, max_times_sampled,
 //    explicit delete), so size() == inserts - deletes.
 #pragma once
@@ -24,6 +26,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/priority_range.hpp"
 #include "core/rate_limiter.hpp"
 #include "core/segment_header.hpp"
 #include "core/selector.hpp"
@@ -105,8 +108,8 @@ struct alignas(kCacheLine) TableHeader {
   RateLimiterConfig limiter_config;
   RateLimiterCounters limiter_counters;
   TableStats stats;
-  uint64_t off_items, off_refs, off_free, off_sampler, off_remover;
-  uint64_t sampler_size, remover_size;
+  uint64_t off_items, off_refs, off_free, off_sampler, off_remover, off_range;
+  uint64_t sampler_size, remover_size, range_size;
   Column columns[kMaxColumns];
 };
 
@@ -115,7 +118,8 @@ inline constexpr uint64_t kTableLayoutHash = layout_hash(
     static_cast<uint64_t>(SegmentKind::table),
     {layout_of<TableHeader>(), layout_of<ItemSlot>(), layout_of<ChunkRef>(), layout_of<Column>(),
      layout_of<RateLimiterConfig>(), layout_of<RateLimiterCounters>(), layout_of<TableStats>(),
-     layout_of<SelectorHeader>(), layout_of<SumTreeHeader>(), {kPrioritizedArity, 0}});
+     layout_of<SelectorHeader>(), layout_of<SumTreeHeader>(), {kPrioritizedArity, 0},
+     layout_of<PriorityRangeHeader>(), layout_of<PriorityExtremes>(), {kPriorityRangeArity, 0}});
 
 struct TableInfo {
   std::string name;
@@ -127,6 +131,9 @@ struct TableInfo {
   RateLimiterCounters counters;
   TableStats stats;
   bool can_sample, can_insert;
+  // The largest and smallest priority of the items held now; 0 when the
+  // table is empty.
+  double max_priority, min_priority;
 };
 
 // The largest table newest() looks into: it scans every slot when
@@ -341,6 +348,7 @@ class Table {
   ChunkRef* refs_ = nullptr;
   uint32_t* free_ = nullptr;
   Selector sampler_, remover_;
+  PriorityRange range_;
   RateLimiter limiter_;  // mirrored into the header after each change
   std::mt19937_64 rng_;
   RemoveHook on_remove_;

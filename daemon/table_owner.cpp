@@ -162,6 +162,8 @@ TableInfoWire TableOwner::info() {
     w.clients = static_cast<uint32_t>(channels_.size());
     w.counters = i.counters;
     w.stats = i.stats;
+    w.max_priority = i.max_priority;
+    w.min_priority = i.min_priority;
   });
   return w;
 }

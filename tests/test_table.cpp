@@ -203,6 +203,13 @@ TEST_P(TableModelTest, RandomOperationsMatchReferenceModel) {
         }
       }
       ASSERT_EQ(t.size(), model.items.size()) << "step " << step;
+      double hi = 0, lo = 0;
+      for (size_t i = 0; i < model.items.size(); ++i) {
+        hi = i ? std::max(hi, model.items[i].priority) : model.items[i].priority;
+        lo = i ? std::min(lo, model.items[i].priority) : model.items[i].priority;
+      }
+      ASSERT_EQ(t.info().max_priority, hi) << "step " << step;
+      ASSERT_EQ(t.info().min_priority, lo) << "step " << step;
       const auto& c = t.limiter().counters();
       ASSERT_EQ(c.inserts - c.deletes, static_cast<int64_t>(model.items.size()));
     }
@@ -451,6 +458,33 @@ TEST(Table, DeliveriesAreAppliedOncePerProducerAndSequence) {
   bad.marks = {{3, 1}, {3, 2}};
   OwnedTable refused(options({SelectorKind::fifo, 1}, {SelectorKind::fifo, 1}, 8));
   EXPECT_EQ(refused.table.restore(bad).code(), Errc::corrupt);
+}
+
+// The extremes follow the items through a restore, a refused restore and
+// a reset (the random model above covers inserts, updates and removals).
+TEST(Table, PriorityExtremesSurviveARestoreAndGoWithAReset) {
+  auto opt = options({SelectorKind::prioritized, 0.6}, {SelectorKind::fifo, 1}, 8);
+  OwnedTable o(opt);
+  Table& t = o.table;
+  EXPECT_EQ(t.info().max_priority, 0.0);
+  EXPECT_EQ(t.info().min_priority, 0.0);
+  ChunkRef r = ref_for(0);
+  for (double p : {3.0, 0.5, 7.0}) ASSERT_TRUE(t.insert(p, &r, 1).ok());
+  OwnedTable copy(opt);
+  ASSERT_TRUE(copy.table.restore(t.snapshot()).ok());
+  EXPECT_EQ(copy.table.info().max_priority, 7.0);
+  EXPECT_EQ(copy.table.info().min_priority, 0.5);
+  TableState bad = t.snapshot();
+  bad.items.back().priority = -1;
+  OwnedTable refused(opt);
+  EXPECT_EQ(refused.table.restore(bad).code(), Errc::corrupt);
+  EXPECT_EQ(refused.table.info().max_priority, 0.0) << "a refused restore leaves the table empty";
+  t.reset();
+  EXPECT_EQ(t.info().max_priority, 0.0);
+  EXPECT_EQ(t.info().min_priority, 0.0);
+  ASSERT_TRUE(t.insert(2.0, &r, 1).ok());
+  EXPECT_EQ(t.info().max_priority, 2.0);
+  EXPECT_EQ(t.info().min_priority, 2.0);
 }
 
 TEST(Table, ANewProducerPastTheBoundIsRefused) {

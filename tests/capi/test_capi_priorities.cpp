@@ -52,6 +52,37 @@ TEST_F(CApi, PrioritiesWhoseWeightsWouldSumPastADoubleAreRefused) {
   engram_table_close(t);
 }
 
+// engram_table_info reports the largest and smallest priority held,
+// following inserts, updates, deletes and evictions (the table model in
+// test_table.cpp checks them over random operations).
+TEST_F(CApi, TableInfoReportsTheLargestAndSmallestPriorityHeld) {
+  ASSERT_EQ(create("ext", 4, ENGRAM_PRIORITIZED), ENGRAM_OK);
+  engram_table* t = open("ext");
+  engram_writer* w = writer(cols_, 2);
+  auto extremes = [this] {
+    engram_table_info i;
+    engram_table_info_init(&i);
+    EXPECT_EQ(engram_table_info_get(c_, "ext", &i), ENGRAM_OK) << last();
+    return std::pair<double, double>{i.max_priority, i.min_priority};
+  };
+  EXPECT_EQ(extremes(), (std::pair<double, double>{0, 0})) << "an empty table";
+  std::vector<uint64_t> keys = insert_items(w, t, 3);  // priority 1 each
+  EXPECT_EQ(extremes(), (std::pair<double, double>{1, 1}));
+  double p[3] = {4.5, 0.25, 2};
+  ASSERT_EQ(engram_update_priorities(t, keys.data(), p, 3, nullptr), ENGRAM_OK) << last();
+  EXPECT_EQ(extremes(), (std::pair<double, double>{4.5, 0.25}));
+  ASSERT_EQ(engram_delete_items(t, &keys[0], 1, nullptr), ENGRAM_OK) << last();
+  EXPECT_EQ(extremes(), (std::pair<double, double>{2, 0.25})) << "the largest went";
+  for (int i = 0; i < 3; ++i) {  // fills the table (4) and evicts the oldest, 0.25
+    append(w, 9);
+    ASSERT_EQ(engram_writer_create_item(w, t, 1, 3.0), ENGRAM_OK) << last();
+  }
+  ASSERT_EQ(engram_writer_flush(w, 5000), ENGRAM_OK) << last();
+  EXPECT_EQ(extremes(), (std::pair<double, double>{3, 2})) << "the smallest was evicted";
+  engram_writer_close(w);
+  engram_table_close(t);
+}
+
 // engram_update_priorities_async returns before the owner answers; the
 // owner applies a handle's requests in order, so the next sample on the
 // handle sees the update. Far more calls than the response ring holds

@@ -245,7 +245,9 @@ def test_priority_updates_and_deletes_report_each_key(client):
         assert set(data["x"].ravel()) == {2.0} and len(info) == 8
         with pytest.raises(ValueError):
             t.sample_end()
-    assert client.table_info("t")["size"] == 2
+    info = client.table_info("t")
+    assert info["size"] == 2
+    assert (info["max_priority"], info["min_priority"]) == (1.0, 0.0), "the two items' priorities now"
 
 
 def test_views_outlive_every_python_reference_to_their_batch(server):

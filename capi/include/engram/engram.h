@@ -277,14 +277,20 @@ typedef struct engram_table_info {
   uint64_t bytes_raw;                  /* chunk data under the items inserted since creation or reset,
                                           each chunk counted once, before compression */
   uint64_t bytes_stored;               /* the same after compression */
+  double max_priority, min_priority;   /* the largest and smallest priority of the items held now
+                                          (0 when there are none); kept as items come, change and
+                                          go, at O(log n) a change. Since 0.5 */
 } engram_table_info;
 
 /* Sets every field to its default (given at the field) and struct_size to
  * sizeof the struct; call it first, then set fields. Thread-safe. */
 ENGRAM_API void engram_table_info_init(engram_table_info* i);
 /* Fills *out (whose struct_size the caller set, e.g. by _init); fields past
- * that size are left alone. Errors: ENGRAM_E_NOT_FOUND, ENGRAM_E_INVALID
- * (struct_size too small), ENGRAM_E_DISCONNECTED. */
+ * that size are left alone. max_priority and min_priority are the largest
+ * and smallest priority among the items the table holds at that moment (0
+ * when it holds none), e.g. for a prioritized writer that inserts new
+ * items at the current maximum. Errors: ENGRAM_E_NOT_FOUND,
+ * ENGRAM_E_INVALID (struct_size too small), ENGRAM_E_DISCONNECTED. */
 ENGRAM_API int engram_table_info_get(engram_client* c, const char* name, engram_table_info* out);
 /* The table's columns: copies min(cap, count) into out and sets *count.
  * Column names point into the handle and live as long as it. */

@@ -107,6 +107,8 @@ struct engram_table_info
     rate_limiter::engram_rate_limiter
     bytes_raw::UInt64
     bytes_stored::UInt64
+    max_priority::Float64
+    min_priority::Float64
 end
 
 struct engram_writer_options

@@ -243,6 +243,10 @@ pub struct engram_table_info {
     pub bytes_raw: u64,
     /// The same after compression.
     pub bytes_stored: u64,
+    /// The largest priority of the items held now (0 when there are none).
+    pub max_priority: f64,
+    /// The smallest priority of the items held now (0 when there are none).
+    pub min_priority: f64,
 }
 
 /// Options of engram_writer_open.

@@ -150,6 +150,8 @@ impl Client {
             evictions: i.evictions,
             clients: i.clients,
             rate_limiter: RateLimiter(i.rate_limiter),
+            max_priority: i.max_priority,
+            min_priority: i.min_priority,
         })
     }
 

@@ -147,4 +147,8 @@ pub struct TableInfo {
     pub clients: u32,
     /// The table's rate limiter.
     pub rate_limiter: RateLimiter,
+    /// The largest priority of the items held now (0 when there are none).
+    pub max_priority: f64,
+    /// The smallest priority of the items held now (0 when there are none).
+    pub min_priority: f64,
 }

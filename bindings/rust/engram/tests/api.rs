@@ -156,7 +156,9 @@ fn priorities_and_deletes_by_key() {
     assert_eq!(s.len(), 8);
     assert!(s.column::<i64>(1).unwrap().iter().all(|&x| x == 2), "drawn before the later update");
     assert_eq!(table.sample_end().err().map(|e| e.code()), Some(sys::ENGRAM_E_INVALID), "nothing begun");
-    assert_eq!(client.table_info("t").unwrap().size, 2);
+    let info = client.table_info("t").unwrap();
+    assert_eq!(info.size, 2);
+    assert_eq!((info.max_priority, info.min_priority), (1.0, 0.0), "the two items' priorities now");
 }
 
 #[test]
