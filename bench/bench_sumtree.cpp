@@ -3,6 +3,9 @@
 // followed by 256 updates of the sampled leaves, as a PER learner does), at
 // N = 1e3 .. 1e7 leaves. Names: sumtree/<op>/<impl>/<N>; each iteration
 // handles one batch of 256 items, so items_per_second is comparable.
+// Beside them, range/update/kary8/<N>: the same updates of a table's
+// priority range (core/priority_range.hpp, max and min), which every
+// priority change pays on top of its selectors'.
 #include <benchmark/benchmark.h>
 
 #include <memory>
@@ -11,6 +14,7 @@
 #include <vector>
 
 #include "baseline_sum_tree.hpp"
+#include "core/priority_range.hpp"
 #include "core/sum_tree.hpp"
 
 namespace engram::bench {
@@ -52,6 +56,22 @@ struct Kary {
   void assign(const double* w, uint32_t n) { tree.assign(w, n); }
   void set_batch(const uint32_t* idx, const double* w, size_t n) { tree.set_batch(idx, w, n, scratch); }
   void sample_batch(const double* u, uint32_t* out, size_t n) { tree.sample_batch(u, out, n, scratch); }
+};
+
+struct Range {
+  explicit Range(uint32_t n)
+      : mem(static_cast<char*>(std::aligned_alloc(64, align_up(PriorityRange::bytes_needed(n), 64)))) {
+    range = PriorityRange::format(mem.get(), PriorityRange::bytes_needed(n), n).value();
+  }
+  std::unique_ptr<char, Kary<2>::Free> mem;
+  PriorityRange range;
+  void assign(const double* w, uint32_t n) {
+    for (uint32_t i = 0; i < n; ++i) range.set(i, w[i]);
+  }
+  void set_batch(const uint32_t* idx, const double* w, size_t n) {
+    for (size_t i = 0; i < n; ++i) range.set(idx[i], w[i]);
+  }
+  void sample_batch(const double*, uint32_t*, size_t) {}
 };
 
 struct Baseline : BaselineSumTree {
@@ -108,6 +128,9 @@ int main(int argc, char** argv) {
   register_impl<Kary<16>>("kary16");
   register_impl<Kary<32>>("kary32");
   register_impl<Kary<64>>("kary64");
+  for (uint32_t n : {1'000u, 10'000u, 100'000u, 1'000'000u, 10'000'000u})
+    benchmark::RegisterBenchmark(("range/update/kary8/" + std::to_string(n)).c_str(),
+                                 [n](benchmark::State& s) { run<Range>(s, Op::update, n); });
   // 0.2 s per benchmark unless the command line says otherwise (later flags win).
   std::vector<char*> args(argv, argv + argc);
   static char min_time[] = "--benchmark_min_time=0.2";

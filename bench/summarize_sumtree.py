@@ -46,6 +46,19 @@ def main():
         print(f"\nmixed workload, N=1e6: best is {best} at {ratio:.2f}x the baseline")
         if ratio < 2.0:
             failures.append(f"mixed N=1e6: best K-ary tree is only {ratio:.2f}x the baseline (target 2x)")
+    # The priority range (max and min) that every priority change also pays.
+    lines = []
+    for b in data["benchmarks"]:
+        parts = b["name"].split("/")
+        if len(parts) >= 4 and parts[0] == "range":
+            n = int(parts[3])
+            prod = rate.get(("update", PRODUCTION, n))
+            r = b["items_per_second"]
+            share = f", {prod / r:4.2f}x the time of a {PRODUCTION} update" if prod else ""
+            lines.append(f"range   {n:<10} {r / 1e6:12.1f} M/s{share}")
+    if lines:
+        print("\npriority range (max and min), update:")
+        print("\n".join(lines))
     for f in failures:
         print("MISSED:", f)
     return 1 if (check and failures) else 0
