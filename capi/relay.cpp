@@ -52,7 +52,7 @@ Status engram_writer::relay_item(const uint64_t* ids, const uint32_t* offsets, c
     return {Errc::invalid_capacity, "an item over " + std::to_string(n) + " chunks; table " + t->name + " allows 1.." +
                                         std::to_string(max_refs)};
   if (from.producer != 0 && from.sequence == 0) return {Errc::invalid_argument, "a delivery's sequence starts at 1"};
-  PendingItem p{t, priority, n, {}, {}, {}, from};
+  PendingItem p{t, priority, n, {}, {}, {}, from, false};
   for (uint32_t i = 0; i < n; ++i) {
     if (ids[i] < first_seq || ids[i] >= next_seq || at(ids[i]).given_back || !at(ids[i]).kept)
       return {Errc::invalid_argument, "the item names chunk " + std::to_string(ids[i]) + ", which this relay does not hold"};

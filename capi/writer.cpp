@@ -41,7 +41,8 @@ Status engram_writer::signature_difference(const engram_table* t) const {
   return {Errc::signature_mismatch, why + "they differ"};
 }
 
-Status engram_writer::create_item(engram_table* t, uint32_t num_steps, double priority) {
+Status engram_writer::create_item(engram_table* t, uint32_t num_steps, double priority, bool at_max) {
+  if (at_max) priority = 0;  // the owner's to choose
   if (Status s = validate_priority(priority); !s.ok()) return s;
   // Chunk headers carry the signature's hash and the owner accepts a chunk
   // on that alone, so equal hashes mean the same signature here too; it is
@@ -52,7 +53,7 @@ Status engram_writer::create_item(engram_table* t, uint32_t num_steps, double pr
     return {Errc::invalid_capacity, "an item of " + std::to_string(num_steps) + " steps, but the writer holds " +
                                         std::to_string(history_steps) + " steps of this episode (max_item_steps " +
                                         std::to_string(max_item_steps) + ")"};
-  PendingItem p{t, priority, 0, {}, {}, {}};
+  PendingItem p{t, priority, 0, {}, {}, {}, {}, at_max};
   uint32_t max_refs = std::min<uint32_t>(kRecordRefs, t->spec.max_refs_per_item);
   // Walk back from the newest chunk until num_steps are covered; they are
   // all in the history because num_steps <= history_steps.
@@ -105,13 +106,14 @@ Status engram_writer::send_pending(bool force) {
     uint32_t n = 0;
     batch[n++] = pending.front();
     pending.pop_front();
-    // A record of items carries one chunk_steps and no deliveries.
+    // A record of items carries one chunk_steps, no deliveries and no
+    // flags (an item at the maximum goes alone).
+    auto packable = [](const PendingItem& p) { return p.num_refs == 1 && p.from.producer == 0 && !p.at_max; };
     auto joins = [&](const PendingItem& p) {
-      return p.num_refs == 1 && p.table == batch[0].table && p.from.producer == 0 &&
-             at(p.seq[0]).capacity == at(batch[0].seq[0]).capacity && sendable(p);
+      return packable(p) && p.table == batch[0].table && at(p.seq[0]).capacity == at(batch[0].seq[0]).capacity &&
+             sendable(p);
     };
-    while (batch[0].num_refs == 1 && batch[0].from.producer == 0 && n < kRecordItems && !pending.empty() &&
-           joins(pending.front())) {
+    while (packable(batch[0]) && n < kRecordItems && !pending.empty() && joins(pending.front())) {
       batch[n++] = pending.front();
       pending.pop_front();
     }
@@ -143,6 +145,7 @@ Status engram_writer::send_items(const PendingItem* ps, uint32_t n) {
   };
   if (n == 1) {  // any number of chunk slices
     r.op = static_cast<uint32_t>(RequestOp::insert);
+    r.flags = ps[0].at_max ? kInsertAtMax : 0;
     r.count = ps[0].num_refs;
     r.payload.insert.priority = ps[0].priority;
     r.payload.insert.chunk_steps = at(ps[0].seq[0]).capacity;
@@ -359,6 +362,14 @@ int engram_writer_create_item(engram_writer* w, engram_table* t, uint32_t num_st
   if (!w || !t) return fail(Errc::invalid_argument, "writer or table is NULL");
   if (t->client != w->client) return fail(Errc::invalid_argument, "the table handle belongs to another client");
   return set_error(w->create_item(t, num_steps, priority));
+  ENGRAM_GUARD_END
+}
+
+int engram_writer_create_item_at_max(engram_writer* w, engram_table* t, uint32_t num_steps) {
+  ENGRAM_GUARD_BEGIN
+  if (!w || !t) return fail(Errc::invalid_argument, "writer or table is NULL");
+  if (t->client != w->client) return fail(Errc::invalid_argument, "the table handle belongs to another client");
+  return set_error(w->create_item(t, num_steps, 0, true));
   ENGRAM_GUARD_END
 }
 

@@ -86,6 +86,7 @@ struct engram_writer {
     uint64_t seq[engram::kRecordRefs];  // the chunks, oldest first
     uint32_t offset[engram::kRecordRefs], length[engram::kRecordRefs];
     engram::Delivery from{};            // a relayed item's; none for a writer's
+    bool at_max = false;                // sent alone, with kInsertAtMax
   };
   engram::Fifo<PendingItem> pending;
 
@@ -101,7 +102,9 @@ struct engram_writer {
   engram::Status forget(uint64_t id);
 
   engram::Status append(const void* const* cols, uint32_t n, size_t stride_steps);
-  engram::Status create_item(engram_table* t, uint32_t num_steps, double priority);
+  // at_max: the item's priority is the table's largest when the owner
+  // applies it (engram_writer_create_item_at_max); `priority` is ignored.
+  engram::Status create_item(engram_table* t, uint32_t num_steps, double priority, bool at_max = false);
   engram::Status end_episode();
   // Sends pending items, in order, while their chunks are final; with
   // `force`, finalizes the open chunk for the ones that need it (flush,

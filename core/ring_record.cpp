@@ -63,10 +63,13 @@ Status check_request(const RequestRecord& r, uint32_t max_batch) noexcept {
                                         std::to_string(r.count) + ", allowed " + std::to_string(lo) + ".." +
                                         std::to_string(hi)};
   };
-  constexpr uint32_t kSampleFlags = kSampleSequences | kSampleNewest;
-  if (r.flags != 0 && !(r.op == static_cast<uint32_t>(RequestOp::sample) && (r.flags & ~kSampleFlags) == 0))
+  const uint32_t allowed = r.op == static_cast<uint32_t>(RequestOp::sample)   ? kSampleSequences | kSampleNewest
+                           : r.op == static_cast<uint32_t>(RequestOp::insert) ? kInsertAtMax
+                                                                               : 0;
+  if (r.flags & ~allowed)
     return {Errc::invalid_argument, std::string(request_op_name(r.op)) + " request with flags " + std::to_string(r.flags) +
-                                        "; only a sample may have flags, and only kSampleSequences and kSampleNewest"};
+                                        "; a sample may have kSampleSequences and kSampleNewest, an insert "
+                                        "kInsertAtMax, other requests none"};
   if ((r.flags & kSampleNewest) && r.deadline_ns != 0)
     return {Errc::invalid_argument, "a look at the newest items (kSampleNewest) never waits: its deadline must be 0"};
   switch (static_cast<RequestOp>(r.op)) {

@@ -88,12 +88,18 @@ inline constexpr uint32_t kSampleSequences = 1;
 // none; nothing counts as sampled. A peer's mirror follows a table so.
 // A look never waits: its deadline must be 0.
 inline constexpr uint32_t kSampleNewest = 2;
+// RequestRecord::flags of an insert: the item's priority is the table's
+// largest when the owner applies it (Table::at_max_priority), and
+// payload.insert.priority is ignored. Never in insert_items records: a
+// writer sends such an item alone.
+inline constexpr uint32_t kInsertAtMax = 1;
 
 struct RequestRecord {
   uint32_t ring_seq_;
   uint32_t op;  // RequestOp
   uint32_t count;
-  uint32_t flags;        // sample: kSampleSequences, kSampleNewest, both or 0; 0 for other ops
+  uint32_t flags;        // sample: kSampleSequences, kSampleNewest, both or 0; insert: kInsertAtMax or 0;
+                         // 0 for other ops
   uint64_t id;           // chosen by the client, echoed in responses
   int64_t deadline_ns;   // CLOCK_MONOTONIC; kNoDeadline, or 0 to never wait
   union {

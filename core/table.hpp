@@ -136,6 +136,10 @@ struct TableInfo {
   double max_priority, min_priority;
 };
 
+// What an insert "at the current maximum" gets in an empty table: Schaul
+// et al.'s first priority.
+inline constexpr double kAtMaxWhenEmpty = 1.0;
+
 // The largest table newest() looks into: it scans every slot when
 // something is newer, so only small tables (parameters) are looked into
 // so, and a look costs about what a sample of a few items costs.
@@ -271,6 +275,12 @@ class Table {
   // a producer; Errc::already_exists at or below its mark; Errc::limit for
   // a new producer past kMaxProducers; Errc::invalid_argument for sequence 0.
   Status check_delivery(const Delivery& d) const;
+  // The priority of an item inserted "at the current maximum" now
+  // (Schaul et al.'s default for new experience): the largest priority
+  // held, or kAtMaxWhenEmpty when the table is empty. An owner asks it
+  // just before insert(), so the item gets the maximum at its time
+  // (before an eviction that insert may make).
+  double at_max_priority() const noexcept { return range_.empty() ? kAtMaxWhenEmpty : range_.extremes().max; }
   // Samples up to n items (Errc::rate_limited if the limiter refuses n now).
   // Fewer than n come back only when max_times_sampled empties the table
   // mid-batch. Each sample counts; items reaching max_times_sampled go.

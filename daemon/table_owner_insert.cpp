@@ -64,7 +64,8 @@ void TableOwner::leave_insert_line(const ChannelState& c) {
 TableOwner::Outcome TableOwner::insert_in_turn(ChannelState& c, const RequestRecord& r) {
   const auto& in = r.payload.insert;
   if (expired(c, r, "an insert")) return Outcome::done;
-  if (Status s = validate_priority(in.priority); !s.ok()) return fail(c, r, s), Outcome::done;
+  const bool at_max = r.flags & kInsertAtMax;  // other flags were refused (check_request)
+  if (Status s = validate_priority(in.priority); !at_max && !s.ok()) return fail(c, r, s), Outcome::done;
   if (r.count > table_.refs_per_item())
     return fail(c, r, {Errc::invalid_argument, "item spans " + std::to_string(r.count) + " chunks; table " +
                                                    table_.name() + " allows " + std::to_string(table_.refs_per_item())}),
@@ -113,7 +114,8 @@ TableOwner::Outcome TableOwner::insert_in_turn(ChannelState& c, const RequestRec
     }
   }
   size_t freed_before = freed_.size();  // an eviction may free blocks
-  auto key = table_.insert(in.priority, in.refs, r.count, plain_steps_of(headers[0]), from);
+  auto key = table_.insert(at_max ? table_.at_max_priority() : in.priority, in.refs, r.count,
+                           plain_steps_of(headers[0]), from);
   if (!key.ok()) {
     undo();
     return fail(c, r, key.status()), Outcome::done;

@@ -117,10 +117,18 @@ TEST_P(TableModelTest, RandomOperationsMatchReferenceModel) {
     for (uint64_t step = 0; step < ops; ++step) {
       o.removed.clear();
       o.removed_ref0.clear();
-      switch (rng() % 6) {
+      const uint64_t op = rng() % 7;
+      switch (op) {
         case 0:
-        case 1: {  // insert, evicting with the remover when full
+        case 1:
+        case 6: {  // insert, evicting with the remover when full; case 6 at the current maximum
           double p = static_cast<double>(rng() % 5);
+          if (op == 6) {  // then the largest held before any eviction, or 1 in an empty table
+            double hi = kAtMaxWhenEmpty;
+            for (size_t i = 0; i < model.items.size(); ++i) hi = i ? std::max(hi, model.items[i].priority) : model.items[i].priority;
+            ASSERT_EQ(t.at_max_priority(), hi) << "step " << step;
+            p = t.at_max_priority();
+          }
           std::vector<uint64_t> victims;
           if (model.items.size() == cap) victims = model.candidates(mc.remover);
           ChunkRef r[2] = {ref_for(next_ref), ref_for(next_ref + 1)};

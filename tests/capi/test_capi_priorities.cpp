@@ -83,6 +83,59 @@ TEST_F(CApi, TableInfoReportsTheLargestAndSmallestPriorityHeld) {
   engram_table_close(t);
 }
 
+// engram_writer_create_item_at_max: the server gives the item the largest
+// priority held when it applies the insert (1 in an empty table), so a
+// later change of the maximum does not move it.
+TEST_F(CApi, AnItemAtTheMaximumGetsTheLargestPriorityAtItsTime) {
+  ASSERT_EQ(create("atmax", 100, ENGRAM_PRIORITIZED), ENGRAM_OK);
+  engram_table* t = open("atmax");
+  engram_writer* w = writer(cols_, 2);
+  // The priority of the one item with weight: every draw picks it.
+  auto drawn_priority = [&](uint64_t key) {
+    uint8_t obs[8 * 20];
+    float rew[8];
+    void* bufs[2] = {obs, rew};
+    std::vector<engram_sample_info> info;
+    sample_full_batch(t, batch_options(8, 1), bufs, &info);
+    for (const engram_sample_info& si : info) EXPECT_EQ(si.key, key);
+    return info.empty() ? -1.0 : info[0].priority;
+  };
+  auto take_keys = [&](size_t n) {
+    std::vector<uint64_t> keys(8);
+    size_t got = 0;
+    EXPECT_EQ(engram_writer_take_keys(w, keys.data(), keys.size(), &got), ENGRAM_OK);
+    EXPECT_EQ(got, n);
+    keys.resize(got);
+    return keys;
+  };
+  append(w, 1);
+  ASSERT_EQ(engram_writer_create_item_at_max(w, t, 1), ENGRAM_OK) << last();
+  ASSERT_EQ(engram_writer_flush(w, 5000), ENGRAM_OK) << last();
+  const uint64_t first = take_keys(1).at(0);
+  EXPECT_EQ(drawn_priority(first), 1.0) << "an empty table's item at the maximum gets 1";
+  append(w, 2);
+  ASSERT_EQ(engram_writer_create_item(w, t, 1, 6.5), ENGRAM_OK) << last();
+  append(w, 3);
+  ASSERT_EQ(engram_writer_create_item(w, t, 1, 0.5), ENGRAM_OK) << last();
+  append(w, 4);
+  ASSERT_EQ(engram_writer_create_item_at_max(w, t, 1), ENGRAM_OK) << last();
+  ASSERT_EQ(engram_writer_flush(w, 5000), ENGRAM_OK) << last();
+  const std::vector<uint64_t> k = take_keys(3);
+  // The others lose their weight: the item at the maximum keeps what it got.
+  uint64_t others[3] = {first, k.at(0), k.at(1)};
+  double zero[3] = {0, 0, 0};
+  ASSERT_EQ(engram_update_priorities(t, others, zero, 3, nullptr), ENGRAM_OK) << last();
+  EXPECT_EQ(drawn_priority(k.at(2)), 6.5) << "the largest when it was applied";
+  engram_table_info i;
+  engram_table_info_init(&i);
+  ASSERT_EQ(engram_table_info_get(c_, "atmax", &i), ENGRAM_OK);
+  EXPECT_EQ(i.max_priority, 6.5);
+  EXPECT_EQ(engram_writer_create_item_at_max(nullptr, t, 1), ENGRAM_E_INVALID);
+  EXPECT_EQ(engram_writer_create_item_at_max(w, t, 0), ENGRAM_E_RANGE) << "the checks of create_item";
+  engram_writer_close(w);
+  engram_table_close(t);
+}
+
 // engram_update_priorities_async returns before the owner answers; the
 // owner applies a handle's requests in order, so the next sample on the
 // handle sees the update. Far more calls than the response ring holds

@@ -99,10 +99,10 @@ TEST_F(CApi, ASampleForDeliveryAnswersInsertionSequences) {
   ASSERT_EQ(rsp.status, 0) << rsp.payload.message;
   EXPECT_EQ(rsp.payload.packed.items[0].probability, 1.0) << "without the flag, a probability";
   RequestRecord odd = one_step_insert(*b, 1);
-  odd.flags = kSampleSequences;
+  odd.flags = kSampleNewest;  // a sample's flag on an insert
   rsp = raw.roundtrip(odd);
   EXPECT_EQ(static_cast<Errc>(rsp.status), Errc::invalid_argument);
-  EXPECT_NE(std::string(rsp.payload.message).find("only a sample may have flags"), std::string::npos)
+  EXPECT_NE(std::string(rsp.payload.message).find("an insert kInsertAtMax, other requests none"), std::string::npos)
       << rsp.payload.message;
   take.id = 102;
   take.flags = 4;

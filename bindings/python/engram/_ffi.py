@@ -141,6 +141,7 @@ _SIGNATURES = {
     "engram_writer_append_batch": (c_int, [Writer, _P(c_void_p), c_uint32]),
     "engram_writer_append_items": (c_int, [Writer, _P(c_void_p), c_uint32, Table, c_uint32, _P(c_double)]),
     "engram_writer_create_item": (c_int, [Writer, Table, c_uint32, c_double]),
+    "engram_writer_create_item_at_max": (c_int, [Writer, Table, c_uint32]),
     "engram_writer_end_episode": (c_int, [Writer]),
     "engram_writer_flush": (c_int, [Writer, c_int32]),
     "engram_writer_take_keys": (c_int, [Writer, _P(c_uint64), c_size_t, _P(c_size_t)]),

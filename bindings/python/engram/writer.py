@@ -113,6 +113,14 @@ class Writer(_Child):
             with _interrupt.waiting(self._core):
                 _check(lib.engram_writer_create_item(self._ptr(), table._ptr(), num_steps, priority))
 
+    def create_item_at_max(self, table, num_steps):
+        """An item over the last num_steps steps, in `table`, at the table's
+        largest priority when the server applies it (1.0 in an empty table)."""
+        num_steps = _int("num_steps", num_steps, _U32)
+        with self._core:
+            with _interrupt.waiting(self._core):
+                _check(lib.engram_writer_create_item_at_max(self._ptr(), table._ptr(), num_steps))
+
     def end_episode(self):
         with self._core:
             _check(lib.engram_writer_end_episode(self._ptr()))

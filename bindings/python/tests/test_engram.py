@@ -89,6 +89,22 @@ def test_positional_batches_and_items_over_several_steps(client):
         assert info["priority"][0] == 2.0
 
 
+def test_items_at_the_maximum_get_the_largest_priority_held(client):
+    cols = [("x", np.float32, ())]
+    client.create_table("t", cols, max_size=10, sampler="prioritized")
+    with client.table("t") as t, client.writer(cols) as w:
+        for i, p in enumerate([None, 3.0, None]):
+            w.append(np.float32(i))
+            if p is None:
+                w.create_item_at_max(t, num_steps=1)
+            else:
+                w.create_item(t, num_steps=1, priority=p)
+            w.flush()
+    info = client.table_info("t")
+    # 1.0 (an empty table's), 3.0, then 3.0 again (the largest held).
+    assert (info["size"], info["max_priority"], info["min_priority"]) == (3, 3.0, 1.0)
+
+
 def test_errors_carry_the_code_and_the_message(client):
     cols = [("x", np.float32, ())]
     with pytest.raises(engram.NotFound) as e:

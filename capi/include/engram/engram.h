@@ -370,6 +370,15 @@ ENGRAM_API int engram_writer_append_batch(engram_writer* w, const void* const* c
  * (num_steps is 0, longer than the steps held, or spans too many chunks),
  * ENGRAM_E_CLOSED, ENGRAM_E_DISCONNECTED. */
 ENGRAM_API int engram_writer_create_item(engram_writer* w, engram_table* t, uint32_t num_steps, double priority);
+/* As engram_writer_create_item, but the item's priority is the largest
+ * priority the table holds when the server applies the insert (before any
+ * eviction the insert makes), or 1.0 if the table is then empty: Schaul et
+ * al.'s rule for new transitions in prioritized replay, without asking
+ * for the maximum first (engram_table_info_get's max_priority) and racing
+ * other writers. The priority it got comes back with the item when it is
+ * sampled. Errors: those of engram_writer_create_item but
+ * ENGRAM_E_PRIORITY. Since 0.5. */
+ENGRAM_API int engram_writer_create_item_at_max(engram_writer* w, engram_table* t, uint32_t num_steps);
 /* Appends n steps, as engram_writer_append_batch (columns[i] points at n
  * consecutive values of column i), and after each step creates an item
  * over the last num_steps steps in table t, with priorities[k] (1.0 for

@@ -211,6 +211,9 @@ engram_writer_append_items(w, columns, n, t, num_steps, priorities) =
 engram_writer_create_item(w, t, num_steps, priority) =
     ccall((:engram_writer_create_item, libengram), Cint, (Ptr{engram_writer}, Ptr{engram_table}, UInt32, Cdouble),
           w, t, num_steps, priority)
+engram_writer_create_item_at_max(w, t, num_steps) =
+    ccall((:engram_writer_create_item_at_max, libengram), Cint, (Ptr{engram_writer}, Ptr{engram_table}, UInt32),
+          w, t, num_steps)
 engram_writer_end_episode(w) = ccall((:engram_writer_end_episode, libengram), Cint, (Ptr{engram_writer},), w)
 engram_writer_flush(w, timeout_ms) =
     ccall((:engram_writer_flush, libengram), Cint, (Ptr{engram_writer}, Int32), w, timeout_ms)

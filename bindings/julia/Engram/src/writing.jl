@@ -54,6 +54,10 @@ end
 """An item over the last `num_steps` steps, in `table`."""
 create_item!(w::Writer, t::Table, num_steps::Integer, priority::Real) =
     check(engram_writer_create_item(live(w), live(t), UInt32(num_steps), Float64(priority)))
+"""An item over the last `num_steps` steps, in `table`, at the table's largest priority when the server applies it
+(1.0 in an empty table)."""
+create_item_at_max!(w::Writer, t::Table, num_steps::Integer) =
+    check(engram_writer_create_item_at_max(live(w), live(t), UInt32(num_steps)))
 end_episode!(w::Writer) = check(engram_writer_end_episode(live(w)))
 """Waits until every item created so far is applied or refused."""
 flush!(w::Writer; timeout_ms::Integer = -1) = check(engram_writer_flush(live(w), Int32(timeout_ms)))

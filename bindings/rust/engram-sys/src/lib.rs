@@ -380,6 +380,7 @@ extern "C" {
                                       t: *mut engram_table, num_steps: u32, priorities: *const f64) -> c_int;
     pub fn engram_writer_create_item(w: *mut engram_writer, t: *mut engram_table, num_steps: u32,
                                      priority: f64) -> c_int;
+    pub fn engram_writer_create_item_at_max(w: *mut engram_writer, t: *mut engram_table, num_steps: u32) -> c_int;
     pub fn engram_writer_end_episode(w: *mut engram_writer) -> c_int;
     pub fn engram_writer_flush(w: *mut engram_writer, timeout_ms: i32) -> c_int;
     pub fn engram_writer_take_keys(w: *mut engram_writer, keys: *mut u64, cap: usize, count: *mut usize) -> c_int;

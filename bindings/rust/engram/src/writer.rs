@@ -64,6 +64,16 @@ impl Writer<'_> {
         check(unsafe { sys::engram_writer_create_item(self.ptr, table.ptr, num_steps, priority) })
     }
 
+    /// Creates an item over the last `num_steps` steps in `table`, at the
+    /// table's largest priority when the server applies it (1.0 in an
+    /// empty table).
+    pub fn create_item_at_max(&mut self, table: &Table<'_>, num_steps: u32) -> Result<()> {
+        if !ptr::eq(table.client, self.client) {
+            return Err(Error::new(sys::ENGRAM_E_INVALID, "the table was opened by another client than the writer's"));
+        }
+        check(unsafe { sys::engram_writer_create_item_at_max(self.ptr, table.ptr, num_steps) })
+    }
+
     /// Ends the episode: later items never reach back into it.
     pub fn end_episode(&mut self) -> Result<()> {
         check(unsafe { sys::engram_writer_end_episode(self.ptr) })

@@ -228,6 +228,28 @@ fn a_stopped_server_disconnects_its_clients() {
 }
 
 #[test]
+fn items_at_the_maximum_get_the_largest_priority_held() {
+    let (_s, path) = server();
+    let client = Client::connect(Some(&path)).unwrap();
+    let mut o = TableOptions::new("t", walk_columns(), 10);
+    o.sampler = Selector::Prioritized;
+    client.create_table(&o).unwrap();
+    let table = client.open_table("t").unwrap();
+    let mut w = client.writer(&WriterOptions::new(walk_columns())).unwrap();
+    for (i, p) in [None, Some(3.0), None].iter().enumerate() {
+        w.append(&[bytes(&[i as f32; 4]), bytes(&[i as i64])]).unwrap();
+        match p {
+            Some(p) => w.create_item(&table, 1, *p).unwrap(),
+            None => w.create_item_at_max(&table, 1).unwrap(),
+        }
+        w.flush(5000).unwrap();
+    }
+    let info = client.table_info("t").unwrap();
+    // 1.0 (an empty table's), 3.0, then 3.0 again (the largest held).
+    assert_eq!((info.size, info.max_priority, info.min_priority), (3, 3.0, 1.0));
+}
+
+#[test]
 fn append_items_writes_a_batch_in_one_call() {
     let (_s, path) = server();
     let client = Client::connect(Some(&path)).unwrap();
