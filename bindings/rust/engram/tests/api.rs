@@ -120,13 +120,18 @@ fn errors_carry_the_code_and_the_message() {
     assert_eq!(table.update_priorities(&[1], &[f64::NAN]).unwrap_err().code(), sys::ENGRAM_E_PRIORITY);
 }
 
+// Table "t" of 10 walk steps, sampled by priority.
+fn create_prioritized(client: &Client) {
+    let mut o = TableOptions::new("t", walk_columns(), 10);
+    o.sampler = Selector::Prioritized;
+    client.create_table(&o).unwrap();
+}
+
 #[test]
 fn priorities_and_deletes_by_key() {
     let (_s, path) = server();
     let client = Client::connect(Some(&path)).unwrap();
-    let mut o = TableOptions::new("t", walk_columns(), 10);
-    o.sampler = Selector::Prioritized;
-    client.create_table(&o).unwrap();
+    create_prioritized(&client);
     let table = client.open_table("t").unwrap();
     let mut wo = WriterOptions::new(walk_columns());
     wo.keep_keys = true;
@@ -231,9 +236,7 @@ fn a_stopped_server_disconnects_its_clients() {
 fn items_at_the_maximum_get_the_largest_priority_held() {
     let (_s, path) = server();
     let client = Client::connect(Some(&path)).unwrap();
-    let mut o = TableOptions::new("t", walk_columns(), 10);
-    o.sampler = Selector::Prioritized;
-    client.create_table(&o).unwrap();
+    create_prioritized(&client);
     let table = client.open_table("t").unwrap();
     let mut w = client.writer(&WriterOptions::new(walk_columns())).unwrap();
     for (i, p) in [None, Some(3.0), None].iter().enumerate() {
