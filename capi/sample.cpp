@@ -60,6 +60,9 @@ Status check_options(const engram_table* t, const engram_sample_options* o) {
     return {Errc::invalid_capacity, "batch_size " + std::to_string(o->batch_size) + " is out of range; allowed 1.." +
                                         std::to_string(max) + " (the server's client.ring_records)"};
   if (o->num_steps == 0) return {Errc::invalid_capacity, "num_steps must be >= 1"};
+  if (ENGRAM_HAS_FIELD(o, engram_sample_options, flags) && (o->flags & ~ENGRAM_SAMPLE_NO_REPEATS))
+    return {Errc::invalid_argument, "engram_sample_options.flags " + std::to_string(o->flags) +
+                                        " has unknown bits; the one flag is ENGRAM_SAMPLE_NO_REPEATS"};
   return Status::Ok();
 }
 
@@ -278,6 +281,7 @@ Status send_sample(engram_table* t, const engram_sample_options* o, uint64_t* id
   RequestRecord r{};
   r.op = static_cast<uint32_t>(RequestOp::sample);
   r.flags = flags;
+  if (ENGRAM_HAS_FIELD(o, engram_sample_options, flags) && (o->flags & ENGRAM_SAMPLE_NO_REPEATS)) r.flags |= kSampleDistinct;
   r.payload.keys[0] = from;
   r.count = o->batch_size;
   r.id = t->client->next_id++;

@@ -82,4 +82,28 @@ void PriorityRange::put(uint32_t slot, PriorityExtremes e) noexcept {
   }
 }
 
+void PriorityRange::at_least(double p, std::vector<uint32_t>* out) const {
+  if (!(root().max >= p)) return;
+  const uint32_t leaves = h_->levels - 1;
+  // Depth first, children in order: a stack of (level, node) whose
+  // maximum reaches p, at most K per level.
+  struct Node {
+    uint32_t level;
+    uint64_t index;
+  };
+  Node stack[kPriorityRangeMaxLevels * K];
+  uint32_t top = 0;
+  stack[top++] = {0, 0};
+  while (top > 0) {
+    Node n = stack[--top];
+    if (n.level == leaves) {
+      if (n.index < h_->capacity) out->push_back(static_cast<uint32_t>(n.index));
+      continue;
+    }
+    const PriorityExtremes* c = level(n.level + 1) + n.index * K;
+    for (uint32_t j = K; j-- > 0;)
+      if (c[j].max >= p) stack[top++] = {n.level + 1, n.index * K + j};
+  }
+}
+
 }  // namespace engram

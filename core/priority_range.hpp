@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "core/segment_header.hpp"
 #include "core/status.hpp"
@@ -71,6 +72,10 @@ class PriorityRange {
   // Of the occupied slots; kNoExtremes when none is.
   PriorityExtremes extremes() const noexcept { return root(); }
   uint32_t capacity() const noexcept { return h_->capacity; }
+  // Appends to *out every occupied slot whose priority is p or more, in
+  // slot order: O(K log_K n) per slot found, visiting only subtrees whose
+  // maximum reaches p (batches without repeats find their heavy items so).
+  void at_least(double p, std::vector<uint32_t>* out) const;
 
  private:
   explicit PriorityRange(PriorityRangeHeader* h) : h_(h) {}

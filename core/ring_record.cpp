@@ -63,13 +63,15 @@ Status check_request(const RequestRecord& r, uint32_t max_batch) noexcept {
                                         std::to_string(r.count) + ", allowed " + std::to_string(lo) + ".." +
                                         std::to_string(hi)};
   };
-  const uint32_t allowed = r.op == static_cast<uint32_t>(RequestOp::sample)   ? kSampleSequences | kSampleNewest
+  const uint32_t allowed = r.op == static_cast<uint32_t>(RequestOp::sample)   ? kSampleSequences | kSampleNewest | kSampleDistinct
                            : r.op == static_cast<uint32_t>(RequestOp::insert) ? kInsertAtMax
                                                                                : 0;
   if (r.flags & ~allowed)
     return {Errc::invalid_argument, std::string(request_op_name(r.op)) + " request with flags " + std::to_string(r.flags) +
-                                        "; a sample may have kSampleSequences and kSampleNewest, an insert "
-                                        "kInsertAtMax, other requests none"};
+                                        "; a sample may have kSampleSequences, kSampleNewest and kSampleDistinct, "
+                                        "an insert kInsertAtMax, other requests none"};
+  if ((r.flags & kSampleNewest) && (r.flags & kSampleDistinct))
+    return {Errc::invalid_argument, "a look at the newest items (kSampleNewest) is distinct already: drop kSampleDistinct"};
   if ((r.flags & kSampleNewest) && r.deadline_ns != 0)
     return {Errc::invalid_argument, "a look at the newest items (kSampleNewest) never waits: its deadline must be 0"};
   switch (static_cast<RequestOp>(r.op)) {

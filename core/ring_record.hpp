@@ -88,6 +88,10 @@ inline constexpr uint32_t kSampleSequences = 1;
 // none; nothing counts as sampled. A peer's mirror follows a table so.
 // A look never waits: its deadline must be 0.
 inline constexpr uint32_t kSampleNewest = 2;
+// RequestRecord::flags of a sample: count distinct items, none twice
+// (Table::sample's `distinct`); refused with Errc::invalid_capacity when
+// the table holds fewer. Not with kSampleNewest (a look is distinct).
+inline constexpr uint32_t kSampleDistinct = 4;
 // RequestRecord::flags of an insert: the item's priority is the table's
 // largest when the owner applies it (Table::at_max_priority), and
 // payload.insert.priority is ignored. Never in insert_items records: a
@@ -98,7 +102,7 @@ struct RequestRecord {
   uint32_t ring_seq_;
   uint32_t op;  // RequestOp
   uint32_t count;
-  uint32_t flags;        // sample: kSampleSequences, kSampleNewest, both or 0; insert: kInsertAtMax or 0;
+  uint32_t flags;        // sample: kSampleSequences, kSampleNewest, kSampleDistinct or 0 (see each); insert: kInsertAtMax or 0;
                          // 0 for other ops
   uint64_t id;           // chosen by the client, echoed in responses
   int64_t deadline_ns;   // CLOCK_MONOTONIC; kNoDeadline, or 0 to never wait

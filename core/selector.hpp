@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <random>
 
 #include "core/segment_header.hpp"
 #include "core/status.hpp"
@@ -110,6 +111,22 @@ class Selector {
   // (SumTree::sample_batch). Errc::empty when there is no member.
   Status sample_batch(const double* u, Sampled* out, uint32_t n, SumTreeScratch& scratch) const;
   void clear() noexcept;
+
+  // The weight the sampler gives member `slot`: priority^exponent for
+  // prioritized (core/priority.hpp), else 1. And the members' total.
+  double weight(uint32_t slot) const noexcept { return kind() == SelectorKind::prioritized ? tree_.get(slot) : 1.0; }
+  double total_weight() const noexcept;
+  // n distinct members, 1 <= n <= size(), for a batch without repeats
+  // (core/sample_distinct.cpp, which says how each kind draws and what
+  // `probability` then means). `certain` (prioritized only, else empty):
+  // members that must be in the batch, found by the table because their
+  // weight is at least their share; they come first in out. Errc::empty if
+  // the members that can be drawn (a prioritized selector's members of
+  // nonzero weight) are fewer than n; out is then unspecified. The draw
+  // changes nothing it leaves behind (it zeroes the certain members'
+  // weights while it descends, and restores them exactly).
+  Status sample_distinct(uint32_t n, const uint32_t* certain, uint32_t num_certain, std::mt19937_64& rng,
+                         Sampled* out);
 
   // Checkpoints: a heap member's tie-break age and the counter it came from
   // (0 for the other kinds), and an insert that keeps a saved age, so that a

@@ -137,6 +137,8 @@ class SumTree {
   double total() const noexcept { return level_[0][0]; }
   double get(uint32_t i) const noexcept { return leaves()[i]; }
   bool is_occupied(uint32_t i) const noexcept { return occupancy().contains(i); }
+  // The i-th occupied leaf (i < occupied()), in no particular order.
+  uint32_t occupied_leaf(uint32_t i) const noexcept { return dense_[i]; }
 
   // Sets leaf i (< capacity) to weight w (finite, >= 0; the caller validates)
   // and marks it occupied. O(K log_K N).

@@ -255,13 +255,14 @@ Result<uint64_t> Table::insert(double priority, const ChunkRef* refs, uint32_t n
   return it.key;
 }
 
-Status Table::sample(uint32_t n, SampleBatch* out) {
+Status Table::sample(uint32_t n, SampleBatch* out, bool distinct) {
   if (n == 0) return {Errc::invalid_argument, "sample batch size must be at least 1"};
   if (!limiter_.can_sample(n)) {
     ++h_->stats.rate_limited;
     return {Errc::rate_limited, "table '" + std::string(h_->name) + "': the rate limiter does not allow sampling " +
                                     std::to_string(n) + " items now"};
   }
+  if (distinct) return sample_distinct(n, out);
   if (h_->max_times_sampled == 0 && h_->size > 0) return sample_independent(n, out);
   for (uint32_t i = 0; i < n && h_->size > 0; ++i) {
     auto s = sampler_.sample(draw_for(sampler_));
@@ -321,6 +322,12 @@ Status Table::sample_independent(uint32_t n, SampleBatch* out) {
   picks.resize(n);
   for (uint32_t i = 0; i < n; ++i) u[i] = draw_for(sampler_);
   if (Status s = sampler_.sample_batch(u.data(), picks.data(), n, scratch); !s.ok()) return s;
+  take_picks(picks.data(), n, out);
+  sync_limiter();
+  return Status::Ok();
+}
+
+void Table::take_picks(const Sampled* picks, uint32_t n, SampleBatch* out) {
   auto prefetch = [&](uint32_t i) {
     __builtin_prefetch(&items_[picks[i].slot], 1);
     __builtin_prefetch(refs(picks[i].slot));
@@ -339,8 +346,6 @@ Status Table::sample_independent(uint32_t n, SampleBatch* out) {
   }
   h_->stats.samples += n;
   limiter_.on_sample(n);
-  sync_limiter();
-  return Status::Ok();
 }
 
 Status Table::update(uint64_t key, double priority) {

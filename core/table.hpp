@@ -284,8 +284,11 @@ class Table {
   // Samples up to n items (Errc::rate_limited if the limiter refuses n now).
   // Fewer than n come back only when max_times_sampled empties the table
   // mid-batch. Each sample counts; items reaching max_times_sampled go.
-  // Appends to *out.
-  Status sample(uint32_t n, SampleBatch* out);
+  // Appends to *out. `distinct`: n items, none twice (core/sample_distinct.cpp
+  // says how each sampler draws them and what their probabilities mean);
+  // Errc::invalid_capacity when the table holds fewer than n that can be
+  // drawn. Items reaching max_times_sampled then go after the batch.
+  Status sample(uint32_t n, SampleBatch* out, bool distinct = false);
   // Looks, without drawing: appends up to n of the newest items whose
   // inserted_seq is `from` or later, oldest of them first, with probability
   // 0. Nothing counts: times_sampled, the rate limiter and
@@ -346,6 +349,10 @@ class Table {
   // range with `slot` (a member, or Selector::kNone for a new item) given it.
   Status check_weight(double priority, uint32_t slot) const;
   Status sample_independent(uint32_t n, SampleBatch* out);
+  Status sample_distinct(uint32_t n, SampleBatch* out);  // core/sample_distinct.cpp
+  // Counts n drawn slots as sampled (times_sampled, statistics, limiter)
+  // and appends them to *out; the caller syncs the limiter.
+  void take_picks(const Sampled* picks, uint32_t n, SampleBatch* out);
   Status check_key(uint64_t key, const char* op) const;
   void erase_slot(uint32_t slot);
   void sync_limiter() noexcept { h_->limiter_counters = limiter_.counters(); }

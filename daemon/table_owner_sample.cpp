@@ -44,11 +44,16 @@ TableOwner::Outcome TableOwner::sample(ChannelState& c, const RequestRecord& r) 
   uint32_t count = r.count;
   if (!look && (r.flags & kSampleSequences))
     count = static_cast<uint32_t>(std::max<int64_t>(1, table_.limiter().samples_allowed(count)));
-  if (!look && (!table_.limiter().can_sample(count) || table_.size() == 0)) return refuse(c, r, "a sample");
+  const bool distinct = (r.flags & kSampleDistinct) != 0;
+  if (!look && !table_.limiter().can_sample(count)) return refuse(c, r, "a sample");
+  // An empty table waits (as the limiter would have it), unless the
+  // sample is without repeats: then too few items is the caller's error,
+  // at once (Table::sample says so), as for a table of fewer than count.
+  if (!look && !distinct && table_.size() == 0) return refuse(c, r, "a sample");
   if (!claim_sample(c, r)) return Outcome::done;
   batch_.clear();
   defer_releases_ = true;
-  Status sampled = look ? table_.newest(count, r.payload.keys[0], &batch_) : table_.sample(count, &batch_);
+  Status sampled = look ? table_.newest(count, r.payload.keys[0], &batch_) : table_.sample(count, &batch_, distinct);
   defer_releases_ = false;
   struct Flush {  // after the pins below, whatever happens
     TableOwner* o;

@@ -81,6 +81,14 @@ TEST(PriorityRange, MatchesAModelOverRandomChanges) {
         ASSERT_EQ(r.extremes().max, m.max()) << "capacity " << cap << " step " << step;
         ASSERT_EQ(r.extremes().min, m.min()) << "capacity " << cap << " step " << step;
       }
+      if (step % 16 == 0) {  // every occupied slot at or above a bar, in slot order
+        double bar = (rng() % 5 == 0) ? static_cast<double>(rng() % 4) : std::ldexp(static_cast<double>(rng() % 1000), -3);
+        std::vector<uint32_t> got, want;
+        r.at_least(bar, &got);
+        for (uint32_t i = 0; i < cap; ++i)
+          if (m.on[i] && m.p[i] >= bar) want.push_back(i);
+        ASSERT_EQ(got, want) << "capacity " << cap << " step " << step << " bar " << bar;
+      }
     }
   }
 }

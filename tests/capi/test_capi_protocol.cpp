@@ -105,8 +105,13 @@ TEST_F(CApi, ASampleForDeliveryAnswersInsertionSequences) {
   EXPECT_NE(std::string(rsp.payload.message).find("an insert kInsertAtMax, other requests none"), std::string::npos)
       << rsp.payload.message;
   take.id = 102;
-  take.flags = 4;
+  take.flags = 8;  // no sample flag has this bit
   EXPECT_EQ(static_cast<Errc>(raw.roundtrip(take).status), Errc::invalid_argument);
+  take.id = 104;
+  take.flags = kSampleNewest | kSampleDistinct;  // a look is distinct already
+  rsp = raw.roundtrip(take);
+  EXPECT_EQ(static_cast<Errc>(rsp.status), Errc::invalid_argument);
+  EXPECT_NE(std::string(rsp.payload.message).find("drop kSampleDistinct"), std::string::npos) << rsp.payload.message;
 
   // A look at the newest (a mirror's): never waits, counts nothing.
   RequestRecord look = take;

@@ -411,5 +411,92 @@ TEST_F(CApiInterrupt, ASignalHandlerCanInterrupt) {
   ::sigaction(SIGALRM, &old, nullptr);
 }
 
+// ENGRAM_SAMPLE_NO_REPEATS through the server: no key twice in 10k batches
+// (each item's data is its own), from engram_sample, sample_begin/end and
+// sample_view; too few items and unknown flags refused by name; a caller
+// built before the flags field is not read past its struct_size.
+TEST_F(CApi, BatchesWithoutRepeatsHoldNoItemTwice) {
+  ASSERT_EQ(create("replay", 100, ENGRAM_PRIORITIZED), ENGRAM_OK);
+  engram_table* t = open("replay");
+  engram_writer* w = writer(cols_, 2);
+  for (int i = 0; i < 60; ++i) {
+    append(w, static_cast<uint8_t>(i));
+    // One heavy item, in every batch (its weight is past its share).
+    ASSERT_EQ(engram_writer_create_item(w, t, 1, i == 7 ? 500.0 : 1.0 + i % 5), ENGRAM_OK) << last();
+  }
+  ASSERT_EQ(engram_writer_flush(w, 5000), ENGRAM_OK) << last();
+  std::vector<uint64_t> keys(60);
+  size_t got_keys = 0;
+  ASSERT_EQ(engram_writer_take_keys(w, keys.data(), keys.size(), &got_keys), ENGRAM_OK);
+  ASSERT_EQ(got_keys, keys.size());
+
+  engram_sample_options so = batch_options(32, 1);
+  so.flags = ENGRAM_SAMPLE_NO_REPEATS;
+  std::vector<uint8_t> obs(32 * 20);
+  std::vector<float> reward(32);
+  void* bufs[2] = {obs.data(), reward.data()};
+  std::vector<engram_sample_info> info(32);
+  uint64_t repeats = 0, wrong_data = 0, heavy_missing = 0;
+  auto check = [&](uint32_t n, auto data_of) {
+    std::set<uint64_t> seen;
+    bool heavy = false;
+    for (uint32_t i = 0; i < n; ++i) {
+      repeats += !seen.insert(info[i].key).second;
+      size_t place = std::find(keys.begin(), keys.end(), info[i].key) - keys.begin();
+      wrong_data += data_of(i) != place;
+      heavy |= place == 7;
+    }
+    heavy_missing += !heavy;
+  };
+  const int batches = 10'000;
+  for (int k = 0; k < batches; ++k) {
+    uint32_t n = 0;
+    if (k % 3 == 0) {
+      ASSERT_EQ(engram_sample(t, &so, bufs, info.data(), &n), ENGRAM_OK) << last();
+    } else if (k % 3 == 1) {
+      ASSERT_EQ(engram_sample_begin(t, &so), ENGRAM_OK) << last();
+      ASSERT_EQ(engram_sample_end(t, bufs, info.data(), &n), ENGRAM_OK) << last();
+    } else {
+      engram_batch* b = nullptr;
+      ASSERT_EQ(engram_sample_view(t, &so, &b), ENGRAM_OK) << last();
+      n = engram_batch_size(b);
+      for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(engram_batch_info(b, i, &info[i]), ENGRAM_OK);
+      check(n, [&](uint32_t i) {
+        engram_view v;
+        uint32_t pieces = 0;
+        EXPECT_EQ(engram_batch_views(b, i, 0, &v, 1, &pieces), ENGRAM_OK);
+        return static_cast<size_t>(*static_cast<const uint8_t*>(v.data));
+      });
+      engram_batch_release(b);
+      ASSERT_EQ(n, 32u);
+      continue;
+    }
+    ASSERT_EQ(n, 32u);
+    check(n, [&](uint32_t i) { return static_cast<size_t>(obs[i * 20]); });
+  }
+  EXPECT_EQ(repeats, 0u) << "keys drawn twice in one batch";
+  EXPECT_EQ(wrong_data, 0u) << "items whose data is not their own";
+  EXPECT_EQ(heavy_missing, 0u) << "batches without the item heavier than its share";
+
+  uint32_t n = 0;
+  so.batch_size = 61;
+  info.resize(61);
+  obs.resize(61 * 20);
+  reward.resize(61);
+  bufs[0] = obs.data();
+  bufs[1] = reward.data();
+  EXPECT_EQ(engram_sample(t, &so, bufs, info.data(), &n), ENGRAM_E_RANGE);
+  EXPECT_NE(last().find("holds 60 items, fewer than a batch of 61 without repeats"), std::string::npos) << last();
+  so.flags = 2;
+  EXPECT_EQ(engram_sample(t, &so, bufs, info.data(), &n), ENGRAM_E_INVALID);
+  EXPECT_NE(last().find("ENGRAM_SAMPLE_NO_REPEATS"), std::string::npos) << last();
+  // An older caller's struct ends before flags: whatever follows is not read.
+  so.struct_size = offsetof(engram_sample_options, flags);
+  EXPECT_EQ(engram_sample(t, &so, bufs, info.data(), &n), ENGRAM_OK) << last();
+  EXPECT_EQ(n, 61u);
+  engram_writer_close(w);
+  engram_table_close(t);
+}
+
 }  // namespace
 }  // namespace engram::test

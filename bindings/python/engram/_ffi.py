@@ -95,7 +95,10 @@ class WriterOptions(Structure):
 
 class SampleOptions(Structure):
     _fields_ = [("struct_size", c_size_t), ("batch_size", c_uint32), ("num_steps", c_uint32),
-                ("timeout_ms", c_int32)]
+                ("timeout_ms", c_int32), ("flags", c_uint64)]
+
+
+SAMPLE_NO_REPEATS = 1
 
 
 class SampleInfo(Structure):

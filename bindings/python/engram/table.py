@@ -41,34 +41,40 @@ class Table(_Child):
             p, self._p = self._p, None
             self._core.soon(lambda: lib.engram_table_close(p) if self._core.ptr is not None else None)
 
-    def _options(self, batch_size, num_steps, timeout_ms):
+    def _options(self, batch_size, num_steps, timeout_ms, no_repeats):
         o = _ffi.SampleOptions()
         lib.engram_sample_options_init(ctypes.byref(o))
         o.batch_size = _int("batch_size", batch_size, _U32)
         o.num_steps = _int("num_steps", num_steps, _U32)
         o.timeout_ms = _int("timeout_ms", timeout_ms, _I32)
+        if not isinstance(no_repeats, (bool, np.bool_)):
+            raise TypeError(f"no_repeats must be True or False, not {no_repeats!r}")
+        o.flags = _ffi.SAMPLE_NO_REPEATS if no_repeats else 0
         return o
 
     def _blocking(self, fn, *args):
         with _interrupt.waiting(self._core):
             return fn(*args)
 
-    def sample(self, batch_size, num_steps=1, timeout_ms=-1):
+    def sample(self, batch_size, num_steps=1, timeout_ms=-1, no_repeats=False):
         """Samples a batch and copies it out: returns (data, info). data maps
         each column name to an array [n, num_steps, *shape]; info is a
         structured array of n (key, priority, probability, times_sampled,
         table_size). n < batch_size only when max_times_sampled emptied the
-        table."""
-        o = self._options(batch_size, num_steps, timeout_ms)
+        table. no_repeats=True: no item twice in the batch, with the
+        probabilities engram(7) describes ("Batches without repeats"); an
+        EngramError with code ENGRAM_E_RANGE when the table holds fewer than
+        batch_size items."""
+        o = self._options(batch_size, num_steps, timeout_ms, no_repeats)
         return self._copy_out(batch_size, num_steps,
                               lambda bufs, infos, n: lib.engram_sample(self._ptr(), ctypes.byref(o), bufs, infos, n))
 
-    def sample_begin(self, batch_size, num_steps=1, timeout_ms=-1):
+    def sample_begin(self, batch_size, num_steps=1, timeout_ms=-1, no_repeats=False):
         """Sends a sample request and returns without waiting: the server
         draws the batch while the caller goes on, and sample_end() copies it
         out. The batch sees every earlier call on this table and none later.
         One at a time per table handle; the timeout counts from this call."""
-        o = self._options(batch_size, num_steps, timeout_ms)
+        o = self._options(batch_size, num_steps, timeout_ms, no_repeats)
         with self._core:
             _check(lib.engram_sample_begin(self._ptr(), ctypes.byref(o)))
         self._begun = (batch_size, num_steps)
@@ -92,11 +98,11 @@ class Table(_Child):
         info = np.ctypeslib.as_array(infos)[: n.value].copy()
         return {k: v[: n.value] for k, v in data.items()}, info
 
-    def sample_view(self, batch_size, num_steps=1, timeout_ms=-1):
+    def sample_view(self, batch_size, num_steps=1, timeout_ms=-1, no_repeats=False):
         """Samples a batch without copying (columns must not be compressed):
         a Batch whose views are read-only arrays into shared memory, valid
         while the batch lives (each view keeps it alive)."""
-        o = self._options(batch_size, num_steps, timeout_ms)
+        o = self._options(batch_size, num_steps, timeout_ms, no_repeats)
         p = _ffi.Batch()
         with self._core:
             _check(self._blocking(lib.engram_sample_view, self._ptr(), ctypes.byref(o), ctypes.byref(p)))

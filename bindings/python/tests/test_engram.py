@@ -105,6 +105,34 @@ def test_items_at_the_maximum_get_the_largest_priority_held(client):
     assert (info["size"], info["max_priority"], info["min_priority"]) == (3, 3.0, 1.0)
 
 
+def test_batches_without_repeats_hold_each_item_once(client):
+    cols = [("x", np.float32, ())]
+    client.create_table("t", cols, max_size=20, sampler="prioritized")
+    with client.table("t") as t, client.writer(cols) as w:
+        for i in range(12):
+            w.append(np.float32(i))
+            w.create_item(t, num_steps=1, priority=100.0 if i == 0 else 1.0)
+        w.flush()
+        for _ in range(200):
+            data, info = t.sample(6, no_repeats=True)
+            assert len(set(info["key"])) == 6
+            assert sorted(set(data["x"][:, 0])) == sorted(data["x"][:, 0])
+            # Item 0 outweighs its share (total / 6): in every batch, chance 1.
+            assert 0.0 in data["x"][:, 0]
+            assert info["probability"][data["x"][:, 0] == 0.0][0] == 1 / 6
+        t.sample_begin(12, no_repeats=True)
+        _, info = t.sample_end()
+        assert len(set(info["key"])) == 12
+        b = t.sample_view(3, no_repeats=True)
+        assert len({b.info(i)["key"] for i in range(len(b))}) == 3
+        b.close()
+        with pytest.raises(engram.EngramError) as e:
+            t.sample(13, no_repeats=True)
+        assert e.value.code == _ffi.E_RANGE and "fewer than a batch of 13" in str(e.value)
+        with pytest.raises(TypeError, match="no_repeats"):
+            t.sample(2, no_repeats="yes")
+
+
 def test_errors_carry_the_code_and_the_message(client):
     cols = [("x", np.float32, ())]
     with pytest.raises(engram.NotFound) as e:

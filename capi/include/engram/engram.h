@@ -418,7 +418,26 @@ typedef struct engram_sample_options {
   uint32_t batch_size;  /* 1..the server's ring size (1024 by default) */
   uint32_t num_steps;   /* steps per item; every sampled item must have exactly this many */
   int32_t timeout_ms;   /* wait for the rate limiter: -1 for ever (default), 0 not at all */
+  uint64_t flags;       /* ENGRAM_SAMPLE_* or 0 (default). Since 0.5; 64 bits wide so that it
+                           starts past 0.4's struct, whose padding a caller that skipped _init
+                           may have left unset */
 } engram_sample_options;
+
+/* engram_sample_options.flags: no item twice in one batch. The batch holds
+ * exactly batch_size distinct items, or the call fails with
+ * ENGRAM_E_RANGE when the table holds fewer (in a prioritized table: fewer
+ * of nonzero priority) at the moment the rate limiter allows the sample; a
+ * rate limiter with min_size >= batch_size makes samples wait instead.
+ * Uniform: a uniform subset. Prioritized: systematic sampling in
+ * proportion to priority^exponent, where an item whose weight is at least
+ * its share (the total / batch_size) is in every batch. FIFO, LIFO and the
+ * heaps: the batch_size first in their order. An item's probability in
+ * engram_sample_info is its chance to be in the batch divided by
+ * batch_size: for prioritized tables weight / total, as without the flag,
+ * unless some item is that heavy (see engram(7)), so importance weights
+ * (size * probability)^-beta need no change and stay unbiased. Items that
+ * reach max_times_sampled leave after the batch. Since 0.5. */
+#define ENGRAM_SAMPLE_NO_REPEATS UINT64_C(1)
 
 /* Per sampled item. A plain struct of fixed size. */
 typedef struct engram_sample_info {
@@ -436,11 +455,13 @@ ENGRAM_API void engram_sample_options_init(engram_sample_options* o);
  * batch_size * num_steps values of column i, laid out [batch, steps, ...shape].
  * infos (may be NULL) gets one entry per item; *count the items delivered
  * (fewer than batch_size only when max_times_sampled emptied the table).
- * Errors: ENGRAM_E_RANGE (batch_size 0 or too large, item length differs from
- * num_steps), ENGRAM_E_TIMEOUT, ENGRAM_E_RATE_LIMITED (timeout_ms 0),
- * ENGRAM_E_CLOSED, ENGRAM_E_DISCONNECTED, ENGRAM_E_CORRUPT, ENGRAM_E_INVALID
- * (a NULL argument, or a sample begun on t by engram_sample_begin and not
- * yet collected). */
+ * With ENGRAM_SAMPLE_NO_REPEATS in o->flags, no item twice in the batch
+ * (engram(7), "Batches without repeats"). Errors: ENGRAM_E_RANGE
+ * (batch_size 0 or too large, item length differs from num_steps, or,
+ * without repeats, the table holds fewer items than batch_size), ENGRAM_E_TIMEOUT, ENGRAM_E_RATE_LIMITED
+ * (timeout_ms 0), ENGRAM_E_CLOSED, ENGRAM_E_DISCONNECTED, ENGRAM_E_CORRUPT,
+ * ENGRAM_E_INVALID (a NULL argument, unknown bits in o->flags, or a
+ * sample begun on t by engram_sample_begin and not yet collected). */
 ENGRAM_API int engram_sample(engram_table* t, const engram_sample_options* o, void* const* buffers, engram_sample_info* infos,
                   uint32_t* count);
 /* Sends a sample request and returns without waiting for the answer: the

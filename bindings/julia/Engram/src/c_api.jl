@@ -122,11 +122,14 @@ struct engram_writer_options
     compression::Ptr{engram_compression}
 end
 
+const ENGRAM_SAMPLE_NO_REPEATS = UInt64(1)
+
 struct engram_sample_options
     struct_size::Csize_t
     batch_size::UInt32
     num_steps::UInt32
     timeout_ms::Int32
+    flags::UInt64   # ENGRAM_SAMPLE_*, since 0.5
 end
 
 struct engram_sample_info

@@ -47,6 +47,25 @@ const server = Engram.Server(SOCKET)
         @test_throws EngramError sample(table, 1)
     end
 
+    @testset "batches without repeats" begin
+        create_table(client, "d", cols; max_size = 10)
+        table = open_table(client, "d")
+        w = writer(client, cols)
+        for i in 0:4
+            append!(w, fill(Float32(i), 4), Int64(i))
+            create_item!(w, table, 1, 1.0)
+        end
+        flush!(w)
+        for _ in 1:20
+            data, _ = sample(table, 5; no_repeats = true)
+            @test sort(vec(data[2])) == collect(0:4)
+        end
+        err = try sample(table, 6; no_repeats = true); nothing catch e; e end
+        @test err isa EngramError && err.code == Engram.ENGRAM_E_RANGE
+        close(w)
+        close(table)
+    end
+
     @testset "priorities and deletes by key" begin
         create_table(client, "p", cols; max_size = 10, sampler = :prioritized)
         table = open_table(client, "p")

@@ -281,7 +281,12 @@ pub struct engram_sample_options {
     pub num_steps: u32,
     /// -1 for ever, 0 not at all.
     pub timeout_ms: i32,
+    /// ENGRAM_SAMPLE_* or 0 (since 0.5).
+    pub flags: u64,
 }
+
+/// engram_sample_options.flags: no item twice in one batch.
+pub const ENGRAM_SAMPLE_NO_REPEATS: u64 = 1;
 
 /// Per sampled item.
 #[repr(C)]

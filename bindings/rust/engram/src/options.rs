@@ -107,12 +107,17 @@ pub struct SampleOptions {
     pub num_steps: u32,
     /// Wait for the rate limiter: -1 for ever (default), 0 not at all.
     pub timeout_ms: i32,
+    /// No item twice in one batch (default false): see engram(7), "Batches
+    /// without repeats", for how each sampler draws and what the reported
+    /// probabilities are. A table holding fewer items than the batch is
+    /// refused with `ENGRAM_E_RANGE`.
+    pub no_repeats: bool,
 }
 
 impl SampleOptions {
     /// Batches of `batch_size` one-step items, waiting for ever.
     pub fn new(batch_size: u32) -> SampleOptions {
-        SampleOptions { batch_size, num_steps: 1, timeout_ms: -1 }
+        SampleOptions { batch_size, num_steps: 1, timeout_ms: -1, no_repeats: false }
     }
     pub(crate) fn c(&self) -> sys::engram_sample_options {
         let mut o = unsafe { std::mem::zeroed::<sys::engram_sample_options>() };
@@ -120,6 +125,7 @@ impl SampleOptions {
         o.batch_size = self.batch_size;
         o.num_steps = self.num_steps;
         o.timeout_ms = self.timeout_ms;
+        o.flags = if self.no_repeats { sys::ENGRAM_SAMPLE_NO_REPEATS } else { 0 };
         o
     }
 }

@@ -167,6 +167,29 @@ fn priorities_and_deletes_by_key() {
 }
 
 #[test]
+fn batches_without_repeats() {
+    let (_s, path) = server();
+    let client = Client::connect(Some(&path)).unwrap();
+    create_prioritized(&client);
+    let table = client.open_table("t").unwrap();
+    let mut w = client.writer(&WriterOptions::new(walk_columns())).unwrap();
+    for i in 0..6i64 {
+        w.append(&[bytes(&[i as f32; 4]), bytes(&[i])]).unwrap();
+        w.create_item(&table, 1, 1.0).unwrap();
+    }
+    w.flush(5000).unwrap();
+    let mut o = SampleOptions::new(6);
+    o.no_repeats = true;
+    for _ in 0..50 {
+        let mut steps = table.sample(&o).unwrap().column::<i64>(1).unwrap().to_vec();
+        steps.sort();
+        assert_eq!(steps, vec![0, 1, 2, 3, 4, 5], "each item once");
+    }
+    o.batch_size = 7;
+    assert_eq!(table.sample(&o).err().map(|e| e.code()), Some(sys::ENGRAM_E_RANGE), "fewer items than the batch");
+}
+
+#[test]
 fn writers_on_several_threads_each_with_its_client() {
     let (_s, path) = server();
     let admin = Client::connect(Some(&path)).unwrap();
