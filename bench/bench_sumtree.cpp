@@ -6,6 +6,11 @@
 // Beside them, range/update/kary8/<N>: the same updates of a table's
 // priority range (core/priority_range.hpp, max and min), which every
 // priority change pays on top of its selectors'.
+// And table/list_piece/<full|sparse>/<N>: one piece of a listing
+// (Table::list with the control protocol's bounds, kMaxListedItems and
+// kMaxListScan), the longest a listing holds a table's owner: a full
+// table fills the piece's items after as many slots, a sparse one (1 slot
+// in 64 occupied) looks at every slot the piece may.
 #include <benchmark/benchmark.h>
 
 #include <memory>
@@ -14,7 +19,9 @@
 #include <vector>
 
 #include "baseline_sum_tree.hpp"
+#include "core/control_message.hpp"
 #include "core/priority_range.hpp"
+#include "core/table.hpp"
 #include "core/sum_tree.hpp"
 
 namespace engram::bench {
@@ -117,6 +124,33 @@ void register_impl(const std::string& impl) {
 ;
 }
 
+void list_piece(benchmark::State& state, uint32_t n, uint32_t every) {
+  TableOptions o;
+  o.name = "bench";
+  o.capacity = n;
+  o.signature = {make_column("x", DType::f32, {})};
+  o.max_refs_per_item = 1;
+  CheckedTableOptions checked = Table::check(o).value();
+  size_t bytes = Table::bytes_needed(checked);
+  std::unique_ptr<char, decltype(&std::free)> mem(static_cast<char*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)),
+                                                  &std::free);
+  Table t = Table::format(mem.get(), bytes, checked).value();
+  std::vector<uint64_t> keys;
+  for (uint32_t i = 0; i < n; ++i) {
+    ChunkRef r{i, 1, 0, 1};
+    keys.push_back(t.insert(1.0, &r, 1).value());
+  }
+  for (uint32_t i = 0; i < n; ++i)
+    if (i % every != 0) (void)t.remove(keys[i]);
+  std::vector<ListedItem> out;
+  out.reserve(kMaxListedItems);
+  for (auto _ : state) {
+    out.clear();
+    benchmark::DoNotOptimize(t.list(0, kMaxListedItems, kMaxListScan, &out));
+  }
+  state.counters["items"] = static_cast<double>(out.size());
+}
+
 }  // namespace
 }  // namespace engram::bench
 
@@ -131,6 +165,12 @@ int main(int argc, char** argv) {
   for (uint32_t n : {1'000u, 10'000u, 100'000u, 1'000'000u, 10'000'000u})
     benchmark::RegisterBenchmark(("range/update/kary8/" + std::to_string(n)).c_str(),
                                  [n](benchmark::State& s) { run<Range>(s, Op::update, n); });
+  for (uint32_t n : {1'000'000u}) {
+    benchmark::RegisterBenchmark(("table/list_piece/full/" + std::to_string(n)).c_str(),
+                                 [n](benchmark::State& s) { list_piece(s, n, 1); });
+    benchmark::RegisterBenchmark(("table/list_piece/sparse/" + std::to_string(n)).c_str(),
+                                 [n](benchmark::State& s) { list_piece(s, n, 64); });
+  }
   // 0.2 s per benchmark unless the command line says otherwise (later flags win).
   std::vector<char*> args(argv, argv + argc);
   static char min_time[] = "--benchmark_min_time=0.2";

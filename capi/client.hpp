@@ -70,6 +70,9 @@ Status take_sample_record(const ResponseRecord& rsp, std::vector<SampledItemWire
 // collect_sample gathers its item records (spin as for pump());
 // request_sample does both; give_up cancels one at its deadline unless
 // the owner claimed it (ChannelHeader::sample_gate).
+// A table name for the wire: read with a bound, and checked against the
+// rule for names here, so that the message comes without a round trip.
+Status name_request(const char* name, NameRequest* r);
 Status send_sample(engram_table* t, const engram_sample_options* o, uint64_t* id, int64_t* deadline_ns,
                    uint32_t flags = 0, uint64_t from = 0);
 Status collect_sample(engram_table* t, uint64_t id, int64_t deadline_ns, std::vector<SampledItemWire>* items,

@@ -13,14 +13,14 @@
 
 using namespace engram;
 
-// A table name for the wire: read with a bound, and checked against the
-// rule for names here, so that the message comes without a round trip.
-static Status name_request(const char* name, NameRequest* r) {
+namespace engram {
+Status name_request(const char* name, NameRequest* r) {
   std::string n;
   if (Status s = bounded_string(name, kMaxTableName - 1, "table name", &n); !s.ok()) return s;
   if (Status s = validate_name(n, kMaxTableName - 1, "table name"); !s.ok()) return s;
   return copy_fixed(r->name, sizeof r->name, n, "table name");
 }
+}  // namespace engram
 
 extern "C" {
 

@@ -34,7 +34,8 @@ inline constexpr uint32_t kControlMagic = 0x4c525443;  // "CTRL"
 // sequence), before its references; a sample may ask for sequences.
 // 11: a sample may look at the newest items instead (kSampleNewest).
 // 12: TableInfoWire carries the items' largest and smallest priority.
-inline constexpr uint32_t kProtocolVersion = 12;
+// 13: list_items; a sample may ask for no repeats (kSampleDistinct).
+inline constexpr uint32_t kProtocolVersion = 13;
 // Descriptors one message may carry; a message that comes with more is refused.
 inline constexpr size_t kMaxControlFds = 4;
 inline constexpr uint32_t kMaxControlPayload = 1 << 16;
@@ -56,6 +57,7 @@ enum class ControlType : uint32_t {
   grant_blocks = 13,   // GrantRequest -> BlockRef[1..count], each now reserved by the client
   return_blocks = 14,  // BlockRef[1..kMaxBlockGrant], reserved by the client -> nothing
   remote_status = 15,  // uint32_t json (0 or 1) -> text: the peers' view (empty: no [remote])
+  list_items = 16,     // ItemsRequest -> ItemsReply, then ListedItem[count] (core/item_listing.hpp)
 };
 
 // Blocks one grant_blocks or return_blocks message may carry.
@@ -137,6 +139,30 @@ struct TableInfoWire {
   TableStats stats;
   double max_priority, min_priority;  // of the items held; 0 when there are none
 };
+
+// A piece of a table's listing: the items of slots from from_slot on,
+// at most max_items (1..kMaxListedItems) of them and at most kMaxListScan
+// slots looked at. The reply says where the next piece starts; next_slot
+// == capacity when the listing has looked at every slot.
+struct ItemsRequest {
+  char name[kMaxTableName];
+  uint32_t from_slot;
+  uint32_t max_items;
+};
+struct ItemsReply {
+  uint32_t next_slot;
+  uint32_t capacity;
+  uint32_t count;  // ListedItem entries that follow
+  uint32_t reserved_;
+};
+// As many items as one reply holds.
+inline constexpr uint32_t kMaxListedItems =
+    static_cast<uint32_t>((kMaxControlPayload - sizeof(ItemsReply)) / sizeof(ListedItem));
+// Slots one piece looks at: at most 2.5 MB of item slots, 50 us of the
+// table's owner where few are occupied, 5 us where a full table fills
+// the piece first (bench/NOTES.md, "Tuned constants"): a listing holds
+// writers and samplers up for at most that long at a time.
+inline constexpr uint32_t kMaxListScan = 1u << 16;
 
 struct RateLimiterRequest {
   char name[kMaxTableName];

@@ -158,6 +158,17 @@ struct SampledItem {
   uint64_t inserted_seq;  // ItemSlot::inserted_seq
 };
 
+// One item as a listing shows it (Table::list): plain data of fixed
+// layout, also the control protocol's (ItemsReply).
+struct ListedItem {
+  uint64_t key;
+  double priority;
+  uint64_t inserted_seq;  // ItemSlot::inserted_seq: its place in insertion order
+  uint32_t times_sampled;
+  uint32_t num_steps;     // over all its chunk slices
+};
+static_assert(sizeof(ListedItem) == 32);
+
 struct SampleBatch {
   std::vector<SampledItem> items;
   std::vector<ChunkRef> refs;
@@ -295,6 +306,12 @@ class Table {
   // max_times_sampled stay. O(1) when nothing is newer, else O(capacity):
   // Errc::invalid_argument for a table of more than kMaxLookCapacity.
   Status newest(uint32_t n, uint64_t from, SampleBatch* out) const;
+  // Appends the items of slots [from, ...) to *out, in slot order, until
+  // it has appended max_items or looked at max_scan slots, and returns
+  // the slot to go on from (capacity() when every slot was looked at).
+  // Items never move between slots, so a listing that visits every slot
+  // once shows each item present throughout exactly once (core/item_listing.hpp).
+  uint32_t list(uint32_t from, uint32_t max_items, uint32_t max_scan, std::vector<ListedItem>* out) const;
   // Errc::stale_key for a key whose item is gone (nothing is changed),
   // Errc::unknown_key for one that never named a slot of this table.
   Status update(uint64_t key, double priority);

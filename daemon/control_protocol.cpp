@@ -68,6 +68,7 @@ bool Server::Impl::serve(Client& c) {
       for (auto& [n, e] : tables->all()) all.push_back(e.owner->info());
       return reply(c, type, Status::Ok(), all.data(), all.size() * sizeof(TableInfoWire));
     }
+    case ControlType::list_items: return list_items(c, p);
     case ControlType::set_rate_limiter: return set_rate_limiter(c, p);
     case ControlType::status: return status(c);
     case ControlType::remote_status: return remote_status(c, p);
@@ -197,6 +198,27 @@ bool Server::Impl::named_table_request(Client& c, ControlType type, const std::v
   }
   TableInfoWire w = e->owner->info();
   return reply(c, type, Status::Ok(), &w, sizeof w);
+}
+
+bool Server::Impl::list_items(Client& c, const std::vector<char>& p) {
+  ItemsRequest rq;
+  if (!read_payload(p, &rq)) return reply(c, ControlType::list_items, kMalformed);
+  std::string name = fixed_string(rq.name, sizeof rq.name);
+  TableEntry* e = tables->find(name);
+  if (!e) return reply(c, ControlType::list_items, tables->no_such_table(name));
+  if (rq.max_items == 0 || rq.max_items > kMaxListedItems)
+    return reply(c, ControlType::list_items,
+                 {Errc::invalid_argument, "list_items asks for " + std::to_string(rq.max_items) +
+                                              " items; allowed 1.." + std::to_string(kMaxListedItems)});
+  std::vector<char> out(sizeof(ItemsReply));
+  std::vector<ListedItem> items;
+  ItemsReply h{};
+  h.next_slot = e->owner->list(rq.from_slot, rq.max_items, &items, &h.capacity);
+  h.count = static_cast<uint32_t>(items.size());
+  std::memcpy(out.data(), &h, sizeof h);
+  out.insert(out.end(), reinterpret_cast<const char*>(items.data()),
+             reinterpret_cast<const char*>(items.data() + items.size()));
+  return reply(c, ControlType::list_items, Status::Ok(), out.data(), out.size());
 }
 
 void Server::Impl::drop_table(const std::string& name) {

@@ -2,6 +2,9 @@
 // See man/man1/engramctl.1.
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +15,7 @@
 #include <vector>
 
 #include "core/control_message.hpp"
+#include "core/item_listing.hpp"
 #include "core/selector.hpp"
 #include "daemon/config.hpp"
 
@@ -25,6 +29,10 @@ const char* kUsage =
     "  status                 the server: pid, version, clients, arena use\n"
     "  tables [--json]        every table, one line each\n"
     "  info TABLE [--json]    one table: configuration, size, counters\n"
+    "  items TABLE [--by insertion|priority] [--limit N] [--json]\n"
+    "                         the items of TABLE (key, priority, times sampled,\n"
+    "                         insertion order, steps), oldest or highest first;\n"
+    "                         writers and samplers go on meanwhile\n"
     "  create-table FILE      create a table from a TOML snippet ('-' reads stdin):\n"
     "                         the keys of an engramd.toml [[table]] entry\n"
     "  reset TABLE            remove every item of TABLE, zero its counters\n"
@@ -153,12 +161,52 @@ Status name_payload(const std::string& name, NameRequest* n) {
   return copy_fixed(n->name, sizeof n->name, name, "table name");
 }
 
+// engramctl items: the listing (core/item_listing.hpp), with progress on
+// stderr once it has taken a second, then the first `limit` items.
+int print_items(Connection& c, const std::string& table, ItemOrder by, uint64_t limit, bool json) {
+  std::vector<ListedItem> items;
+  auto started = std::chrono::steady_clock::now();
+  auto last_report = started;
+  auto progress = [&](size_t listed, uint32_t done, uint32_t capacity) {
+    auto now = std::chrono::steady_clock::now();
+    if (now - last_report < std::chrono::seconds(1)) return;
+    last_report = now;
+    std::fprintf(stderr, "engramctl: %zu items listed, %u of %u slots looked at\n", listed, done, capacity);
+  };
+  ListCall call = [&](const ItemsRequest& rq, std::vector<char>* reply) {
+    return c.call(ControlType::list_items, &rq, sizeof rq, reply);
+  };
+  if (Status s = collect_items(call, table, by, &items, progress); !s.ok()) return fail(s.message());
+  size_t n = static_cast<size_t>(std::min<uint64_t>(limit, items.size()));
+  if (json) {
+    std::printf("[");
+    for (size_t i = 0; i < n; ++i) {
+      const ListedItem& it = items[i];
+      std::printf("%s{\"key\": %llu, \"priority\": %s, \"times_sampled\": %u, \"inserted\": %llu, \"steps\": %u}",
+                  i ? ",\n " : "", (unsigned long long)it.key, num(it.priority).c_str(), it.times_sampled,
+                  (unsigned long long)it.inserted_seq, it.num_steps);
+    }
+    std::printf("]\n");
+    return 0;
+  }
+  std::printf("%-20s %14s %13s %20s %6s\n", "KEY", "PRIORITY", "TIMES_SAMPLED", "INSERTED", "STEPS");
+  for (size_t i = 0; i < n; ++i) {
+    const ListedItem& it = items[i];
+    std::printf("%-20llu %14.6g %13u %20llu %6u\n", (unsigned long long)it.key, it.priority, it.times_sampled,
+                (unsigned long long)it.inserted_seq, it.num_steps);
+  }
+  if (n < items.size()) std::fprintf(stderr, "engramctl: %zu of %zu items shown (--limit)\n", n, items.size());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string socket;
   std::vector<std::string> args;
   bool json = false;
+  ItemOrder by = ItemOrder::insertion;
+  uint64_t limit = UINT64_MAX;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
@@ -170,7 +218,19 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (a == "--json") json = true;
-    else if (a == "--socket") {
+    else if (a == "--by") {
+      std::string v = i + 1 < argc ? argv[++i] : "";
+      if (v != "insertion" && v != "priority") return fail("--by takes insertion or priority, not '" + v + "'", 2);
+      by = v == "priority" ? ItemOrder::priority : ItemOrder::insertion;
+    } else if (a == "--limit") {
+      std::string v = i + 1 < argc ? argv[++i] : "";
+      char* end = nullptr;
+      errno = 0;
+      unsigned long long n = v.empty() || v[0] == '-' ? 0 : std::strtoull(v.c_str(), &end, 10);
+      if (v.empty() || v[0] == '-' || errno || *end || n == 0)
+        return fail("--limit takes a count of items >= 1, not '" + v + "'", 2);
+      limit = n;
+    } else if (a == "--socket") {
       if (i + 1 >= argc) return fail("--socket needs a path", 2);
       socket = argv[++i];
     } else args.push_back(a);
@@ -180,7 +240,7 @@ int main(int argc, char** argv) {
     if (const char* env = std::getenv("ENGRAM_SOCKET"); env && *env) socket = env;
   if (socket.empty()) socket = kDefaultSocket;
   const std::string& cmd = args[0];
-  bool needs_table = cmd == "info" || cmd == "reset" || cmd == "drop" || cmd == "create-table";
+  bool needs_table = cmd == "info" || cmd == "items" || cmd == "reset" || cmd == "drop" || cmd == "create-table";
   if (needs_table && args.size() != 2) return fail(cmd + " takes one argument\n" + kUsage, 2);
   if (!needs_table && args.size() != 1) return fail(cmd + " takes no argument\n" + kUsage, 2);
   if (cmd != "status" && cmd != "tables" && cmd != "checkpoint" && !needs_table)
@@ -290,6 +350,7 @@ int main(int argc, char** argv) {
   }
   NameRequest n;
   if (Status s = name_payload(args[1], &n); !s.ok()) return fail(s.message(), 2);
+  if (cmd == "items") return print_items(c, args[1], by, limit, json);
   ControlType t = cmd == "info" ? ControlType::table_info : cmd == "reset" ? ControlType::reset_table : ControlType::drop_table;
   if (Status s = c.call(t, &n, sizeof n, &reply); !s.ok()) return fail(s.message());
   if (cmd == "info") {

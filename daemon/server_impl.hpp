@@ -134,6 +134,7 @@ struct Server::Impl {
   bool open_table(Client& c, const std::vector<char>& p);
   bool close_table(Client& c, const std::vector<char>& p);
   bool named_table_request(Client& c, ControlType type, const std::vector<char>& p);
+  bool list_items(Client& c, const std::vector<char>& p);
   bool set_rate_limiter(Client& c, const std::vector<char>& p);
   bool status(Client& c);
   bool remote_status(Client& c, const std::vector<char>& p);

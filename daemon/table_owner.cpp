@@ -151,6 +151,15 @@ Status TableOwner::set_rate_limiter(const RateLimiterConfig& c) {
   return s;
 }
 
+uint32_t TableOwner::list(uint32_t from, uint32_t max_items, std::vector<ListedItem>* out, uint32_t* capacity) {
+  uint32_t next = 0;
+  call([&] {
+    next = table_.list(from, max_items, kMaxListScan, out);
+    *capacity = table_.capacity();
+  });
+  return next;
+}
+
 TableInfoWire TableOwner::info() {
   TableInfoWire w{};
   call([&] {

@@ -68,6 +68,9 @@ class TableOwner {
   void reset();
   Status set_rate_limiter(const RateLimiterConfig& c);
   TableInfoWire info();
+  // A piece of a listing (Table::list, at most kMaxListScan slots): the
+  // owner's time it takes is bounded so.
+  uint32_t list(uint32_t from, uint32_t max_items, std::vector<ListedItem>* out, uint32_t* capacity);
   // Checkpoints. park() makes the owner thread count `parked` down and
   // then wait for `go`, without waiting itself: with every owner parked,
   // every table stands still at one moment, and snapshot() may be called

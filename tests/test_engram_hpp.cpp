@@ -167,6 +167,11 @@ TEST_F(Wrapper, ARoundTripThroughEveryHandle) {
   std::vector<uint64_t> gone = {keys[0], keys[1]};
   t.delete_items(gone);
   EXPECT_EQ(c.info("r").size, 8u);
+  std::vector<engram_item> listed = c.items("r", ENGRAM_BY_PRIORITY);
+  ASSERT_EQ(listed.size(), 8u);
+  EXPECT_EQ(listed[0].key, keys[6]) << "the one item of priority 1, the rest 0";
+  EXPECT_EQ(listed[0].priority, 1.0);
+  EXPECT_THROW(c.items("nope"), api::Error);
   std::vector<int32_t> again(2);
   t.delete_items(gone, again);
   EXPECT_EQ(again[0], ENGRAM_E_STALE_KEY);

@@ -618,6 +618,32 @@ TEST(Engramctl, CommandsAgainstTheDaemon) {
   ASSERT_EQ(wait_exit(spawn({ENGRAM_PROC_PATH, "writer", d.socket(), "replay", "0", "100", d.file("k")}, d.file("p")),
                       30000),
             0);
+  // items: the 48 the writer made (3-step items at the odd steps of two
+  // episodes of 50), each once, oldest first.
+  auto count = [](const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(run({ctl, s, d.socket(), "items", "replay", "--json"}, &out, d.dir()), 0) << out;
+  EXPECT_EQ(count(out, "\"key\": "), 48u) << out;
+  EXPECT_EQ(count(out, "\"steps\": 3}"), 48u) << out;
+  std::vector<unsigned long long> inserted;
+  std::regex seq("\"inserted\": ([0-9]+)");
+  for (auto m = std::sregex_iterator(out.begin(), out.end(), seq); m != std::sregex_iterator(); ++m)
+    inserted.push_back(std::stoull((*m)[1]));
+  ASSERT_EQ(inserted.size(), 48u);
+  EXPECT_TRUE(std::is_sorted(inserted.begin(), inserted.end())) << "oldest first: " << out;
+  EXPECT_EQ(run({ctl, s, d.socket(), "items", "replay", "--by", "priority", "--limit", "3"}, &out, d.dir()), 0) << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex("KEY +PRIORITY +TIMES_SAMPLED +INSERTED +STEPS\\n"))) << out;
+  EXPECT_EQ(count(out, " 3\n"), 3u) << "three rows: " << out;
+  EXPECT_NE(out.find("3 of 48 items shown (--limit)"), std::string::npos) << out;
+  EXPECT_EQ(run({ctl, s, d.socket(), "items", "replay", "--by", "age"}, &out, d.dir()), 2);
+  EXPECT_NE(out.find("--by takes insertion or priority, not 'age'"), std::string::npos) << out;
+  EXPECT_EQ(run({ctl, s, d.socket(), "items", "replay", "--limit", "0"}, &out, d.dir()), 2);
+  EXPECT_NE(out.find("--limit takes a count of items >= 1, not '0'"), std::string::npos) << out;
+  EXPECT_EQ(run({ctl, s, d.socket(), "items", "nope"}, &out, d.dir()), 1);
+  EXPECT_NE(out.find("no table named \"nope\""), std::string::npos) << out;
   EXPECT_EQ(run({ctl, s, d.socket(), "reset", "replay"}, &out, d.dir()), 0) << out;
   EXPECT_EQ(run({ctl, s, d.socket(), "info", "replay", "--json"}, &out, d.dir()), 0) << out;
   EXPECT_NE(out.find("\"size\": 0,"), std::string::npos) << out;

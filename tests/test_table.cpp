@@ -642,5 +642,43 @@ TEST(Table, WorksFromAnotherProcessAndAnotherAddress) {
   for (const auto& it : b.items) EXPECT_GT(it.priority, 0.0);
 }
 
+// A listing's piece: the items of a run of slots, stopping at max_items
+// or after max_scan slots looked at, and saying where to go on from.
+TEST(Table, ListGivesRunsOfSlotsAndWhereToGoOn) {
+  OwnedTable o(options({SelectorKind::uniform, 1}, {SelectorKind::fifo, 1}, 10));
+  Table& t = o.table;
+  std::vector<uint64_t> keys;
+  for (uint32_t i = 0; i < 8; ++i) {
+    ChunkRef r[2] = {ref_for(i), ref_for(i + 100)};
+    keys.push_back(t.insert(1.0 + i, r, i % 2 ? 2 : 1).value());
+  }
+  ASSERT_TRUE(t.remove(keys[3]).ok());
+  std::vector<ListedItem> out;
+  uint32_t next = t.list(0, 100, 100, &out);
+  EXPECT_EQ(next, 10u) << "every slot looked at";
+  ASSERT_EQ(out.size(), 7u);
+  for (const ListedItem& l : out) {
+    const ItemSlot* it = t.find(l.key);
+    ASSERT_NE(it, nullptr);
+    EXPECT_EQ(l.priority, it->priority);
+    EXPECT_EQ(l.inserted_seq, it->inserted_seq);
+    EXPECT_EQ(l.num_steps, it->num_refs) << "each slice of ref_for is one step";
+  }
+  out.clear();
+  next = t.list(0, 2, 100, &out);  // stops at two items
+  EXPECT_EQ(out.size(), 2u);
+  uint32_t after_two = next;
+  next = t.list(next, 100, 3, &out);  // stops after three slots looked at
+  EXPECT_EQ(next, after_two + 3);
+  std::vector<ListedItem> rest;
+  while (next < 10) next = t.list(next, 1, 1, &rest);
+  out.insert(out.end(), rest.begin(), rest.end());
+  std::set<uint64_t> seen;
+  for (const ListedItem& l : out) EXPECT_TRUE(seen.insert(l.key).second);
+  EXPECT_EQ(seen.size(), 7u) << "the pieces together: every item once";
+  EXPECT_EQ(t.list(10, 5, 5, &out), 10u) << "from the end: nothing more";
+  EXPECT_EQ(t.list(99, 5, 5, &out), 10u);
+}
+
 }  // namespace
 }  // namespace engram

@@ -107,5 +107,134 @@ TEST_F(CApi, AResetTablesBlocksComeBackLowestFirst) {
   engram_table_close(t);
 }
 
+// Listing while a writer of another client inserts and evicts: every item
+// the table held throughout is listed exactly once, none twice, none that
+// was never inserted; the pages, of an odd size, come in insertion order.
+TEST_F(CApi, ListingShowsEveryItemOnceWhileWritersInsertAndEvict) {
+  const uint32_t capacity = 20'000;
+  engram_table_options o = two_columns("replay", capacity);
+  o.sampler = ENGRAM_PRIORITIZED;
+  ASSERT_EQ(engram_table_create(c_, &o), ENGRAM_OK) << last();
+  engram_table* t = open("replay");
+  // Full: every later insert evicts the oldest.
+  auto fill = [&](engram_writer* w, engram_table* into, uint32_t n, uint32_t first) {
+    std::vector<uint8_t> obs(size_t{n} * 20);
+    std::vector<float> reward(n);
+    std::vector<double> prio(n);
+    for (uint32_t i = 0; i < n; ++i) prio[i] = 1.0 + (first + i) % 97;
+    const void* cols[2] = {obs.data(), reward.data()};
+    return engram_writer_append_items(w, cols, n, into, 1, prio.data());
+  };
+  engram_writer* w = writer(cols_, 2, /*chunk_length=*/100);  // items share chunks: the arena holds them
+  ASSERT_EQ(fill(w, t, capacity, 0), ENGRAM_OK) << last();
+  ASSERT_EQ(engram_writer_flush(w, 10000), ENGRAM_OK) << last();
+  std::vector<uint64_t> before(capacity);
+  size_t got = 0;
+  ASSERT_EQ(engram_writer_take_keys(w, before.data(), before.size(), &got), ENGRAM_OK);
+  ASSERT_EQ(got, size_t{capacity});
+
+  // Another client writes on while this one lists, until told to stop.
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> written{0};
+  std::atomic<bool> writer_done{false};
+  std::vector<uint64_t> later;
+  std::thread other([&] {
+    struct Done {
+      std::atomic<bool>& d;
+      ~Done() { d = true; }  // also when an ASSERT returns early
+    } done{writer_done};
+    engram_client* c2 = connect_c(socket_);
+    engram_table* t2 = nullptr;
+    ASSERT_EQ(engram_table_open(c2, "replay", &t2), ENGRAM_OK);
+    engram_writer_options wo;
+    engram_writer_options_init(&wo);
+    wo.columns = cols_;
+    wo.num_columns = 2;
+    wo.keep_keys = 1;
+    wo.chunk_length = 50;
+    wo.insert_timeout_ms = 10000;
+    engram_writer* w2 = nullptr;
+    ASSERT_EQ(engram_writer_open(c2, &wo, &w2), ENGRAM_OK);
+    for (uint32_t round = 0; !stop.load() && round < 400; ++round) {
+      ASSERT_EQ(fill(w2, t2, 50, round * 50), ENGRAM_OK);
+      ASSERT_EQ(engram_writer_flush(w2, 10000), ENGRAM_OK);
+      std::vector<uint64_t> keys(50);
+      size_t n = 0;
+      ASSERT_EQ(engram_writer_take_keys(w2, keys.data(), keys.size(), &n), ENGRAM_OK);
+      later.insert(later.end(), keys.begin(), keys.begin() + n);
+      written += n;
+    }
+    engram_writer_close(w2);
+    engram_table_close(t2);
+    engram_disconnect(c2);
+  });
+  while (written.load() < 200 && !writer_done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  uint64_t written_before = written.load();
+  engram_items* list = nullptr;
+  ASSERT_EQ(engram_items_open(c_, "replay", ENGRAM_BY_INSERTION, &list), ENGRAM_OK) << last();
+  uint64_t written_during = written.load() - written_before;
+  stop = true;
+  other.join();
+
+  std::vector<engram_item> items;
+  for (;;) {
+    engram_item page[7];
+    uint32_t n = 0;
+    ASSERT_EQ(engram_items_next(list, page, 7, &n), ENGRAM_OK);
+    if (n == 0) break;
+    items.insert(items.end(), page, page + n);
+  }
+  EXPECT_EQ(items.size(), engram_items_count(list));
+  engram_items_close(list);
+
+  std::set<uint64_t> inserted(before.begin(), before.end());
+  inserted.insert(later.begin(), later.end());
+  std::set<uint64_t> listed;
+  uint64_t twice = 0, invented = 0, disordered = 0, wrong_steps = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    twice += !listed.insert(items[i].key).second;
+    invented += !inserted.count(items[i].key);
+    disordered += i > 0 && items[i].inserted <= items[i - 1].inserted;
+    wrong_steps += items[i].num_steps != 1;
+  }
+  EXPECT_EQ(twice, 0u);
+  EXPECT_EQ(invented, 0u);
+  EXPECT_EQ(disordered, 0u) << "not in insertion order";
+  EXPECT_EQ(wrong_steps, 0u);
+  // Held throughout: the first items not evicted by everything the other
+  // writer wrote (FIFO eviction, one per insert).
+  uint64_t evicted = written.load();
+  ASSERT_LT(evicted, capacity);
+  uint64_t missing = 0;
+  for (size_t i = evicted; i < before.size(); ++i) missing += !listed.count(before[i]);
+  EXPECT_EQ(missing, 0u) << "items held throughout but not listed";
+  EXPECT_GT(written_during, 0u) << "the writer wrote nothing while the listing ran: nothing was tested";
+
+  // By priority: highest first, equal priorities oldest first.
+  ASSERT_EQ(engram_items_open(c_, "replay", ENGRAM_BY_PRIORITY, &list), ENGRAM_OK) << last();
+  std::vector<engram_item> by(engram_items_count(list));
+  uint32_t n = 0;
+  ASSERT_EQ(engram_items_next(list, by.data(), static_cast<uint32_t>(by.size()), &n), ENGRAM_OK);
+  ASSERT_EQ(n, by.size());
+  EXPECT_EQ(by.size(), capacity);
+  for (size_t i = 1; i < by.size(); ++i)
+    ASSERT_TRUE(by[i].priority < by[i - 1].priority ||
+                (by[i].priority == by[i - 1].priority && by[i].inserted > by[i - 1].inserted))
+        << "at " << i;
+  ASSERT_EQ(engram_items_next(list, by.data(), 1, &n), ENGRAM_OK);
+  EXPECT_EQ(n, 0u) << "all handed out";
+  engram_items_close(list);
+
+  EXPECT_EQ(engram_items_open(c_, "replay", 2, &list), ENGRAM_E_INVALID);
+  EXPECT_NE(last().find("ENGRAM_BY_PRIORITY"), std::string::npos) << last();
+  EXPECT_EQ(engram_items_open(c_, "nothing", ENGRAM_BY_INSERTION, &list), ENGRAM_E_NOT_FOUND);
+  EXPECT_EQ(list, nullptr);
+  EXPECT_EQ(engram_items_next(nullptr, by.data(), 1, &n), ENGRAM_E_INVALID);
+  EXPECT_EQ(engram_items_count(nullptr), 0u);
+  engram_items_close(nullptr);
+  engram_writer_close(w);
+  engram_table_close(t);
+}
+
 }  // namespace
 }  // namespace engram::test

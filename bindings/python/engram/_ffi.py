@@ -106,12 +106,20 @@ class SampleInfo(Structure):
                 ("table_size", c_uint32)]
 
 
+class Item(Structure):
+    _fields_ = [("key", c_uint64), ("priority", c_double), ("inserted", c_uint64), ("times_sampled", c_uint32),
+                ("num_steps", c_uint32)]
+
+
+BY_INSERTION, BY_PRIORITY = 0, 1
+
+
 class View(Structure):
     _fields_ = [("data", c_void_p), ("steps", c_uint32)]
 
 
 # Opaque handles are plain pointers here.
-Server = Client = Table = Writer = Batch = c_void_p
+Server = Client = Table = Writer = Batch = Items = c_void_p
 
 _P = POINTER
 _SIGNATURES = {
@@ -135,6 +143,10 @@ _SIGNATURES = {
     "engram_table_set_rate_limiter": (c_int, [Client, c_char_p, _P(RateLimiter)]),
     "engram_table_info_init": (None, [_P(TableInfo)]),
     "engram_table_info_get": (c_int, [Client, c_char_p, _P(TableInfo)]),
+    "engram_items_open": (c_int, [Client, c_char_p, c_int32, _P(Items)]),
+    "engram_items_count": (c_uint64, [Items]),
+    "engram_items_next": (c_int, [Items, _P(Item), c_uint32, _P(c_uint32)]),
+    "engram_items_close": (None, [Items]),
     "engram_table_columns": (c_int, [Table, _P(Column), c_uint32, _P(c_uint32)]),
     "engram_table_compression": (c_int, [Table, _P(Compression), c_uint32, _P(c_uint32)]),
     "engram_checkpoint": (c_int, [Client, c_int32, c_char_p, c_size_t]),

@@ -2,6 +2,8 @@
 import ctypes
 import weakref
 
+import numpy as np
+
 from . import _ffi
 from ._ffi import lib
 from ._checks import _I32, _U32, _U64, _int, _real, _text
@@ -144,6 +146,27 @@ class Client(_Handle):
         out["name"] = i.name.decode()
         out["rate_limiter"] = {f: getattr(i.rate_limiter, f) for f, _ in _ffi.RateLimiter._fields_}
         return out
+
+    def items(self, name, by="insertion"):
+        """Every item of the table, as a numpy structured array of (key,
+        priority, inserted, times_sampled, num_steps): oldest first, or with
+        by="priority" highest first (equal priorities oldest first).
+        Writers and samplers go on meanwhile; every item held throughout is
+        listed once, none twice (engram_items_open(3))."""
+        orders = {"insertion": _ffi.BY_INSERTION, "priority": _ffi.BY_PRIORITY}
+        if by not in orders:
+            raise ValueError(f"by must be 'insertion' or 'priority', not {by!r}")
+        it = _ffi.Items()
+        with self._core:
+            _check(lib.engram_items_open(self._ptr(), _text("a table name", name), orders[by], ctypes.byref(it)))
+        try:
+            n = lib.engram_items_count(it)
+            out = (_ffi.Item * max(n, 1))()
+            got = ctypes.c_uint32()
+            _check(lib.engram_items_next(it, out, n, ctypes.byref(got)))
+            return np.ctypeslib.as_array(out)[: got.value].copy()
+        finally:
+            lib.engram_items_close(it)
 
     def checkpoint(self, timeout_ms=-1):
         """Writes a checkpoint of every table now; returns its path."""

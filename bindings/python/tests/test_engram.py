@@ -133,6 +133,28 @@ def test_batches_without_repeats_hold_each_item_once(client):
             t.sample(2, no_repeats="yes")
 
 
+def test_items_are_listed_oldest_or_highest_first(client):
+    cols = [("x", np.float32, ())]
+    client.create_table("t", cols, max_size=5, sampler="prioritized")
+    with client.table("t") as t, client.writer(cols) as w:
+        for i, p in enumerate([3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0]):
+            w.append(np.float32(i))
+            w.create_item(t, num_steps=1, priority=p)
+        w.flush()
+        _, info = t.sample(1)
+    items = client.items("t")
+    assert list(items["priority"]) == [4.0, 1.0, 5.0, 9.0, 2.0]  # the two oldest were evicted
+    assert list(items["inserted"]) == sorted(items["inserted"])
+    assert set(items["num_steps"]) == {1} and items["times_sampled"].sum() == 1
+    by = client.items("t", by="priority")
+    assert list(by["priority"]) == [9.0, 5.0, 4.0, 2.0, 1.0]
+    assert set(by["key"]) == set(items["key"])
+    with pytest.raises(engram.NotFound):
+        client.items("nothing")
+    with pytest.raises(ValueError, match="by must be"):
+        client.items("t", by="age")
+
+
 def test_errors_carry_the_code_and_the_message(client):
     cols = [("x", np.float32, ())]
     with pytest.raises(engram.NotFound) as e:
@@ -436,6 +458,7 @@ def test_the_examples_run(server):
                        capture_output=True, text=True, timeout=60)
     assert s.returncode == 0, s.stderr
     assert s.stdout.count("item 0x") == 4 and "zero-copy: [" in s.stdout
+    assert "without repeats: 16 distinct of 16" in s.stdout and "listed: 1000 items" in s.stdout, s.stdout
 
 
 def test_the_readme_snippet_runs(server):

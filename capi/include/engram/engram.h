@@ -27,7 +27,8 @@
  *    its timeout only when the server took its request before the deadline
  *    and then stalled; it then returns the result.
  *  - Ownership: a client owns every handle made from it, and a table the
- *    batches sampled from it. engram_disconnect frees the client's tables,
+ *    batches sampled from it; a listing of items (engram_items) is the
+ *    caller's alone. engram_disconnect frees the client's tables,
  *    writers and batches, and engram_table_close the table's batches: after
  *    that call no freed handle may be used or closed (the library cannot
  *    tell a freed pointer from a live one). Close children first, or not at
@@ -309,6 +310,51 @@ ENGRAM_API int engram_table_compression(const engram_table* t, engram_compressio
  * ENGRAM_E_SYSTEM (the write failed; the message says why),
  * ENGRAM_E_DISCONNECTED. */
 ENGRAM_API int engram_checkpoint(engram_client* c, int32_t timeout_ms, char* path, size_t cap);
+
+/* --- listing items ------------------------------------------------------------- */
+
+/* One item of a table, as a listing shows it. Since 0.5. */
+typedef struct engram_item {
+  uint64_t key;            /* as engram_sample_info.key: for updates and deletes */
+  double priority;
+  uint64_t inserted;       /* its place in the table's insertion order: larger is newer,
+                              never the same for two items of one table */
+  uint32_t times_sampled;
+  uint32_t num_steps;      /* steps the item spans, over all its chunks */
+} engram_item;
+
+#define ENGRAM_BY_INSERTION 0 /* oldest first */
+#define ENGRAM_BY_PRIORITY 1  /* highest priority first; equal priorities oldest first */
+
+typedef struct engram_items engram_items;
+
+/* Lists the items of table `name` in `order` (ENGRAM_BY_INSERTION or
+ * ENGRAM_BY_PRIORITY): the call collects them all from the server, then
+ * engram_items_next hands them out in pages the caller sizes. Writers and
+ * samplers go on meanwhile: the server is asked in pieces of at most 65536
+ * slots, each holding the table's owner for well under a millisecond.
+ * Every item the table holds from this call's start to its end is listed
+ * exactly once; an item inserted or removed during the call may be listed
+ * or not; no item is listed twice, and none that the table did not hold.
+ * Each item's fields are as of the moment its piece was read (a priority
+ * updated during the call may show its old value, and the order follows
+ * what was read). The listing holds 32 bytes per item in the caller's
+ * memory and nothing of the server's; it is the caller's, apart from c:
+ * free it with engram_items_close, before or after engram_disconnect.
+ * Errors: ENGRAM_E_INVALID (NULL argument, unknown order), ENGRAM_E_RANGE
+ * (name too long), ENGRAM_E_NOT_FOUND, ENGRAM_E_TIMEOUT (a piece not
+ * answered within the client's timeout_ms), ENGRAM_E_DISCONNECTED,
+ * ENGRAM_E_CORRUPT (a reply that does not add up), ENGRAM_E_NOMEM.
+ * Since 0.5. */
+ENGRAM_API int engram_items_open(engram_client* c, const char* name, int32_t order, engram_items** out);
+/* The number of items the listing holds. 0 for NULL. Since 0.5. */
+ENGRAM_API uint64_t engram_items_count(const engram_items* it);
+/* Copies the next min(cap, left) items of the listing into out and sets
+ * *count; *count is 0 once every item was handed out. Errors:
+ * ENGRAM_E_INVALID (NULL it or count, or NULL out with cap > 0). Since 0.5. */
+ENGRAM_API int engram_items_next(engram_items* it, engram_item* out, uint32_t cap, uint32_t* count);
+/* Frees the listing. NULL is a no-op. Since 0.5. */
+ENGRAM_API void engram_items_close(engram_items* it);
 
 /* --- writing ------------------------------------------------------------------ */
 

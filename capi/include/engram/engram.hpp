@@ -353,6 +353,19 @@ class Client {
     check(engram_table_info_get(c_.get(), name.c_str(), &i));
     return i;
   }
+  /* Every item of the table, in `order` (ENGRAM_BY_INSERTION or
+   * ENGRAM_BY_PRIORITY); see engram_items_open. */
+  std::vector<engram_item> items(const std::string& name, int32_t order = ENGRAM_BY_INSERTION) {
+    engram_items* it = nullptr;
+    check(engram_items_open(c_.get(), name.c_str(), order, &it));
+    std::vector<engram_item> out(static_cast<size_t>(engram_items_count(it)));
+    uint32_t n = 0;
+    int rc = engram_items_next(it, out.data(), static_cast<uint32_t>(out.size()), &n);
+    engram_items_close(it);
+    check(rc);
+    out.resize(n);
+    return out;
+  }
   /* Writes a checkpoint and returns its directory. */
   std::string checkpoint(int32_t timeout_ms = -1) {
     std::vector<char> path(4096);

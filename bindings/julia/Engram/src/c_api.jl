@@ -151,6 +151,18 @@ struct engram_client end
 struct engram_table end
 struct engram_writer end
 struct engram_batch end
+struct engram_items end
+
+struct engram_item
+    key::UInt64
+    priority::Float64
+    inserted::UInt64      # place in insertion order: larger is newer
+    times_sampled::UInt32
+    num_steps::UInt32
+end
+
+const ENGRAM_BY_INSERTION = Int32(0)
+const ENGRAM_BY_PRIORITY = Int32(1)
 
 # --- the C functions, one wrapper each -------------------------------------------
 
@@ -190,6 +202,14 @@ engram_table_set_rate_limiter(c, name, r) =
 engram_table_info_init(i) = ccall((:engram_table_info_init, libengram), Cvoid, (Ref{engram_table_info},), i)
 engram_table_info_get(c, name, out) =
     ccall((:engram_table_info_get, libengram), Cint, (Ptr{engram_client}, Cstring, Ref{engram_table_info}), c, name, out)
+engram_items_open(c, name, order, out) =
+    ccall((:engram_items_open, libengram), Cint, (Ptr{engram_client}, Cstring, Int32, Ref{Ptr{engram_items}}), c, name,
+          order, out)
+engram_items_count(it) = ccall((:engram_items_count, libengram), UInt64, (Ptr{engram_items},), it)
+engram_items_next(it, out, cap, count) =
+    ccall((:engram_items_next, libengram), Cint, (Ptr{engram_items}, Ptr{engram_item}, UInt32, Ref{UInt32}), it, out,
+          cap, count)
+engram_items_close(it) = ccall((:engram_items_close, libengram), Cvoid, (Ptr{engram_items},), it)
 engram_table_columns(t, out, cap, count) =
     ccall((:engram_table_columns, libengram), Cint, (Ptr{engram_table}, Ptr{engram_column}, UInt32, Ref{UInt32}),
           t, out, cap, count)

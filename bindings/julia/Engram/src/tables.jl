@@ -67,6 +67,28 @@ function table_info(c::Client, name::AbstractString)
      rate_limiter = x.rate_limiter, max_priority = x.max_priority, min_priority = x.min_priority)
 end
 
+"""
+    items(client, name; by = :insertion) -> Vector{engram_item}
+
+Every item of the table (key, priority, inserted, times_sampled, num_steps):
+oldest first, or with `by = :priority` highest first (equal priorities
+oldest first). Writers and samplers go on meanwhile; every item held
+throughout is listed once, none twice (engram_items_open(3)).
+"""
+function items(c::Client, name::AbstractString; by::Symbol = :insertion)
+    by in (:insertion, :priority) || throw(ArgumentError("by must be :insertion or :priority, not :$by"))
+    it = Ref{Ptr{engram_items}}(C_NULL)
+    check(engram_items_open(live(c), name, by === :priority ? ENGRAM_BY_PRIORITY : ENGRAM_BY_INSERTION, it))
+    try
+        out = Vector{engram_item}(undef, engram_items_count(it[]))
+        got = Ref{UInt32}(0)
+        check(engram_items_next(it[], out, UInt32(length(out)), got))
+        out[1:got[]]
+    finally
+        engram_items_close(it[])
+    end
+end
+
 """Writes a checkpoint of every table now; returns its path."""
 function checkpoint(c::Client; timeout_ms::Integer = -1)
     buf = zeros(Cchar, 4096)

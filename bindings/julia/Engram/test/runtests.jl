@@ -66,6 +66,22 @@ const server = Engram.Server(SOCKET)
         close(table)
     end
 
+    @testset "items listed oldest or highest first" begin
+        create_table(client, "l", cols; max_size = 10, sampler = :prioritized)
+        table = open_table(client, "l")
+        w = writer(client, cols)
+        for (i, p) in enumerate([2.0, 7.0, 1.0])
+            append!(w, fill(Float32(i), 4), Int64(i))
+            create_item!(w, table, 1, p)
+        end
+        flush!(w)
+        @test [x.priority for x in items(client, "l")] == [2.0, 7.0, 1.0]
+        @test [x.priority for x in items(client, "l"; by = :priority)] == [7.0, 2.0, 1.0]
+        @test_throws ArgumentError items(client, "l"; by = :age)
+        close(w)
+        close(table)
+    end
+
     @testset "priorities and deletes by key" begin
         create_table(client, "p", cols; max_size = 10, sampler = :prioritized)
         table = open_table(client, "p")

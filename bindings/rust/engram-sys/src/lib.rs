@@ -339,6 +339,32 @@ pub struct engram_writer {
 pub struct engram_batch {
     _private: [u8; 0],
 }
+/// Opaque listing of a table's items.
+#[repr(C)]
+pub struct engram_items {
+    _private: [u8; 0],
+}
+
+/// One item of a listing (engram_items_next).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct engram_item {
+    /// Its key.
+    pub key: u64,
+    /// Its priority.
+    pub priority: f64,
+    /// Its place in the table's insertion order: larger is newer.
+    pub inserted: u64,
+    /// Times sampled so far.
+    pub times_sampled: u32,
+    /// Steps it spans.
+    pub num_steps: u32,
+}
+
+/// Listing order: oldest first.
+pub const ENGRAM_BY_INSERTION: i32 = 0;
+/// Listing order: highest priority first, equal priorities oldest first.
+pub const ENGRAM_BY_PRIORITY: i32 = 1;
 
 // engram/server.h, in libengram-server.so.0: linked as needed, so a
 // program that never starts a server does not load it.
@@ -372,6 +398,11 @@ extern "C" {
                                          r: *const engram_rate_limiter) -> c_int;
     pub fn engram_table_info_init(i: *mut engram_table_info);
     pub fn engram_table_info_get(c: *mut engram_client, name: *const c_char, out: *mut engram_table_info) -> c_int;
+    pub fn engram_items_open(c: *mut engram_client, name: *const c_char, order: i32, out: *mut *mut engram_items)
+                             -> c_int;
+    pub fn engram_items_count(it: *const engram_items) -> u64;
+    pub fn engram_items_next(it: *mut engram_items, out: *mut engram_item, cap: u32, count: *mut u32) -> c_int;
+    pub fn engram_items_close(it: *mut engram_items);
     pub fn engram_table_columns(t: *const engram_table, out: *mut engram_column, cap: u32, count: *mut u32) -> c_int;
     pub fn engram_table_compression(t: *const engram_table, out: *mut engram_compression, cap: u32,
                                     count: *mut u32) -> c_int;

@@ -155,6 +155,25 @@ impl Client {
         })
     }
 
+    /// Every item of a table: oldest first, or with `by_priority` highest
+    /// first (equal priorities oldest first). Writers and samplers go on
+    /// meanwhile; every item held throughout is listed once, none twice
+    /// (engram_items_open(3)).
+    pub fn items(&self, name: &str, by_priority: bool) -> Result<Vec<Item>> {
+        let n = c_string(name, "table name")?;
+        let order = if by_priority { sys::ENGRAM_BY_PRIORITY } else { sys::ENGRAM_BY_INSERTION };
+        let mut it: *mut sys::engram_items = ptr::null_mut();
+        check(unsafe { sys::engram_items_open(self.ptr, n.as_ptr(), order, &mut it) })?;
+        let count = unsafe { sys::engram_items_count(it) } as usize;
+        let mut out = vec![Item::default(); count];
+        let mut got = 0u32;
+        let r = check(unsafe { sys::engram_items_next(it, out.as_mut_ptr(), count as u32, &mut got) });
+        unsafe { sys::engram_items_close(it) };
+        r?;
+        out.truncate(got as usize);
+        Ok(out)
+    }
+
     /// Deletes a table and its items.
     pub fn drop_table(&self, name: &str) -> Result<()> {
         let n = c_string(name, "table name")?;

@@ -41,6 +41,7 @@ use std::ptr;
 
 use engram_sys as sys;
 
+pub use sys::engram_item as Item;
 pub use sys::engram_sample_info as SampleInfo;
 
 // One module per concept; every public name is the crate's.

@@ -190,6 +190,25 @@ fn batches_without_repeats() {
 }
 
 #[test]
+fn items_are_listed_oldest_or_highest_first() {
+    let (_s, path) = server();
+    let client = Client::connect(Some(&path)).unwrap();
+    create_prioritized(&client);
+    let table = client.open_table("t").unwrap();
+    let mut w = client.writer(&WriterOptions::new(walk_columns())).unwrap();
+    for (i, p) in [2.0, 7.0, 1.0].iter().enumerate() {
+        w.append(&[bytes(&[i as f32; 4]), bytes(&[i as i64])]).unwrap();
+        w.create_item(&table, 1, *p).unwrap();
+    }
+    w.flush(5000).unwrap();
+    let old: Vec<f64> = client.items("t", false).unwrap().iter().map(|i| i.priority).collect();
+    assert_eq!(old, vec![2.0, 7.0, 1.0]);
+    let high: Vec<f64> = client.items("t", true).unwrap().iter().map(|i| i.priority).collect();
+    assert_eq!(high, vec![7.0, 2.0, 1.0]);
+    assert_eq!(client.items("none", false).err().map(|e| e.code()), Some(sys::ENGRAM_E_NOT_FOUND));
+}
+
+#[test]
 fn writers_on_several_threads_each_with_its_client() {
     let (_s, path) = server();
     let admin = Client::connect(Some(&path)).unwrap();
