@@ -2,7 +2,9 @@
 // server by core/item_listing (which says why the client sorts), then
 // handed out in the caller's pages. A listing holds nothing of the
 // server's, so it outlives its client.
+#include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "capi/client.hpp"
