@@ -24,6 +24,7 @@
 #include "capi/boundary.hpp"
 #include "capi/fifo.hpp"
 #include "core/channel.hpp"
+#include "core/chunk_format.hpp"
 #include "core/arena_blocks.hpp"
 #include "core/codec.hpp"
 #include "core/control_message.hpp"
@@ -81,6 +82,10 @@ Status request_sample(engram_table* t, const engram_sample_options* o, uint64_t*
                       std::vector<uint32_t>* plain_steps, uint32_t flags = 0, uint64_t from = 0);
 bool give_up(engram_table* t, uint64_t id);
 void release(engram_table* t, uint64_t id);
+// Copies steps [ref.offset, +ref.length) of column c of a chunk whose
+// header h passed check_chunk to dst, decoding a compressed column (the
+// last chunk decoded is kept per column: items that share it decode it once).
+Status copy_steps(engram_table* t, const ChunkRef& ref, const ChunkHeader& h, uint32_t c, char* dst);
 // The columns of a C signature with their compression (comp may be NULL:
 // none), validated.
 Status columns_from_c(const engram_column* cols, uint32_t n, const engram_compression* comp, std::vector<Column>* out);

@@ -47,6 +47,35 @@ Status take_sample_record(const ResponseRecord& rsp, std::vector<SampledItemWire
   *complete = rsp.index + n == rsp.count;
   return Status::Ok();
 }
+
+// A decoded column is kept per column index, so items that share a chunk
+// decode it once.
+Status copy_steps(engram_table* t, const ChunkRef& ref, const ChunkHeader& h, uint32_t c, char* dst) {
+  const TableSpec& spec = t->spec;
+  const ArenaBlocks& arena = t->client->arena;
+  const char* block = static_cast<const char*>(arena.data({ref.block, ref.generation}));
+  size_t step = column_step_bytes(spec.columns[c]);
+  ColumnSpan span;
+  if (Status s = chunk_column_span(block, arena.block_size(ref.block), h, spec.columns, c, &span); !s.ok()) return s;
+  const char* src = block + span.offset;
+  if (span.encoding != Encoding::raw) {
+    engram_table::Decoded& d = t->decoded[c];
+    uint64_t id = pack_block({ref.block, ref.generation});
+    if (d.block != id) {
+      d.block = 0;
+      d.bytes.resize(size_t{h.num_steps} * step);
+      if (!t->decoder) t->decoder = std::make_unique<Decoder>();
+      if (Status s = t->decoder->decode_column(span.encoding, src, span.bytes, step, h.num_steps, d.bytes.data());
+          !s.ok())
+        return {Errc::corrupt, "column " + std::string(spec.columns[c].name) + " of a sampled chunk: " + s.message()};
+      d.block = id;
+    }
+    src = d.bytes.data();
+  }
+  std::memcpy(dst, src + size_t{ref.offset} * step, size_t{ref.length} * step);
+  return Status::Ok();
+}
+
 }  // namespace engram
 
 namespace {
@@ -153,35 +182,6 @@ bool copy_plain_item(const engram_table* t, const SampledItemWire& it, uint32_t 
                 block + layout->offset[c] + size_t{ref.offset} * step, size_t{ref.length} * step);
   }
   return true;
-}
-
-// Copies steps [ref.offset, +ref.length) of column c of a checked chunk to
-// dst, decoding a compressed column. A decoded column is kept per column
-// index, so items that share a chunk decode it once.
-Status copy_steps(engram_table* t, const ChunkRef& ref, const ChunkHeader& h, uint32_t c, char* dst) {
-  const TableSpec& spec = t->spec;
-  const ArenaBlocks& arena = t->client->arena;
-  const char* block = static_cast<const char*>(arena.data({ref.block, ref.generation}));
-  size_t step = column_step_bytes(spec.columns[c]);
-  ColumnSpan span;
-  if (Status s = chunk_column_span(block, arena.block_size(ref.block), h, spec.columns, c, &span); !s.ok()) return s;
-  const char* src = block + span.offset;
-  if (span.encoding != Encoding::raw) {
-    engram_table::Decoded& d = t->decoded[c];
-    uint64_t id = pack_block({ref.block, ref.generation});
-    if (d.block != id) {
-      d.block = 0;
-      d.bytes.resize(size_t{h.num_steps} * step);
-      if (!t->decoder) t->decoder = std::make_unique<Decoder>();
-      if (Status s = t->decoder->decode_column(span.encoding, src, span.bytes, step, h.num_steps, d.bytes.data());
-          !s.ok())
-        return {Errc::corrupt, "column " + std::string(spec.columns[c].name) + " of a sampled chunk: " + s.message()};
-      d.block = id;
-    }
-    src = d.bytes.data();
-  }
-  std::memcpy(dst, src + size_t{ref.offset} * step, size_t{ref.length} * step);
-  return Status::Ok();
 }
 
 engram_sample_info info_of(const SampledItemWire& w) {

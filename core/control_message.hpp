@@ -35,7 +35,8 @@ inline constexpr uint32_t kControlMagic = 0x4c525443;  // "CTRL"
 // 11: a sample may look at the newest items instead (kSampleNewest).
 // 12: TableInfoWire carries the items' largest and smallest priority.
 // 13: list_items; a sample may ask for no repeats (kSampleDistinct).
-inline constexpr uint32_t kProtocolVersion = 13;
+// 14: export_begin, export_items, export_end.
+inline constexpr uint32_t kProtocolVersion = 14;
 // Descriptors one message may carry; a message that comes with more is refused.
 inline constexpr size_t kMaxControlFds = 4;
 inline constexpr uint32_t kMaxControlPayload = 1 << 16;
@@ -58,6 +59,9 @@ enum class ControlType : uint32_t {
   return_blocks = 14,  // BlockRef[1..kMaxBlockGrant], reserved by the client -> nothing
   remote_status = 15,  // uint32_t json (0 or 1) -> text: the peers' view (empty: no [remote])
   list_items = 16,     // ItemsRequest -> ItemsReply, then ListedItem[count] (core/item_listing.hpp)
+  export_begin = 17,   // NameRequest -> ExportBeginReply: the table's items, pinned for this connection
+  export_items = 18,   // ExportItemsRequest -> ExportItemsReply, ExportedItem[items], ChunkRef[refs]
+  export_end = 19,     // nothing -> nothing: the pins go; Errc::timeout if the export had lapsed
 };
 
 // Blocks one grant_blocks or return_blocks message may carry.
@@ -163,6 +167,44 @@ inline constexpr uint32_t kMaxListedItems =
 // the piece first (bench/NOTES.md, "Tuned constants"): a listing holds
 // writers and samplers up for at most that long at a time.
 inline constexpr uint32_t kMaxListScan = 1u << 16;
+
+// An export: the items of one table at one moment, each with its chunk
+// references, their chunks pinned until export_end (or the connection's
+// end) so that the client copies their steps out of the arena at its own
+// pace while the table goes on. The server never reads the chunks' bytes.
+// One export per connection; an export that hears nothing from its client
+// for idle_ms lapses (its pins go), so a stalled client hoards no blocks:
+// a client that copies for longer sends an export_items of max_items 0
+// now and then. export_end says whether it had lapsed (Errc::timeout): a
+// copy made after that may hold recycled bytes and must be thrown away.
+struct ExportBeginReply {
+  TableSpec spec;    // the table's signature, as the chunks were written
+  uint64_t items;    // in the export, in slot order (not insertion order)
+  uint64_t refs;     // chunk references of all items
+  uint64_t steps;    // all items' steps
+  uint32_t idle_ms;  // the export lapses after this long without a request
+  uint32_t reserved_;
+};
+// Items [from, from + max_items) of the export, as many as one reply holds
+// whole (with their refs); max_items 0 only keeps the export alive.
+struct ExportItemsRequest {
+  uint64_t from;
+  uint32_t max_items;
+  uint32_t reserved_;
+};
+struct ExportItemsReply {
+  uint32_t items;  // ExportedItem entries that follow, then ChunkRef[refs]
+  uint32_t refs;   // each item's num_refs in turn, as arena block and generation
+};
+struct ExportedItem {
+  uint64_t key;
+  double priority;
+  uint64_t inserted_seq;
+  uint32_t times_sampled;
+  uint32_t num_refs;
+};
+static_assert(sizeof(ExportedItem) == 32);
+inline constexpr uint32_t kExportIdleMs = 10000;
 
 struct RateLimiterRequest {
   char name[kMaxTableName];

@@ -77,6 +77,9 @@ bool Server::Impl::serve(Client& c) {
       return true;
     case ControlType::grant_blocks: return grant_blocks(c, p);
     case ControlType::return_blocks: return return_blocks(c, p);
+    case ControlType::export_begin: return export_begin(c, p);
+    case ControlType::export_items: return export_items(c, p);
+    case ControlType::export_end: return export_end(c);
     case ControlType::goodbye: return false;
   }
   return reply(c, type, {Errc::invalid_argument, "unknown control message type " + std::to_string(h.type)});
@@ -365,6 +368,7 @@ void Server::Impl::disconnect(Client& c) {
     log_info(who(c) + " detached; reclaimed " + std::to_string(freed.ok() ? *freed : 0) + " reserved blocks and " +
              std::to_string(c.channels.size()) + " channels in " + std::to_string((monotonic_ns() - t0) / 1000) + " us");
   }
+  if (c.table_export) release_export(*c.table_export);
   checkpoints->forget(c.fd);  // before its descriptor number can be another client's
   if (auto it = connections_by_uid.find(c.cred.uid); it != connections_by_uid.end() && --it->second == 0)
     connections_by_uid.erase(it);

@@ -18,6 +18,7 @@
 #include "core/item_listing.hpp"
 #include "core/selector.hpp"
 #include "daemon/config.hpp"
+#include "daemon/engramctl_transfer.hpp"
 
 using namespace engram;
 
@@ -39,6 +40,11 @@ const char* kUsage =
     "  drop TABLE             delete TABLE\n"
     "  checkpoint             write a checkpoint of every table now, print its path\n"
     "                         (traffic goes on meanwhile; waits until it is on disk)\n"
+    "  export TABLE FILE      write TABLE's items to FILE, a NumPy .npz (engram-export(5));\n"
+    "                         traffic goes on meanwhile\n"
+    "  import FILE TABLE [--timeout-ms N]\n"
+    "                         insert the items of FILE into TABLE; N bounds each item's\n"
+    "                         wait for the rate limiter (default: no bound)\n"
     "\n"
     "The socket is --socket, else $ENGRAM_SOCKET, else /run/engram/engram.sock.\n";
 
@@ -207,6 +213,7 @@ int main(int argc, char** argv) {
   bool json = false;
   ItemOrder by = ItemOrder::insertion;
   uint64_t limit = UINT64_MAX;
+  int32_t timeout_ms = -1;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
@@ -230,6 +237,14 @@ int main(int argc, char** argv) {
       if (v.empty() || v[0] == '-' || errno || *end || n == 0)
         return fail("--limit takes a count of items >= 1, not '" + v + "'", 2);
       limit = n;
+    } else if (a == "--timeout-ms") {
+      std::string v = i + 1 < argc ? argv[++i] : "";
+      char* end = nullptr;
+      errno = 0;
+      long n = v.empty() ? -2 : std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || errno || *end || n < -1 || n > INT32_MAX)
+        return fail("--timeout-ms takes milliseconds (or -1: no bound), not '" + v + "'", 2);
+      timeout_ms = static_cast<int32_t>(n);
     } else if (a == "--socket") {
       if (i + 1 >= argc) return fail("--socket needs a path", 2);
       socket = argv[++i];
@@ -240,6 +255,10 @@ int main(int argc, char** argv) {
     if (const char* env = std::getenv("ENGRAM_SOCKET"); env && *env) socket = env;
   if (socket.empty()) socket = kDefaultSocket;
   const std::string& cmd = args[0];
+  if (cmd == "export" || cmd == "import") {
+    if (args.size() != 3) return fail(cmd + " takes two arguments\n" + kUsage, 2);
+    return cmd == "export" ? export_command(socket, args[1], args[2]) : import_command(socket, args[1], args[2], timeout_ms);
+  }
   bool needs_table = cmd == "info" || cmd == "items" || cmd == "reset" || cmd == "drop" || cmd == "create-table";
   if (needs_table && args.size() != 2) return fail(cmd + " takes one argument\n" + kUsage, 2);
   if (!needs_table && args.size() != 1) return fail(cmd + " takes no argument\n" + kUsage, 2);

@@ -65,6 +65,9 @@ Status Server::Impl::init(const ServerConfig& c) {
                                 s.message().size());
       });
   if (Status s = checkpoints->restore_at_start(); !s.ok()) return s;
+  auto export_id = arena_ids.take("exports");
+  if (!export_id.ok()) return export_id.status();
+  export_arena_id = *export_id;
   for (const CheckedTableOptions& checked : config.tables) {
     const TableOptions& o = *checked;
     if (tables->find(o.name)) {
@@ -164,8 +167,9 @@ void Server::Impl::control_loop() {
     // Not while accept rests (a negative descriptor is skipped by poll).
     fds.push_back({monotonic_ns() < accept_paused_until_ns ? -1 : listen_fd, POLLIN, 0});
     for (auto& [fd, c] : clients) fds.push_back({fd, POLLIN, 0});
-    int timeout = checkpoints->poll_timeout_ms(), conn = connections_poll_ms();
-    if (timeout < 0 || (conn >= 0 && conn < timeout)) timeout = conn;
+    int timeout = checkpoints->poll_timeout_ms();
+    for (int t : {connections_poll_ms(), exports_poll_ms()})
+      if (timeout < 0 || (t >= 0 && t < timeout)) timeout = t;
     int r = ::poll(fds.data(), fds.size(), timeout);
     if (r < 0 && errno != EINTR) {
       log_error(std::string("poll: ") + std::strerror(errno));
@@ -187,6 +191,7 @@ void Server::Impl::control_loop() {
       if (!serve(it->second)) disconnect(it->second);
     }
     close_silent();
+    lapse_exports();
   }
   shutdown();
 }

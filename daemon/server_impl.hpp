@@ -38,6 +38,17 @@
 
 namespace engram {
 
+// A table's items at one moment with their chunks pinned, for the client
+// that asked to copy them out (table_export.cpp; ExportBeginReply says why).
+struct TableExport {
+  std::vector<ItemState> items;  // slot order; first_ref indexes refs
+  std::vector<ChunkRef> refs;    // arena block and generation
+  std::vector<BlockRef> pinned;  // one reference each, until released
+  uint64_t steps = 0;
+  int64_t last_ns = 0;           // the client's last export request
+  bool lapsed = false;           // idle too long: pins released
+};
+
 // One connection on the control socket.
 struct Client {
   int fd = -1;
@@ -48,6 +59,7 @@ struct Client {
   // By table id: the daemon's mapping of each channel the client opened
   // (its descriptor went to the client with the open reply).
   std::map<uint32_t, ShmSegment> channels;
+  std::unique_ptr<TableExport> table_export;  // export_begin's, until export_end
 };
 
 struct Server::Impl {
@@ -84,6 +96,7 @@ struct Server::Impl {
   IdPool arena_ids{1, kArenaMaxClients};
   std::unique_ptr<TableRegistry> tables;
   std::unique_ptr<CheckpointScheduler> checkpoints;
+  uint32_t export_arena_id = 0;  // releases exports' pins (control thread only)
   std::map<int, Client> clients;  // by fd, attached or not
 
   // connections.cpp's state.
@@ -139,6 +152,18 @@ struct Server::Impl {
   bool status(Client& c);
   bool remote_status(Client& c, const std::vector<char>& p);
   bool grant_blocks(Client& c, const std::vector<char>& p);
+
+  // --- table_export.cpp: a table's items pinned for a client to copy out ---
+  bool export_begin(Client& c, const std::vector<char>& p);
+  bool export_items(Client& c, const std::vector<char>& p);
+  bool export_end(Client& c);
+  // Drops the export's pins (once); at export_end, at the client's end,
+  // and when it lapses.
+  void release_export(TableExport& x);
+  // Releases every export idle for kExportIdleMs.
+  void lapse_exports();
+  // Milliseconds until lapse_exports has work (-1: none).
+  int exports_poll_ms() const;
   bool return_blocks(Client& c, const std::vector<char>& p);
   bool reply(Client& c, ControlType t, const Status& s, const void* payload = nullptr, size_t size = 0);
   // Drops a table and closes every client's channel to it.

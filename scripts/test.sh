@@ -22,7 +22,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
 echo "== fuzz (libFuzzer, ${ENGRAM_FUZZ_SECONDS:-30} s each) =="
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz
-for target in ring_record config manifest control peer; do
+for target in ring_record config manifest control peer npz; do
   corpus=build/fuzz/corpus/$target
   mkdir -p "$corpus"
   [ -x "build/fuzz/tests/fuzz/fuzz_$target" ] || { echo "fuzz_$target was not built (see the fuzz preset's targets)"; exit 1; }

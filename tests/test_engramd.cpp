@@ -644,9 +644,25 @@ TEST(Engramctl, CommandsAgainstTheDaemon) {
   EXPECT_NE(out.find("--limit takes a count of items >= 1, not '0'"), std::string::npos) << out;
   EXPECT_EQ(run({ctl, s, d.socket(), "items", "nope"}, &out, d.dir()), 1);
   EXPECT_NE(out.find("no table named \"nope\""), std::string::npos) << out;
+  // export, reset, import: the same 48 items back.
+  std::string npz = d.dir() + "/replay.npz";
+  EXPECT_EQ(run({ctl, s, d.socket(), "export", "replay", npz}, &out, d.dir()), 0) << out;
+  EXPECT_NE(out.find("exported 48 items of table replay to " + npz), std::string::npos) << out;
+  EXPECT_EQ(run({ctl, s, d.socket(), "export", "replay"}, &out, d.dir()), 2) << out;
+  EXPECT_NE(out.find("export takes two arguments"), std::string::npos) << out;
   EXPECT_EQ(run({ctl, s, d.socket(), "reset", "replay"}, &out, d.dir()), 0) << out;
   EXPECT_EQ(run({ctl, s, d.socket(), "info", "replay", "--json"}, &out, d.dir()), 0) << out;
   EXPECT_NE(out.find("\"size\": 0,"), std::string::npos) << out;
+  EXPECT_EQ(run({ctl, s, d.socket(), "import", d.dir() + "/q.toml", "replay"}, &out, d.dir()), 1) << out;
+  EXPECT_NE(out.find("q.toml is not a .npz file"), std::string::npos) << out;
+  EXPECT_EQ(run({ctl, s, d.socket(), "import", npz, "q"}, &out, d.dir()), 1) << out;
+  EXPECT_NE(out.find("has no steps of column x, which table q has (the file's columns: "), std::string::npos) << out;
+  EXPECT_EQ(run({ctl, s, d.socket(), "import", npz, "replay", "--timeout-ms", "soon"}, &out, d.dir()), 2) << out;
+  EXPECT_EQ(run({ctl, s, d.socket(), "import", npz, "replay", "--timeout-ms", "5000"}, &out, d.dir()), 0) << out;
+  EXPECT_NE(out.find("imported 48 items from " + npz + " into table replay"), std::string::npos) << out;
+  EXPECT_EQ(run({ctl, s, d.socket(), "info", "replay", "--json"}, &out, d.dir()), 0) << out;
+  EXPECT_NE(out.find("\"size\": 48,"), std::string::npos) << out;
+  EXPECT_EQ(run({ctl, s, d.socket(), "reset", "replay"}, &out, d.dir()), 0) << out;
   EXPECT_EQ(run({ctl, s, d.socket(), "info", "nope"}, &out, d.dir()), 1);
   EXPECT_NE(out.find("no table named \"nope\""), std::string::npos) << out;
   // JSON has no infinity: an unbounded limiter's differences, which the C

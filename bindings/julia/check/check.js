@@ -74,6 +74,8 @@ const BASE = {
   int32_t: ['Int32', 'Cint'], uint32_t: ['UInt32', 'Cuint'], int64_t: ['Int64'], uint64_t: ['UInt64'],
   size_t: ['Csize_t', 'UInt64'], double: ['Cdouble', 'Float64'], void: ['Cvoid'], char: ['Cchar', 'UInt8'],
 };
+// Function-pointer typedefs (engram_progress_fn) are C function pointers: Ptr{Cvoid}.
+for (const m of header.matchAll(/typedef[^;{}]*\(\s*\*\s*(engram_\w+)\s*\)/g)) BASE[m[1]] = ['Ptr{Cvoid}'];
 const baseNames = (b) => BASE[b] || (b.startsWith('engram_') ? [b] : []);
 // Every Julia spelling accepted for C type t (as an argument or return when
 // `param`, else as a struct field).

@@ -113,6 +113,13 @@ class Item(Structure):
 
 BY_INSERTION, BY_PRIORITY = 0, 1
 
+PROGRESS = ctypes.CFUNCTYPE(c_int, c_void_p, c_uint64, c_uint64)
+
+
+class TransferOptions(Structure):
+    _fields_ = [("struct_size", c_size_t), ("progress", PROGRESS), ("progress_ctx", c_void_p),
+                ("insert_timeout_ms", c_int32)]
+
 
 class View(Structure):
     _fields_ = [("data", c_void_p), ("steps", c_uint32)]
@@ -147,6 +154,9 @@ _SIGNATURES = {
     "engram_items_count": (c_uint64, [Items]),
     "engram_items_next": (c_int, [Items, _P(Item), c_uint32, _P(c_uint32)]),
     "engram_items_close": (None, [Items]),
+    "engram_transfer_options_init": (None, [_P(TransferOptions)]),
+    "engram_table_export": (c_int, [Table, c_char_p, _P(TransferOptions), _P(c_uint64)]),
+    "engram_table_import": (c_int, [Table, c_char_p, _P(TransferOptions), _P(c_uint64)]),
     "engram_table_columns": (c_int, [Table, _P(Column), c_uint32, _P(c_uint32)]),
     "engram_table_compression": (c_int, [Table, _P(Compression), c_uint32, _P(c_uint32)]),
     "engram_checkpoint": (c_int, [Client, c_int32, c_char_p, c_size_t]),
@@ -180,7 +190,7 @@ for _name, (_res, _args) in _SIGNATURES.items():
         _fn = getattr(lib, _name)
     except AttributeError:
         raise ImportError(f"engram: {_name} is missing from the loaded libengram "
-                          f"({lib._name}); it is older than this binding needs (0.4)") from None
+                          f"({lib._name}); it is older than this binding needs (0.5)") from None
     _fn.restype = _res
     _fn.argtypes = _args
 

@@ -1,5 +1,6 @@
 """engram.Table: sampling, priority updates and deletes."""
 import ctypes
+import os
 import weakref
 
 import numpy as np
@@ -151,3 +152,51 @@ class Table(_Child):
                                   k.ctypes.data_as(ctypes.POINTER(ctypes.c_uint64)), k.size,
                                   res.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))))
         return res
+
+    def _transfer(self, fn, path, progress, insert_timeout_ms=-1):
+        o = _ffi.TransferOptions()
+        lib.engram_transfer_options_init(ctypes.byref(o))
+        o.insert_timeout_ms = _int("insert_timeout_ms", insert_timeout_ms, _I32)
+        raised = []
+        if progress is not None:
+            if not callable(progress):
+                raise TypeError(f"progress must be callable(done, total) or None, not {progress!r}")
+
+            def report(_ctx, done, total):
+                try:
+                    return 1 if progress(done, total) else 0
+                except BaseException as e:  # stops the transfer; raised again below
+                    raised.append(e)
+                    return 1
+            o.progress = _ffi.PROGRESS(report)
+        n = ctypes.c_uint64()
+        with self._core:
+            rc = self._blocking(fn, self._ptr(), os.fsencode(path), ctypes.byref(o), ctypes.byref(n))
+        if raised:
+            raise raised[0]
+        _check(rc)
+        return n.value
+
+    def export(self, path, progress=None):
+        """Writes every item the table holds now to path, a NumPy .npz file
+        that numpy alone reads (np.load; layout in engram-export(5)): the
+        steps of each column as one array "steps/NAME" [steps, ...shape],
+        and per item, in insertion order, "items/offset" and
+        "items/length" (its rows of the steps), "items/priority",
+        "items/key", "items/times_sampled", "items/inserted". Writers and
+        samplers go on meanwhile; a failed export leaves no file.
+        progress(done_bytes, total_bytes), if given, is called about once
+        a second; a true return stops the export. Returns the items
+        written (engram_table_export(3))."""
+        return self._transfer(lib.engram_table_export, path, progress)
+
+    def import_from(self, path, insert_timeout_ms=-1, progress=None):
+        """Inserts the items of an .npz file (one that export() wrote, or
+        one saved with np.savez holding the same arrays) into this table
+        through a writer: each keeps its steps and priority and gets a new
+        key. The file is checked whole first (CRC-32s, the columns against
+        the table's), so a damaged or foreign one inserts nothing.
+        insert_timeout_ms bounds each item's wait for the rate limiter (-1:
+        none). progress(done_items, total_items) as for export(). Returns
+        the items inserted (engram_table_import(3))."""
+        return self._transfer(lib.engram_table_import, path, progress, insert_timeout_ms)

@@ -155,6 +155,97 @@ def test_items_are_listed_oldest_or_highest_first(client):
         client.items("t", by="age")
 
 
+# Run by a fresh interpreter that cannot import engram (-I: no PYTHONPATH,
+# no user site): numpy alone reads an export.
+NUMPY_READER = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    assert "engram" not in sys.modules
+    d = np.load(sys.argv[1])
+    assert int(d["engram/format"]) == 1, d["engram/format"]
+    out = {"table": d["engram/table"].item().decode(), "items": []}
+    for i in range(len(d["items/offset"])):
+        rows = slice(int(d["items/offset"][i]), int(d["items/offset"][i] + d["items/length"][i]))
+        out["items"].append({"priority": float(d["items/priority"][i]),
+                             "obs": d["steps/obs"][rows].tolist(),
+                             "reward": d["steps/reward"][rows].tolist()})
+    assert d["steps/obs"].dtype == np.uint8 and d["steps/obs"].shape[1:] == (2, 3)
+    assert list(d["items/inserted"]) == sorted(d["items/inserted"])
+    print(json.dumps(out))
+""")
+
+
+def test_an_export_is_read_by_numpy_alone_and_imports_back(client, tmp_path):
+    cols = [("obs", np.uint8, (2, 3)), ("reward", np.float32, ())]
+    client.create_table("t", cols, max_size=100, compression={"obs": "delta_zstd"})
+    written = []
+    with client.table("t") as t, client.writer(cols, chunk_length=4, max_item_steps=5,
+                                               compression={"obs": "delta_zstd"}) as w:
+        step = 0
+        for episode in range(3):
+            for k in range(6):
+                obs = np.full((2, 3), step % 256, np.uint8) + np.arange(6, dtype=np.uint8).reshape(2, 3)
+                w.append(obs=obs, reward=np.float32(step / 4))
+                step += 1
+                if k >= 1:
+                    n = min(k + 1, 5)
+                    w.create_item(t, num_steps=n, priority=0.25 * step)
+                    written.append((0.25 * step, list(range(step - n, step))))
+            w.end_episode()
+        w.flush()
+        path = tmp_path / "t.npz"
+        assert t.export(path) == len(written)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    r = subprocess.run([sys.executable, "-I", "-c", NUMPY_READER, str(path)], env=env, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    got = __import__("json").loads(r.stdout)
+    assert got["table"] == "t"
+    assert len(got["items"]) == len(written)
+    for item, (priority, steps) in zip(got["items"], written):
+        assert item["priority"] == priority
+        assert item["reward"] == [s / 4 for s in steps]
+        assert item["obs"] == [(np.full((2, 3), s % 256, np.uint8) + np.arange(6, dtype=np.uint8).reshape(2, 3))
+                               .tolist() for s in steps]
+
+    # A dataset made with numpy (np.savez) goes in; a compressed one and a
+    # damaged one are refused by name and insert nothing.
+    client.create_table("u", cols, max_size=100)
+    d = np.load(path)
+    mine = {"steps/obs": d["steps/obs"], "steps/reward": d["steps/reward"],
+            "items/offset": d["items/offset"].astype(np.int64), "items/length": d["items/length"].astype(np.int32),
+            "items/priority": d["items/priority"].astype(np.float32)}
+    np.savez(tmp_path / "mine.npz", **mine)
+    np.savez_compressed(tmp_path / "small.npz", **mine)
+    damaged = bytearray((tmp_path / "mine.npz").read_bytes())
+    damaged[len(damaged) // 3] ^= 0xFF
+    (tmp_path / "damaged.npz").write_bytes(bytes(damaged))
+    reports = []
+    with client.table("u") as u:
+        with pytest.raises(engram.EngramError, match="np.savez_compressed") as e:
+            u.import_from(tmp_path / "small.npz")
+        assert e.value.code == _ffi.E_INVALID
+        with pytest.raises(engram.EngramError, match="damaged") as e:
+            u.import_from(tmp_path / "damaged.npz")
+        assert e.value.code == _ffi.E_CORRUPT
+        assert client.table_info("u")["size"] == 0
+        assert u.import_from(tmp_path / "mine.npz", progress=lambda done, total: reports.append((done, total))) == \
+            len(written)
+        assert reports[-1] == (len(written), len(written))
+        assert len(client.items("u")) == len(written)
+        with pytest.raises(ZeroDivisionError):
+            u.export(tmp_path / "never.npz", progress=lambda done, total: 1 / 0)
+        assert not (tmp_path / "never.npz").exists()
+    d2 = np.load(tmp_path / "mine.npz")
+    back = tmp_path / "back.npz"
+    with client.table("u") as u:
+        u.export(back)
+    d3 = np.load(back)
+    for name in ("steps/obs", "steps/reward"):
+        assert np.array_equal(d2[name], d3[name]), name
+    assert np.array_equal(d3["items/priority"], d2["items/priority"].astype(np.float64))
+
+
 def test_errors_carry_the_code_and_the_message(client):
     cols = [("x", np.float32, ())]
     with pytest.raises(engram.NotFound) as e:
@@ -401,7 +492,7 @@ def test_structs_match_the_c_compiler(tmp_path):
                "engram_connect_options": _ffi.ConnectOptions, "engram_table_options": _ffi.TableOptions,
                "engram_table_info": _ffi.TableInfo, "engram_writer_options": _ffi.WriterOptions,
                "engram_sample_options": _ffi.SampleOptions, "engram_sample_info": _ffi.SampleInfo,
-               "engram_view": _ffi.View}
+               "engram_view": _ffi.View, "engram_item": _ffi.Item, "engram_transfer_options": _ffi.TransferOptions}
     cc = shutil.which("cc") or shutil.which("gcc")
     if not cc:
         pytest.skip("no C compiler to compare layouts with")

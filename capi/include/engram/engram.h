@@ -356,6 +356,77 @@ ENGRAM_API int engram_items_next(engram_items* it, engram_item* out, uint32_t ca
 /* Frees the listing. NULL is a no-op. Since 0.5. */
 ENGRAM_API void engram_items_close(engram_items* it);
 
+/* --- export and import --------------------------------------------------------- */
+
+/* Reports a long call's progress: the work done and the work in all.
+ * Called on the calling thread; a nonzero return stops the call. Since 0.5. */
+typedef int (*engram_progress_fn)(void* ctx, uint64_t done, uint64_t total);
+
+/* How a long export or import reports and waits. Since 0.5. */
+typedef struct engram_transfer_options {
+  size_t struct_size;
+  /* Called about once a second and once at the end (export: bytes of the
+   * file; import: items); a nonzero return stops the call, which then
+   * fails with ENGRAM_E_INTERRUPTED and leaves no file (export) or the
+   * items so far (import). NULL (default): no reports. */
+  engram_progress_fn progress;
+  void* progress_ctx;  /* passed to progress as ctx */
+  int32_t insert_timeout_ms; /* import: how long one item may wait for the rate limiter
+                                (and arena space); -1 = for ever (default) */
+} engram_transfer_options;
+
+/* Sets every field of an engram_transfer_options to its default, and
+ * struct_size to sizeof the struct. Thread-safe. Since 0.5. */
+ENGRAM_API void engram_transfer_options_init(engram_transfer_options* o);
+/* Writes table t's items to a NumPy .npz file. Every item t holds at the
+ * call's start goes to the file `path`, which numpy alone reads (np.load;
+ * the format is engram-export(5)): each column's steps as one array [steps, ...shape],
+ * the items in insertion order with their keys, priorities, times
+ * sampled, insertion order and where their steps lie. Compressed columns
+ * are written decoded. The server pins the table's chunks at the start
+ * (the table stands still only while its index is copied, as for a
+ * checkpoint) and this client copies the steps out at its own pace while
+ * writers and samplers go on; the pins go when the call returns. The file
+ * is written as path.partial and renamed to path once complete and
+ * fsynced: a failed export leaves no file (and replaces none). *items
+ * (may be NULL) is set to the items written. Writes
+ * about steps x step bytes plus 40 bytes per item, and holds 32 bytes per
+ * item and chunk reference in memory meanwhile. o may be NULL (defaults).
+ * Errors: ENGRAM_E_INVALID (NULL t or path, an older struct_size),
+ * ENGRAM_E_SYSTEM (the file could not be written; the message names it
+ * and why), ENGRAM_E_LIMIT (this user already has two exports running),
+ * ENGRAM_E_TIMEOUT (the export lapsed: this thread stalled for over 10 s
+ * between two of its requests, so the pins went), ENGRAM_E_CORRUPT (a
+ * chunk failed validation), ENGRAM_E_INTERRUPTED (the progress callback
+ * or engram_client_interrupt stopped it), ENGRAM_E_CLOSED,
+ * ENGRAM_E_DISCONNECTED. Since 0.5. */
+ENGRAM_API int engram_table_export(engram_table* t, const char* path, const engram_transfer_options* o,
+                                   uint64_t* items);
+/* Inserts the items of a NumPy .npz file into table t. The file `path`
+ * (engram-export(5)) is one that engram_table_export wrote, or one written
+ * with np.savez that has the same arrays; its items go in in the file's order, through a writer of
+ * this client: the table's rate limiter, capacity and evictions apply as
+ * to any writer. Each item keeps its priority and steps and gets a new
+ * key; times sampled and insertion order start anew. The file's columns
+ * must be the table's (names, dtypes and shapes; compression is the
+ * table's own). The whole file is checked (its zip structure, every
+ * member's CRC-32, the arrays' headers, and every item's steps within
+ * the steps written) before the first item goes in, so a damaged or
+ * foreign file inserts nothing. Items over consecutive steps share
+ * chunks. *items (may be NULL) is set to the items inserted, also when
+ * an error stops the import part-way. o may be NULL (defaults).
+ * Errors: ENGRAM_E_INVALID (NULL t or path, a file that is no .npz or is
+ * compressed with np.savez_compressed, an array missing or of the wrong
+ * kind; the message names it), ENGRAM_E_SIGNATURE (a column's dtype or
+ * shape differs from the table's, or the file has a column the table
+ * lacks), ENGRAM_E_CORRUPT (the file is damaged: a CRC-32, an offset or
+ * a size does not check out), ENGRAM_E_PRIORITY, ENGRAM_E_SYSTEM (the
+ * file cannot be read), ENGRAM_E_INTERRUPTED, and those of
+ * engram_writer_open, engram_writer_append and engram_writer_flush.
+ * Since 0.5. */
+ENGRAM_API int engram_table_import(engram_table* t, const char* path, const engram_transfer_options* o,
+                                   uint64_t* items);
+
 /* --- writing ------------------------------------------------------------------ */
 
 typedef struct engram_writer engram_writer;

@@ -34,7 +34,7 @@ module Engram
 export EngramError, Column, Server, Client, Table, Writer, Batch, create_table, open_table, writer, create_item!,
        create_item_at_max!, append_items!,
        end_episode!, flush!, take_keys!, sample, sample_view, view_column, batch_info, table_info,
-       update_priorities!, update_priorities_async!, items, sample_begin, sample_end, delete_items!, drop_table, reset_table, set_rate_limiter, checkpoint, interrupt,
+       update_priorities!, update_priorities_async!, items, export_table, import_table!, sample_begin, sample_end, delete_items!, drop_table, reset_table, set_rate_limiter, checkpoint, interrupt,
        min_size, queue, sample_to_insert_ratio
 
 # The library: ENV["ENGRAM_LIBRARY"] when this module is loaded (precompiled),

@@ -124,6 +124,13 @@ end
 
 const ENGRAM_SAMPLE_NO_REPEATS = UInt64(1)
 
+struct engram_transfer_options
+    struct_size::Csize_t
+    progress::Ptr{Cvoid}      # int (*)(void*, uint64_t, uint64_t), or C_NULL
+    progress_ctx::Ptr{Cvoid}
+    insert_timeout_ms::Int32
+end
+
 struct engram_sample_options
     struct_size::Csize_t
     batch_size::UInt32
@@ -210,6 +217,14 @@ engram_items_next(it, out, cap, count) =
     ccall((:engram_items_next, libengram), Cint, (Ptr{engram_items}, Ptr{engram_item}, UInt32, Ref{UInt32}), it, out,
           cap, count)
 engram_items_close(it) = ccall((:engram_items_close, libengram), Cvoid, (Ptr{engram_items},), it)
+engram_transfer_options_init(o) =
+    ccall((:engram_transfer_options_init, libengram), Cvoid, (Ref{engram_transfer_options},), o)
+engram_table_export(t, path, o, items) =
+    ccall((:engram_table_export, libengram), Cint, (Ptr{engram_table}, Cstring, Ref{engram_transfer_options},
+                                                    Ref{UInt64}), t, path, o, items)
+engram_table_import(t, path, o, items) =
+    ccall((:engram_table_import, libengram), Cint, (Ptr{engram_table}, Cstring, Ref{engram_transfer_options},
+                                                    Ref{UInt64}), t, path, o, items)
 engram_table_columns(t, out, cap, count) =
     ccall((:engram_table_columns, libengram), Cint, (Ptr{engram_table}, Ptr{engram_column}, UInt32, Ref{UInt32}),
           t, out, cap, count)

@@ -89,6 +89,44 @@ function items(c::Client, name::AbstractString; by::Symbol = :insertion)
     end
 end
 
+function transfer_options(insert_timeout_ms::Integer)
+    o = Ref(engram_transfer_options(0, C_NULL, C_NULL, 0))
+    engram_transfer_options_init(o)
+    Ref(engram_transfer_options(o[].struct_size, C_NULL, C_NULL, Int32(insert_timeout_ms)))
+end
+
+"""
+    export_table(t::Table, path) -> Int
+
+Writes every item `t` holds now to `path`, a NumPy .npz file (engram-export(5)):
+each column's steps as `steps/NAME` [steps, ...shape], and per item, in
+insertion order, `items/offset`, `items/length`, `items/priority`,
+`items/key`, `items/times_sampled` and `items/inserted`. Writers and
+samplers go on meanwhile; a failed export leaves no file. Returns the
+items written (engram_table_export(3)).
+"""
+function export_table(t::Table, path::AbstractString)
+    n = Ref{UInt64}(0)
+    check(engram_table_export(live(t), path, transfer_options(-1), n))
+    Int(n[])
+end
+
+"""
+    import_table!(t::Table, path; insert_timeout_ms = -1) -> Int
+
+Inserts the items of an .npz file (one that `export_table` wrote, or one
+saved with numpy's `np.savez` holding the same arrays) into `t`; each keeps
+its steps and priority and gets a new key. The file is checked whole
+first, so a damaged or foreign one inserts nothing. `insert_timeout_ms`
+bounds each item's wait for the rate limiter (-1: none). Returns the
+items inserted (engram_table_import(3)).
+"""
+function import_table!(t::Table, path::AbstractString; insert_timeout_ms::Integer = -1)
+    n = Ref{UInt64}(0)
+    check(engram_table_import(live(t), path, transfer_options(insert_timeout_ms), n))
+    Int(n[])
+end
+
 """Writes a checkpoint of every table now; returns its path."""
 function checkpoint(c::Client; timeout_ms::Integer = -1)
     buf = zeros(Cchar, 4096)
