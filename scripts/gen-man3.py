@@ -5,6 +5,10 @@ client library) and engram/server.h (the embedded server's library).
 
   gen-man3.py          writes the pages (and removes pages of functions that are gone)
   gen-man3.py --check  exits 1 if a page is missing, stale or extra
+
+A complete program in examples/c/ whose first comment starts "Example of:"
+and names functions is shown in the EXAMPLES section of each of their
+pages (tests/c_examples.sh compiles and runs every one).
 """
 import os
 import re
@@ -17,6 +21,7 @@ HEADERS = [(HEADER, "engram/engram.h", "\\fI\\-lengram\\fP (pkg\\-config engram)
            (os.path.join(ROOT, "server/include/engram/server.h"), "engram/server.h",
             "\\fI\\-lengram\\-server \\-lengram\\fP (pkg\\-config engram\\-server)")]
 OUT = os.path.join(ROOT, "man/man3")
+EXAMPLES = os.path.join(ROOT, "examples/c")
 
 THREADS = ("An engram_client and every handle made from it may be used by one thread at a time; "
            "the *_init functions, the rate limiter presets, engram_strerror, engram_last_error, "
@@ -46,6 +51,21 @@ def functions():
             sys.exit(f"gen-man3: functions of {include} without a doc comment right above them: " +
                      ", ".join(sorted(missing)))
         out += found
+    return out
+
+
+def examples():
+    """function name -> [(file name, program text)] from examples/c."""
+    out = {}
+    for f in sorted(os.listdir(EXAMPLES)) if os.path.isdir(EXAMPLES) else []:
+        if not f.endswith(".c"):
+            continue
+        text = open(os.path.join(EXAMPLES, f)).read()
+        m = re.match(r"/\* Example of: ((?:[^\n]|\n \* (?=engram_))*)\n", text)
+        if not m:
+            sys.exit(f"gen-man3: examples/c/{f} does not start with /* Example of: FUNCTION, ... */")
+        for name in re.findall(r"engram_\w+", m.group(1)):
+            out.setdefault(name, []).append((f, text))
     return out
 
 
@@ -83,7 +103,18 @@ def synopsis(proto, width=72):
     return "\n".join(f"\\fB{l}\\fR" for l in lines)
 
 
-def page(name, proto, body, include, link, ver):
+def example_section(shown):
+    if not shown:
+        return []
+    out = [".SH EXAMPLES"]
+    for f, text in shown:
+        out += [fill(f"The program examples/c/{esc(f)} of engram's sources, whole:"), ".PP", ".EX"]
+        out += ["\\&" + esc(l) if l[:1] in ".'" else esc(l) for l in text.rstrip("\n").split("\n")]
+        out += [".EE"]
+    return out
+
+
+def page(name, proto, body, include, link, ver, shown=()):
     first = re.split(r"(?<=[.:;])\s", body, 1)[0].rstrip(".:;")
     returns = ("Nothing." if proto.startswith("void ") else
                "The value described above." if not proto.startswith("int ") else
@@ -98,13 +129,19 @@ def page(name, proto, body, include, link, ver):
         ".SH DESCRIPTION", fill(esc(body)),
         ".SH RETURN VALUE", fill(esc(returns)),
         ".SH THREAD SAFETY", fill(esc(THREADS)),
+        *example_section(shown),
         ".SH SEE ALSO", ".BR engram (7),", ".BR engram_strerror (3),", ".BR engramd (8)", ""])
 
 
 def main():
     check = "--check" in sys.argv[1:]
     ver = version()
-    want = {f"{n}.3": page(n, p, b, inc, link, ver) for n, p, b, inc, link in functions()}
+    shown = examples()
+    fns = functions()
+    unknown = sorted(set(shown) - {f[0] for f in fns})
+    if unknown:
+        sys.exit("gen-man3: examples name functions that do not exist: " + ", ".join(unknown))
+    want = {f"{n}.3": page(n, p, b, inc, link, ver, shown.get(n, ())) for n, p, b, inc, link in fns}
     have = {f for f in os.listdir(OUT) if f.endswith(".3")} if os.path.isdir(OUT) else set()
     bad = sorted(f for f in want if f not in have or open(os.path.join(OUT, f)).read() != want[f])
     extra = sorted(have - set(want))

@@ -175,6 +175,14 @@ TEST_F(Wrapper, ARoundTripThroughEveryHandle) {
   std::vector<int32_t> again(2);
   t.delete_items(gone, again);
   EXPECT_EQ(again[0], ENGRAM_E_STALE_KEY);
+
+  // Out to a file and back into a table of the same columns.
+  EXPECT_EQ(t.export_to(dir_ + "/r.npz"), 8u);
+  c.create_table(replay("r2"));
+  api::Table t2 = c.open_table("r2");
+  EXPECT_EQ(t2.import_from(dir_ + "/r.npz"), 8u);
+  EXPECT_EQ(c.info("r2").size, 8u);
+  EXPECT_THROW(t2.import_from(dir_ + "/none.npz"), api::Error);
 }
 
 // Handles keep their connection alive: a Table, Writer or Batch may

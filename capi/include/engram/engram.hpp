@@ -251,6 +251,20 @@ class Table {
     if (!results.empty() && results.size() < keys.size()) throw Error(ENGRAM_E_RANGE, "delete_items: results too short");
     check(engram_delete_items(t_.get(), keys.data(), keys.size(), results.empty() ? nullptr : results.data()));
   }
+  /* Writes the table's items to a NumPy .npz file; returns the items
+   * written. See engram_table_export. */
+  uint64_t export_to(const std::string& path, const engram_transfer_options* o = nullptr) {
+    uint64_t n = 0;
+    check(engram_table_export(t_.get(), path.c_str(), o, &n));
+    return n;
+  }
+  /* Inserts the items of a .npz file; returns the items inserted. See
+   * engram_table_import. */
+  uint64_t import_from(const std::string& path, const engram_transfer_options* o = nullptr) {
+    uint64_t n = 0;
+    check(engram_table_import(t_.get(), path.c_str(), o, &n));
+    return n;
+  }
 
  private:
   friend class Client;

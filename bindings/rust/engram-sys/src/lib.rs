@@ -345,6 +345,24 @@ pub struct engram_items {
     _private: [u8; 0],
 }
 
+/// Reports a long call's progress (engram_transfer_options.progress):
+/// the work done and in all; a nonzero return stops the call.
+pub type engram_progress_fn = Option<unsafe extern "C" fn(ctx: *mut c_void, done: u64, total: u64) -> c_int>;
+
+/// How an export or import reports and waits (engram_transfer_options_init).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct engram_transfer_options {
+    /// sizeof this struct.
+    pub struct_size: usize,
+    /// Called about once a second and at the end; None: no reports.
+    pub progress: engram_progress_fn,
+    /// Passed to progress.
+    pub progress_ctx: *mut c_void,
+    /// Import: how long one item may wait for the rate limiter; -1 = for ever.
+    pub insert_timeout_ms: i32,
+}
+
 /// One item of a listing (engram_items_next).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -403,6 +421,11 @@ extern "C" {
     pub fn engram_items_count(it: *const engram_items) -> u64;
     pub fn engram_items_next(it: *mut engram_items, out: *mut engram_item, cap: u32, count: *mut u32) -> c_int;
     pub fn engram_items_close(it: *mut engram_items);
+    pub fn engram_transfer_options_init(o: *mut engram_transfer_options);
+    pub fn engram_table_export(t: *mut engram_table, path: *const c_char, o: *const engram_transfer_options,
+                               items: *mut u64) -> c_int;
+    pub fn engram_table_import(t: *mut engram_table, path: *const c_char, o: *const engram_transfer_options,
+                               items: *mut u64) -> c_int;
     pub fn engram_table_columns(t: *const engram_table, out: *mut engram_column, cap: u32, count: *mut u32) -> c_int;
     pub fn engram_table_compression(t: *const engram_table, out: *mut engram_compression, cap: u32,
                                     count: *mut u32) -> c_int;

@@ -139,6 +139,53 @@ impl<'c> Table<'c> {
         check(unsafe { sys::engram_delete_items(self.ptr, keys.as_ptr(), keys.len(), results.as_mut_ptr()) })?;
         Ok(results)
     }
+
+    /// Writes every item the table holds now to `path`, a NumPy .npz file
+    /// (engram-export(5)) that numpy alone reads; writers and samplers go
+    /// on meanwhile, and a failed export leaves no file. Returns the items
+    /// written (engram_table_export(3)).
+    ///
+    /// ```no_run
+    /// # fn main() -> engram::Result<()> {
+    /// let client = engram::Client::connect(None)?;
+    /// let table = client.open_table("replay")?;
+    /// let n = table.export("/tmp/replay.npz")?;
+    /// println!("{} items exported", n);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn export(&self, path: &str) -> Result<u64> {
+        self.transfer(path, -1, sys::engram_table_export)
+    }
+
+    /// Inserts the items of an .npz file (one that `export` wrote, or one
+    /// saved with numpy's np.savez holding the same arrays) into this
+    /// table through a writer; each keeps its steps and priority and gets
+    /// a new key. A damaged or foreign file inserts nothing.
+    /// `insert_timeout_ms` bounds each item's wait for the rate limiter
+    /// (-1: none). Returns the items inserted (engram_table_import(3)).
+    pub fn import(&self, path: &str, insert_timeout_ms: i32) -> Result<u64> {
+        self.transfer(path, insert_timeout_ms, sys::engram_table_import)
+    }
+
+    fn transfer(
+        &self,
+        path: &str,
+        insert_timeout_ms: i32,
+        f: unsafe extern "C" fn(*mut sys::engram_table, *const std::os::raw::c_char,
+                                *const sys::engram_transfer_options, *mut u64) -> std::os::raw::c_int,
+    ) -> Result<u64> {
+        let p = c_string(path, "path")?;
+        let mut o = std::mem::MaybeUninit::<sys::engram_transfer_options>::uninit();
+        let mut o = unsafe {
+            sys::engram_transfer_options_init(o.as_mut_ptr());
+            o.assume_init()
+        };
+        o.insert_timeout_ms = insert_timeout_ms;
+        let mut n = 0u64;
+        check(unsafe { f(self.ptr, p.as_ptr(), &o, &mut n) })?;
+        Ok(n)
+    }
 }
 
 impl Drop for Table<'_> {

@@ -209,6 +209,29 @@ fn items_are_listed_oldest_or_highest_first() {
 }
 
 #[test]
+fn a_table_exports_to_a_file_and_imports_back() {
+    let (_s, path) = server();
+    let client = Client::connect(Some(&path)).unwrap();
+    create_prioritized(&client);
+    let table = client.open_table("t").unwrap();
+    let mut w = client.writer(&WriterOptions::new(walk_columns())).unwrap();
+    for i in 0..5 {
+        w.append(&[bytes(&[i as f32; 4]), bytes(&[i as i64])]).unwrap();
+        w.create_item(&table, 1, 1.0 + i as f64).unwrap();
+    }
+    w.flush(5000).unwrap();
+    let file = format!("/tmp/engram-rust-{}-export.npz", std::process::id());
+    assert_eq!(table.export(&file).unwrap(), 5);
+    client.create_table(&TableOptions::new("u", walk_columns(), 100)).unwrap();
+    let u = client.open_table("u").unwrap();
+    assert_eq!(u.import(&file, -1).unwrap(), 5);
+    let back: Vec<f64> = client.items("u", false).unwrap().iter().map(|i| i.priority).collect();
+    assert_eq!(back, vec![1.0, 2.0, 3.0, 4.0, 5.0]);
+    std::fs::remove_file(&file).unwrap();
+    assert_eq!(u.import(&file, -1).err().map(|e| e.code()), Some(sys::ENGRAM_E_SYSTEM), "the file is gone");
+}
+
+#[test]
 fn writers_on_several_threads_each_with_its_client() {
     let (_s, path) = server();
     let admin = Client::connect(Some(&path)).unwrap();

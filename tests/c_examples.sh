@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The C examples cannot rot: each examples/c/*.c (shown on the man pages of
+# the functions its first comment names, see scripts/gen-man3.py) is
+# compiled as C99 with warnings as errors against this build's libengram,
+# run against an engramd, and its output checked for what it must say.
+# Usage: tests/c_examples.sh BUILD_DIR
+set -euo pipefail
+src=$(cd "$(dirname "$0")/.." && pwd)
+build=$(cd "${1:?usage: tests/c_examples.sh BUILD_DIR}" && pwd)
+tmp=$(mktemp -d /tmp/engram-examples-XXXXXX)
+daemon=
+trap '[ -n "$daemon" ] && kill $daemon 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
+fail() { echo "c_examples: $*" >&2; exit 1; }
+
+"$build/daemon/engramd" --socket "$tmp/s.sock" >"$tmp/engramd.log" 2>&1 &
+daemon=$!
+for _ in $(seq 1 100); do [ -S "$tmp/s.sock" ] && break; sleep 0.05; done
+# What each example must print (a line matched as an extended regex).
+declare -A must=(
+  [export_import]='^imported 100 items into table loaded$'
+  [see_inside]='^a batch of 8 without repeats; item [0-9]+ was in it with probability 1$'
+)
+n=0
+for f in "$src"/examples/c/*.c; do
+  name=$(basename "$f" .c)
+  [ -n "${must[$name]:-}" ] || fail "examples/c/$name.c has no expected output in tests/c_examples.sh"
+  cc -std=c99 -Wall -Wextra -Werror -I"$src/capi/include" "$f" -L"$build/capi" -lengram \
+    -Wl,-rpath,"$build/capi" -o "$tmp/$name" || fail "examples/c/$name.c does not compile"
+  out=$(cd "$tmp" && "./$name" "$tmp/s.sock") || { echo "$out"; fail "examples/c/$name.c failed"; }
+  echo "$out" | sed "s/^/$name: /"
+  echo "$out" | grep -Eq "${must[$name]}" || fail "examples/c/$name.c did not print /${must[$name]}/"
+  n=$((n + 1))
+done
+[ $n -ge 2 ] || fail "found $n examples"
+echo "c_examples: $n examples compiled and ran"
