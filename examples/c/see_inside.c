@@ -1,5 +1,5 @@
 /* Example of: engram_items_open, engram_items_count, engram_items_next, engram_items_close,
- * engram_writer_create_item_at_max
+ * engram_writer_create_item_at_max, engram_sample
  *
  * A prioritized table: new items go in at the largest priority the table
  * holds (Schaul et al.'s rule), one gets a higher priority, the items are
