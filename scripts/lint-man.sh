@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# Every man page through mandoc's linter (Debian's mandoc): any message,
-# style included, fails.
+# Every man page through mandoc's linter (Debian's mandoc) and groff's
+# warnings (man --warnings): any message, style included, fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v mandoc >/dev/null || { echo "lint-man: mandoc is missing; run scripts/setup.sh" >&2; exit 1; }
-out=$(mandoc -T lint man/man*/*.? 2>&1 || true)
+out=$(mandoc -T lint man/man*/*.? man/man3/*.3type 2>&1 || true)
 if [ -n "$out" ]; then
   echo "$out"
   exit 1
 fi
-echo "lint-man: $(ls man/man*/*.? | wc -l) pages, no message"
+# groff's own warnings, as man(1) renders each page.
+for page in man/man*/*.? man/man3/*.3type; do
+  warn=$(man --warnings -l -Tutf8 "$page" 2>&1 >/dev/null || true)
+  [ -z "$warn" ] || { echo "$page: $warn"; exit 1; }
+done
+echo "lint-man: $(ls man/man*/*.? man/man3/*.3type | wc -l) pages, no message from mandoc -T lint or groff"

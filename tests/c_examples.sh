@@ -3,6 +3,7 @@
 # the functions its first comment names, see scripts/gen-man3.py) is
 # compiled as C99 with warnings as errors against this build's libengram,
 # run against an engramd, and its output checked for what it must say.
+# They run in name order: actor.c writes the items learner.c samples.
 # Usage: tests/c_examples.sh BUILD_DIR
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -15,8 +16,27 @@ fail() { echo "c_examples: $*" >&2; exit 1; }
 "$build/daemon/engramd" --socket "$tmp/s.sock" >"$tmp/engramd.log" 2>&1 &
 daemon=$!
 for _ in $(seq 1 100); do [ -S "$tmp/s.sock" ] && break; sleep 0.05; done
+# The table actor.c and learner.c use, made as engram-tutorial(7) makes it.
+cat >"$tmp/replay.toml" <<'TOML'
+name = "replay"
+max_size = 100000
+sampler = "prioritized"
+priority_exponent = 0.6
+[[column]]
+name = "obs"
+dtype = "float32"
+shape = [4]
+[[column]]
+name = "action"
+dtype = "int32"
+shape = []
+TOML
+"$build/daemon/engramctl" --socket "$tmp/s.sock" create-table "$tmp/replay.toml" >/dev/null ||
+  fail "engramctl create-table replay"
 # What each example must print (a line matched as an extended regex).
 declare -A must=(
+  [actor]='^actor: wrote 10 episodes, 480 items$'
+  [learner]='^learner: 10 batches of 32; the table holds 480 items, 320 samples so far$'
   [export_import]='^imported 100 items into table loaded$'
   [see_inside]='^a batch of 8 without repeats; item [0-9]+ was in it with probability 1$'
 )
@@ -31,5 +51,5 @@ for f in "$src"/examples/c/*.c; do
   echo "$out" | grep -Eq "${must[$name]}" || fail "examples/c/$name.c did not print /${must[$name]}/"
   n=$((n + 1))
 done
-[ $n -ge 2 ] || fail "found $n examples"
+[ $n -ge 4 ] || fail "found $n examples"
 echo "c_examples: $n examples compiled and ran"

@@ -25,6 +25,7 @@
 #include "daemon_fixture.hpp"
 #include "engram/engram.h"
 #include "engram/server.h"
+#include "listed_errors.hpp"  // last: it checks every call below against its man page
 
 namespace engram::test {
 namespace {

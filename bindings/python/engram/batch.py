@@ -28,6 +28,8 @@ class Batch(_Child):
         return self.size
 
     def info(self, item):
+        """A dict of key, priority, probability, times_sampled and
+        table_size of item `item` of the batch (engram_batch_info(3))."""
         item = _index("item", item, self.size)
         i = _ffi.SampleInfo()
         with self._core:

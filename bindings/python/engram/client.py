@@ -22,6 +22,11 @@ def connect(socket=None, timeout_ms=10000):
 
 
 class Client(_Handle):
+    """A connection to an engram server (engram.connect makes one;
+    engram_connect(3)): tables, writers and listings are made from it.
+    Closing it (close(), or leaving a with block) closes every table,
+    writer and batch made from it. One thread at a time may use a client
+    and its handles; use one client per thread."""
     _kind = "client"
 
     def __init__(self, socket=None, timeout_ms=10000):
@@ -45,6 +50,8 @@ class Client(_Handle):
     # close so that their Python objects know. Zero-copy batches keep the
     # arena mapped: while one lives, the disconnect waits for the last.
     def close(self):
+        """Closes the connection and every table, writer and batch made
+        from it (engram_disconnect(3)); a second close does nothing."""
         if self._p is None:
             return
         with self._core:
@@ -124,14 +131,21 @@ class Client(_Handle):
         return Writer(self, columns, chunk_length, max_item_steps, insert_timeout_ms, keep_keys, compression)
 
     def drop_table(self, name):
+        """Deletes table `name` and its items; open handles to it then
+        raise engram.Closed (engram_table_drop(3))."""
         with self._core:
             _check(lib.engram_table_drop(self._ptr(), _text("a table name", name)))
 
     def reset_table(self, name):
+        """Removes every item of table `name` and zeroes its counters; the
+        table stays (engram_table_reset(3))."""
         with self._core:
             _check(lib.engram_table_reset(self._ptr(), _text("a table name", name)))
 
     def set_rate_limiter(self, name, rate_limiter):
+        """Changes table `name`'s rate limiter at run time (a
+        rate_limiters.min_size, queue or sample_to_insert_ratio); the
+        counters are kept (engram_table_set_rate_limiter(3))."""
         with self._core:
             _check(lib.engram_table_set_rate_limiter(self._ptr(), _text("a table name", name),
                                                      ctypes.byref(_limiter_arg(rate_limiter))))

@@ -15,6 +15,11 @@ from .errors import _check
 
 
 class Table(_Child):
+    """An open table of a client (Client.table(name) opens one;
+    engram_table_open(3)): sampling, priority updates, deletes, export and
+    import. .columns lists its (name, dtype, shape). Valid until closed,
+    its client closes, or the table is dropped (calls then raise
+    engram.Closed)."""
     _kind = "table"
 
     def __init__(self, client, p, name):
@@ -29,6 +34,8 @@ class Table(_Child):
         self._begun = None  # (batch_size, num_steps) of the sample begun
 
     def close(self):
+        """Closes the handle (not the table) and its batches
+        (engram_table_close(3)); a second close does nothing."""
         if self._p is None:
             return
         with self._core:
@@ -145,6 +152,10 @@ class Table(_Child):
                                   pr.ctypes.data_as(ctypes.POINTER(ctypes.c_double)), k.size))
 
     def delete_items(self, keys):
+        """Deletes items by key and waits until the server removed them;
+        returns a numpy int32 array, per key 0 or why it was not deleted:
+        engram._ffi.E_STALE_KEY (gone already) or E_UNKNOWN_KEY (never a
+        key of this table) (engram_delete_items(3))."""
         k = self._keys(keys)
         res = np.zeros(k.size, np.int32)
         with self._core:

@@ -122,6 +122,8 @@ class Writer(_Child):
                 _check(lib.engram_writer_create_item_at_max(self._ptr(), table._ptr(), num_steps))
 
     def end_episode(self):
+        """Ends the episode: later items never reach back into it; the
+        items over its last chunk are sent (engram_writer_end_episode(3))."""
         with self._core:
             _check(lib.engram_writer_end_episode(self._ptr()))
 

@@ -484,6 +484,26 @@ def test_ctrl_c_ends_a_blocking_sample_promptly(client):
         assert client.table_info("t")["samples"] == 1
 
 
+def test_every_public_class_and_function_has_a_docstring():
+    """help() on the binding tells a Python user what the man pages tell a
+    C user: every public class, function and method says what it does."""
+    import inspect
+    missing = []
+    for name in dir(engram):
+        obj = getattr(engram, name)
+        if name.startswith("_") or inspect.ismodule(obj) or not (inspect.isclass(obj) or callable(obj)):
+            continue
+        if not inspect.getdoc(obj):
+            missing.append(name)
+        if inspect.isclass(obj) and obj.__module__.startswith("engram"):
+            for m, f in vars(obj).items():
+                if m.startswith("_") or not (callable(f) or isinstance(f, property)):
+                    continue
+                if not (getattr(f, "__doc__", None) or "").strip():
+                    missing.append(f"{name}.{m}")
+    assert not missing, f"no docstring: {missing}"
+
+
 def test_structs_match_the_c_compiler(tmp_path):
     """Every mirrored struct has the C layout: sizes and offsets as gcc
     computes them from engram.h and engram/server.h."""

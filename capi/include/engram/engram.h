@@ -81,27 +81,51 @@ extern "C" {
 #define ENGRAM_VERSION_PATCH 0
 #define ENGRAM_VERSION_NUMBER (ENGRAM_VERSION_MAJOR * 10000 + ENGRAM_VERSION_MINOR * 100 + ENGRAM_VERSION_PATCH)
 
-/* Status codes. Values never change meaning. */
+/* Status codes. Values never change meaning. Each comment says what the
+ * code means, then what a caller should do; engram_errors(3) lists them. */
 #define ENGRAM_OK 0
-#define ENGRAM_E_INVALID (-1)        /* a bad argument; the message says which */
-#define ENGRAM_E_RANGE (-2)          /* a count or length outside its range (batch, steps, name) */
-#define ENGRAM_E_PRIORITY (-3)       /* NaN, infinite or negative priority */
-#define ENGRAM_E_NOT_FOUND (-4)      /* no table of that name */
-#define ENGRAM_E_EXISTS (-5)         /* a table of that name exists */
-#define ENGRAM_E_SIGNATURE (-6)      /* columns (count, dtype, shape) do not match */
-#define ENGRAM_E_TIMEOUT (-7)        /* the rate limiter (or a full arena) did not allow it in time */
-#define ENGRAM_E_RATE_LIMITED (-8)   /* not allowed now, and no wait was asked for */
-#define ENGRAM_E_STALE_KEY (-9)      /* the item is gone (evicted, deleted, expired) */
-#define ENGRAM_E_UNKNOWN_KEY (-10)   /* the key never named an item of this table */
-#define ENGRAM_E_NOMEM (-11)         /* the arena (or the process) is out of memory */
-#define ENGRAM_E_DISCONNECTED (-12)  /* the server went away; reconnect */
-#define ENGRAM_E_PERMISSION (-13)    /* the server refused these credentials */
-#define ENGRAM_E_VERSION (-14)       /* client and server layouts or protocols differ */
-#define ENGRAM_E_CORRUPT (-15)       /* shared memory failed validation */
-#define ENGRAM_E_CLOSED (-16)        /* the table was dropped, or its channel closed */
-#define ENGRAM_E_SYSTEM (-17)        /* an operating-system call failed; see the message */
-#define ENGRAM_E_INTERRUPTED (-18)   /* engram_client_interrupt ended the wait */
-#define ENGRAM_E_LIMIT (-19)         /* a per-client or per-user limit of the server; the message names it */
+#define ENGRAM_E_INVALID (-1)       /* a bad argument; the message says which. Fix the call: retrying
+                                       the same one fails the same way */
+#define ENGRAM_E_RANGE (-2)         /* a count or length outside its range (batch, steps, name). The
+                                       message gives the range; fix the call */
+#define ENGRAM_E_PRIORITY (-3)      /* NaN, infinite or negative priority. Nothing was applied; check
+                                       the learner's TD errors for NaN before they become priorities */
+#define ENGRAM_E_NOT_FOUND (-4)     /* no table of that name. Create it (engram_table_create,
+                                       engramd.toml) or check the name; engramctl tables lists them */
+#define ENGRAM_E_EXISTS (-5)        /* a table of that name exists (or is open on this client). Open it
+                                       instead, or drop it first */
+#define ENGRAM_E_SIGNATURE (-6)     /* columns (count, dtype, shape) do not match. Use the table's
+                                       columns and compression (engram_table_columns,
+                                       engram_table_compression); the message names the column */
+#define ENGRAM_E_TIMEOUT (-7)       /* the rate limiter (or a full arena) did not allow it in time.
+                                       Nothing was applied; retry, wait longer, or check that the other
+                                       side (samplers, writers) is running */
+#define ENGRAM_E_RATE_LIMITED (-8)  /* not allowed now, and no wait was asked for (timeout 0). Retry
+                                       later, or wait with a timeout */
+#define ENGRAM_E_STALE_KEY (-9)     /* the item is gone (evicted, deleted, expired). Skip it: its slot
+                                       may hold another item now, which was left alone */
+#define ENGRAM_E_UNKNOWN_KEY (-10)  /* the key never named an item of this table. A key of another
+                                       table, or not a key: a bug in the caller */
+#define ENGRAM_E_NOMEM (-11)        /* the arena (or the process) is out of memory. Wait for samplers
+                                       and evictions to free blocks, or give the server a larger
+                                       [arena] */
+#define ENGRAM_E_DISCONNECTED (-12) /* the server went away. Every handle of the client is dead:
+                                       engram_disconnect, then engram_connect again and reopen */
+#define ENGRAM_E_PERMISSION (-13)   /* the server refused these credentials. Run as the server's user
+                                       or a member of its group (engramd(8)) */
+#define ENGRAM_E_VERSION (-14)      /* client and server layouts or protocols differ. Use the libengram
+                                       of the server's release */
+#define ENGRAM_E_CORRUPT (-15)      /* shared memory or a file failed validation. Memory: a process
+                                       wrote where it should not (this one, or one of the server's
+                                       group); a file: it is damaged. The message says which */
+#define ENGRAM_E_CLOSED (-16)       /* the table was dropped, or its channel closed. Close the handle;
+                                       open the table again if it exists */
+#define ENGRAM_E_SYSTEM (-17)       /* an operating-system call failed. The message has the call and
+                                       errno's text: a file, a socket, a mapping */
+#define ENGRAM_E_INTERRUPTED (-18)  /* engram_client_interrupt ended the wait. What the call leaves is
+                                       on engram_client_interrupt(3); carry on or shut down */
+#define ENGRAM_E_LIMIT (-19)        /* a per-client or per-user limit of the server. The message names
+                                       the setting; wait for others to finish, or raise it */
 
 /* Element types of a column. */
 typedef enum engram_dtype {
@@ -145,7 +169,9 @@ typedef struct engram_compression {
   int32_t level;
 } engram_compression;
 
-/* Reverb's rate limiter. Build one with the engram_rate_limiter_* presets. */
+/* Reverb's rate limiter: when a table lets sampling and inserting go on.
+ * Build one with the engram_rate_limiter_* presets; engram(7) has the
+ * rules. */
 typedef struct engram_rate_limiter {
   double samples_per_insert;
   int64_t min_size_to_sample;
@@ -165,22 +191,33 @@ ENGRAM_API const char* engram_strerror(int code);
  * thread's next failing call. */
 ENGRAM_API const char* engram_last_error(void);
 
-/* --- rate limiter presets (thread-safe; ENGRAM_E_INVALID on bad values) ---- */
+/* --- rate limiter presets (thread-safe) ---------------------------------------- */
 
-/* Sampling may start once the table holds n >= 1 items; inserts never wait. */
+/* Fills *out with Reverb's MinSize(n) limiter: sampling may start once the
+ * table holds n items; inserts never wait. Put it in
+ * engram_table_options.rate_limiter, or pass it to
+ * engram_table_set_rate_limiter. Errors: ENGRAM_E_INVALID (out is NULL, or
+ * n < 1). */
 ENGRAM_API int engram_rate_limiter_min_size(engram_rate_limiter* out, int64_t n);
-/* Keeps samples / inserts near spi once min_size items exist, within
- * +-error_buffer; refused when the window is narrower than 2*max(1, spi). */
+/* Fills *out with Reverb's SampleToInsertRatio(spi, min_size,
+ * error_buffer) limiter: once min_size items exist, samples per insert are
+ * kept near spi, within +-error_buffer (samples wait when ahead, inserts
+ * when behind). Errors: ENGRAM_E_INVALID (out is NULL, spi not finite or
+ * not > 0, min_size < 1, error_buffer not finite or < 0, or a window
+ * narrower than 2*max(1, spi), which could deadlock writers and samplers). */
 ENGRAM_API int engram_rate_limiter_sample_to_insert_ratio(engram_rate_limiter* out, double spi, int64_t min_size,
                                                double error_buffer);
-/* A queue of at most `size` items; pair it with a FIFO sampler and
- * max_times_sampled 1. */
+/* Fills *out with Reverb's Queue(size) limiter: at most `size` items wait
+ * to be sampled; inserts wait while the queue is full, samples while it is
+ * empty. Pair it with a FIFO sampler and max_times_sampled 1. Errors:
+ * ENGRAM_E_INVALID (out is NULL, or size < 1). */
 ENGRAM_API int engram_rate_limiter_queue(engram_rate_limiter* out, int64_t size);
 
 /* --- connection --------------------------------------------------------------- */
 
 typedef struct engram_client engram_client;
 
+/* How engram_connect reaches the server: the socket and how long to wait. */
 typedef struct engram_connect_options {
   size_t struct_size;
   const char* socket_path;  /* NULL: $ENGRAM_SOCKET, else /run/engram/engram.sock */
@@ -194,6 +231,8 @@ ENGRAM_API void engram_connect_options_init(engram_connect_options* o);
 /* Connects and maps the shared arena. `o` may be NULL for the defaults.
  * The whole call, connect(2) included, ends within o->timeout_ms.
  * Errors: ENGRAM_E_DISCONNECTED (no server on the socket, or it hung up),
+ * ENGRAM_E_INVALID (out is NULL, or o has an older struct_size),
+ * ENGRAM_E_RANGE (socket_path longer than a Unix socket's 107 bytes),
  * ENGRAM_E_PERMISSION, ENGRAM_E_VERSION, ENGRAM_E_TIMEOUT (the server's
  * backlog stayed full, or it did not answer the hello, within timeout_ms:
  * the message says which), ENGRAM_E_LIMIT (the server refused the
@@ -225,6 +264,8 @@ ENGRAM_API void engram_client_interrupt(engram_client* c);
 
 typedef struct engram_table engram_table;
 
+/* A table's settings, for engram_table_create: its name, capacity,
+ * selectors, rate limiter, columns and their compression. */
 typedef struct engram_table_options {
   size_t struct_size;
   const char* name;              /* 1..ENGRAM_MAX_NAME bytes of letters, digits, '_', '.', ':', '-' */
@@ -244,25 +285,50 @@ typedef struct engram_table_options {
 /* Sets every field to its default (given at the field) and struct_size to
  * sizeof the struct; call it first, then set fields. Thread-safe. */
 ENGRAM_API void engram_table_options_init(engram_table_options* o);
-/* Creates a table. Errors: ENGRAM_E_EXISTS, ENGRAM_E_INVALID (with the field),
- * ENGRAM_E_RANGE (name too long, max_size), ENGRAM_E_DISCONNECTED. */
+/* Creates a table on the server from *o (see engram_table_options(3type)).
+ * The table lives until it is dropped or the server stops (a checkpoint
+ * keeps it across restarts). Errors: ENGRAM_E_INVALID (c or o is NULL, an
+ * older struct_size, or a bad field: the message names it),
+ * ENGRAM_E_RANGE (a name too long, max_size, num_columns or a column's
+ * shape out of range), ENGRAM_E_EXISTS (a table of that name exists),
+ * ENGRAM_E_LIMIT (the server holds as many tables as it can),
+ * ENGRAM_E_NOMEM (the server cannot map the table's index),
+ * ENGRAM_E_TIMEOUT (no answer within the client's timeout_ms),
+ * ENGRAM_E_DISCONNECTED. */
 ENGRAM_API int engram_table_create(engram_client* c, const engram_table_options* o);
-/* Opens a table for writing items into it and sampling it. Errors:
- * ENGRAM_E_NOT_FOUND, ENGRAM_E_EXISTS (already open on this client). */
+/* Opens a table for writing items into it and sampling it: *out is a
+ * handle of this client (a channel of its own to the table's owner), valid
+ * until engram_table_close, engram_disconnect, or the table's drop (calls
+ * then return ENGRAM_E_CLOSED). Errors: ENGRAM_E_INVALID (c, name or out is
+ * NULL), ENGRAM_E_RANGE (name too long), ENGRAM_E_NOT_FOUND,
+ * ENGRAM_E_EXISTS (already open on this client), ENGRAM_E_LIMIT (the
+ * server's limit on channels), ENGRAM_E_SYSTEM (the channel cannot be
+ * mapped), ENGRAM_E_VERSION, ENGRAM_E_CORRUPT (a reply that does not
+ * check out), ENGRAM_E_TIMEOUT, ENGRAM_E_DISCONNECTED. */
 ENGRAM_API int engram_table_open(engram_client* c, const char* name, engram_table** out);
 /* Releases the table handle (not the table). NULL is a no-op. */
 ENGRAM_API void engram_table_close(engram_table* t);
-/* Deletes a table and all its items; open handles get ENGRAM_E_CLOSED. */
+/* Deletes a table and all its items; open handles get ENGRAM_E_CLOSED.
+ * Errors: ENGRAM_E_INVALID (c or name is NULL), ENGRAM_E_RANGE (name too
+ * long), ENGRAM_E_NOT_FOUND, ENGRAM_E_TIMEOUT, ENGRAM_E_DISCONNECTED. */
 ENGRAM_API int engram_table_drop(engram_client* c, const char* name);
-/* Removes every item and zeroes the counters; the table stays. Requests that
- * this client sent to the table before the call (its writers' inserts,
- * deletes, releases) are applied before the reset, unless the rate limiter
- * holds them back; items still held in a writer (over its open chunk) are
- * sent after it. */
+/* Removes every item of a table and zeroes its counters; the table stays.
+ * Requests that this client sent to the table before the call (its
+ * writers' inserts, deletes, releases) are applied before the reset,
+ * unless the rate limiter holds them back; items still held in a writer
+ * (over its open chunk) are sent after it. Errors: ENGRAM_E_INVALID (c or
+ * name is NULL), ENGRAM_E_RANGE (name too long), ENGRAM_E_NOT_FOUND,
+ * ENGRAM_E_TIMEOUT, ENGRAM_E_DISCONNECTED. */
 ENGRAM_API int engram_table_reset(engram_client* c, const char* name);
-/* Changes the rate limiter at run time; the counters are kept. */
+/* Changes a table's rate limiter at run time; the counters are kept, and
+ * waiting writers and samplers are woken to check the new limits. Errors:
+ * ENGRAM_E_INVALID (c, name or r is NULL, or r is no valid limiter),
+ * ENGRAM_E_RANGE (name too long), ENGRAM_E_NOT_FOUND, ENGRAM_E_TIMEOUT,
+ * ENGRAM_E_DISCONNECTED. */
 ENGRAM_API int engram_table_set_rate_limiter(engram_client* c, const char* name, const engram_rate_limiter* r);
 
+/* A table's size, counters and settings, as engram_table_info_get reads
+ * them at one moment. */
 typedef struct engram_table_info {
   size_t struct_size;
   char name[ENGRAM_MAX_NAME + 1];
@@ -286,26 +352,32 @@ typedef struct engram_table_info {
 /* Sets every field to its default (given at the field) and struct_size to
  * sizeof the struct; call it first, then set fields. Thread-safe. */
 ENGRAM_API void engram_table_info_init(engram_table_info* i);
-/* Fills *out (whose struct_size the caller set, e.g. by _init); fields past
+/* Fills *out with a table's size, counters and settings (whose
+ * struct_size the caller set, e.g. by engram_table_info_init); fields past
  * that size are left alone. max_priority and min_priority are the largest
  * and smallest priority among the items the table holds at that moment (0
  * when it holds none), e.g. for a prioritized writer that inserts new
- * items at the current maximum. Errors: ENGRAM_E_NOT_FOUND,
- * ENGRAM_E_INVALID (struct_size too small), ENGRAM_E_DISCONNECTED. */
+ * items at the current maximum. Errors: ENGRAM_E_INVALID (c, name or out
+ * is NULL, or struct_size too small), ENGRAM_E_RANGE (name too long),
+ * ENGRAM_E_NOT_FOUND, ENGRAM_E_VERSION (a reply of another size),
+ * ENGRAM_E_TIMEOUT, ENGRAM_E_DISCONNECTED. */
 ENGRAM_API int engram_table_info_get(engram_client* c, const char* name, engram_table_info* out);
 /* The table's columns: copies min(cap, count) into out and sets *count.
- * Column names point into the handle and live as long as it. */
+ * Column names point into the handle and live as long as it. Errors:
+ * ENGRAM_E_INVALID (t or count is NULL, or out is NULL with cap > 0). */
 ENGRAM_API int engram_table_columns(const engram_table* t, engram_column* out, uint32_t cap, uint32_t* count);
 /* The table's compression per column, in column order: copies min(cap, n)
  * entries into out and sets *count. A writer for the table passes the same
- * array in engram_writer_options.compression. */
+ * array in engram_writer_options.compression. Errors: ENGRAM_E_INVALID (t
+ * or count is NULL, or out is NULL with cap > 0). */
 ENGRAM_API int engram_table_compression(const engram_table* t, engram_compression* out, uint32_t cap, uint32_t* count);
 
 /* Asks the server for a checkpoint of every table (see engram-checkpoint(5))
  * and waits until it is on disk, at most timeout_ms (-1 = for ever): traffic
  * goes on meanwhile. Copies the checkpoint's directory into path (cap
  * bytes, NUL-terminated; path may be NULL when cap is 0). Errors:
- * ENGRAM_E_INVALID (the server has no [checkpoint] dir), ENGRAM_E_RANGE
+ * ENGRAM_E_INVALID (c is NULL, path is NULL with cap > 0, or the server
+ * has no [checkpoint] dir), ENGRAM_E_RANGE
  * (path too small; the checkpoint was still written), ENGRAM_E_TIMEOUT,
  * ENGRAM_E_SYSTEM (the write failed; the message says why),
  * ENGRAM_E_DISCONNECTED. */
@@ -431,6 +503,9 @@ ENGRAM_API int engram_table_import(engram_table* t, const char* path, const engr
 
 typedef struct engram_writer engram_writer;
 
+/* A writer's settings, for engram_writer_open: the columns of its steps,
+ * how many steps a chunk holds, the longest item, and how long an item may
+ * wait. */
 typedef struct engram_writer_options {
   size_t struct_size;
   const engram_column* columns;  /* the step's columns; items go only to tables with the same */
@@ -461,12 +536,16 @@ ENGRAM_API void engram_writer_options_init(engram_writer_options* o);
  * the arena's largest block). */
 ENGRAM_API int engram_writer_open(engram_client* c, const engram_writer_options* o, engram_writer** out);
 /* Appends one step: columns[i] points at one value of column i. Errors:
+ * ENGRAM_E_INVALID (w or columns is NULL),
  * ENGRAM_E_NOMEM / ENGRAM_E_TIMEOUT (no arena block within insert_timeout_ms,
  * or, when the writer needs more blocks, no answer from the server within
  * insert_timeout_ms, or the client's timeout if that is -1 or 0),
  * ENGRAM_E_LIMIT (the client holds as many blocks of the size class as the
  * server lets one client hold, and none came back within insert_timeout_ms;
- * the message names the server's setting).
+ * the message names the server's setting), ENGRAM_E_INTERRUPTED,
+ * ENGRAM_E_DISCONNECTED, and those of engram_writer_flush (the chunk that
+ * filled sends its items, and an answer to earlier ones may report a
+ * refusal).
  * Each value is copied into its chunk column, which starts on a 64-byte
  * boundary. A value of 1 KB or more, when no column of the writer is
  * compressed, bypasses the caches (non-temporal stores: a chunk is read long
@@ -475,17 +554,21 @@ ENGRAM_API int engram_writer_open(engram_client* c, const engram_writer_options*
  * boundary too (glibc's memcpy is slower when source and destination
  * disagree in alignment). */
 ENGRAM_API int engram_writer_append(engram_writer* w, const void* const* columns);
-/* Appends n steps at once: columns[i] points at n consecutive values. */
+/* Appends n steps at once: columns[i] points at n consecutive values of
+ * column i. Errors: ENGRAM_E_INVALID (w or columns is NULL), ENGRAM_E_RANGE
+ * (n is 0), and those of engram_writer_append. */
 ENGRAM_API int engram_writer_append_batch(engram_writer* w, const void* const* columns, uint32_t n);
 /* Creates an item over the last num_steps steps of the current episode in
  * table t, with `priority`. Asynchronous: the item is sent once the chunks
  * it spans are finalized (full at chunk_length steps, the episode ended, or
  * engram_writer_flush), so chunks fill up and compress well; errors the
  * server finds later (rate-limiter timeouts) are returned by
- * engram_writer_flush. Errors now:
- * ENGRAM_E_PRIORITY, ENGRAM_E_SIGNATURE (t has other columns or compression), ENGRAM_E_RANGE
- * (num_steps is 0, longer than the steps held, or spans too many chunks),
- * ENGRAM_E_CLOSED, ENGRAM_E_DISCONNECTED. */
+ * engram_writer_flush. Errors: ENGRAM_E_INVALID (w or t is NULL, or t
+ * belongs to another client), ENGRAM_E_PRIORITY (NaN, infinite or
+ * negative), ENGRAM_E_SIGNATURE (t has other columns or compression),
+ * ENGRAM_E_RANGE (num_steps is 0, longer than the steps held, or spans too
+ * many chunks), ENGRAM_E_CLOSED, ENGRAM_E_DISCONNECTED, and those of
+ * engram_writer_flush (items that leave now may report a refusal). */
 ENGRAM_API int engram_writer_create_item(engram_writer* w, engram_table* t, uint32_t num_steps, double priority);
 /* As engram_writer_create_item, but the item's priority is the largest
  * priority the table holds when the server applies the insert (before any
@@ -510,26 +593,39 @@ ENGRAM_API int engram_writer_create_item_at_max(engram_writer* w, engram_table* 
  * engram_writer_create_item. Since 0.3. */
 ENGRAM_API int engram_writer_append_items(engram_writer* w, const void* const* columns, uint32_t n, engram_table* t,
                                           uint32_t num_steps, const double* priorities);
-/* Ends the episode: later items never reach back into it. */
+/* Ends the episode: later items never reach back into it. The open chunk
+ * is finalized and the items over it are sent. Errors: ENGRAM_E_INVALID (w
+ * is NULL), and those of engram_writer_flush. */
 ENGRAM_API int engram_writer_end_episode(engram_writer* w);
 /* Sends the items waiting for the open chunk (finalizing it: later steps go
  * to a new chunk), then waits until every created item was applied or
- * refused, at most timeout_ms
- * (-1 = for ever). Returns the first error of those items since the last
- * flush (ENGRAM_E_TIMEOUT for items the rate limiter held past
- * insert_timeout_ms, or that reached a stalled server after it), or
- * ENGRAM_E_TIMEOUT if items are still pending: each of those is applied or
- * refused by its own insert_timeout_ms, and a later flush reports it. */
+ * refused, at most timeout_ms (-1 = for ever). Returns the first error of
+ * those items since the last flush, or ENGRAM_E_TIMEOUT if items are still
+ * pending: each of those is applied or refused by its own
+ * insert_timeout_ms, and a later flush reports it. Errors: ENGRAM_E_INVALID
+ * (w is NULL), ENGRAM_E_TIMEOUT (items the rate limiter held past
+ * insert_timeout_ms, or that reached a stalled server after it, or items
+ * still pending at timeout_ms), ENGRAM_E_RATE_LIMITED (insert_timeout_ms
+ * 0 and the rate limiter did not allow an item), ENGRAM_E_NOMEM (no arena
+ * block for the chunk within insert_timeout_ms), ENGRAM_E_LIMIT (as for
+ * engram_writer_append), ENGRAM_E_PRIORITY (the server refused an item
+ * whose weight would take a prioritized table's total past half the
+ * largest double), ENGRAM_E_CLOSED (the table was dropped),
+ * ENGRAM_E_INTERRUPTED, ENGRAM_E_CORRUPT (the server refused an item's
+ * chunk: this process wrote over it), ENGRAM_E_DISCONNECTED. */
 ENGRAM_API int engram_writer_flush(engram_writer* w, int32_t timeout_ms);
 /* With keep_keys: moves up to cap keys of applied items, in creation order,
  * into keys and sets *count (0 when none are left). Without keep_keys no
- * keys are kept and *count is 0. */
+ * keys are kept and *count is 0. Errors: ENGRAM_E_INVALID (w or count is
+ * NULL, or keys is NULL with cap > 0). */
 ENGRAM_API int engram_writer_take_keys(engram_writer* w, uint64_t* keys, size_t cap, size_t* count);
 /* Flushes (up to insert_timeout_ms), gives back the writer's chunks, frees w. */
 ENGRAM_API void engram_writer_close(engram_writer* w);
 
 /* --- sampling ----------------------------------------------------------------- */
 
+/* What a sample asks for: how many items, of how many steps, how long to
+ * wait, and flags (ENGRAM_SAMPLE_NO_REPEATS). */
 typedef struct engram_sample_options {
   size_t struct_size;
   uint32_t batch_size;  /* 1..the server's ring size (1024 by default) */
@@ -576,7 +672,8 @@ ENGRAM_API void engram_sample_options_init(engram_sample_options* o);
  * (engram(7), "Batches without repeats"). Errors: ENGRAM_E_RANGE
  * (batch_size 0 or too large, item length differs from num_steps, or,
  * without repeats, the table holds fewer items than batch_size), ENGRAM_E_TIMEOUT, ENGRAM_E_RATE_LIMITED
- * (timeout_ms 0), ENGRAM_E_CLOSED, ENGRAM_E_DISCONNECTED, ENGRAM_E_CORRUPT,
+ * (timeout_ms 0), ENGRAM_E_INTERRUPTED (engram_client_interrupt: nothing
+ * was sampled), ENGRAM_E_CLOSED, ENGRAM_E_DISCONNECTED, ENGRAM_E_CORRUPT,
  * ENGRAM_E_INVALID (a NULL argument, unknown bits in o->flags, or a
  * sample begun on t by engram_sample_begin and not yet collected). */
 ENGRAM_API int engram_sample(engram_table* t, const engram_sample_options* o, void* const* buffers, engram_sample_info* infos,
@@ -597,7 +694,10 @@ ENGRAM_API int engram_sample(engram_table* t, const engram_sample_options* o, vo
  * ENGRAM_E_TIMEOUT or ENGRAM_E_INTERRUPTED when t already had as many
  * requests awaiting an answer as its response ring holds and the wait for
  * room ended; the sample's own errors come from engram_sample_end.
- * Since 0.5. */
+ * Errors: ENGRAM_E_INVALID (t or o is NULL, unknown bits in o->flags, or a
+ * sample begun on t and not yet collected), ENGRAM_E_RANGE (batch_size or
+ * num_steps out of range), ENGRAM_E_CLOSED, ENGRAM_E_TIMEOUT,
+ * ENGRAM_E_INTERRUPTED, ENGRAM_E_DISCONNECTED. Since 0.5. */
 ENGRAM_API int engram_sample_begin(engram_table* t, const engram_sample_options* o);
 /* Waits for the sample begun on t by engram_sample_begin (until that
  * call's timeout) and copies it out, as engram_sample does: buffers[i] has
@@ -605,10 +705,12 @@ ENGRAM_API int engram_sample_begin(engram_table* t, const engram_sample_options*
  * gets one entry per item, *count the items delivered. The sample is then
  * over, whatever this call returns, except for ENGRAM_E_INVALID: a NULL
  * argument (the sample stays begun, and the call can be made again) or no
- * sample begun on t. Other errors: those of engram_sample
- * (ENGRAM_E_TIMEOUT, ENGRAM_E_RATE_LIMITED, ENGRAM_E_RANGE for an item
- * whose length differs from num_steps, ENGRAM_E_INTERRUPTED,
- * ENGRAM_E_CLOSED, ENGRAM_E_DISCONNECTED, ENGRAM_E_CORRUPT). Since 0.5. */
+ * sample begun on t. Errors: ENGRAM_E_INVALID (t, buffers or count is
+ * NULL, or no sample begun on t), ENGRAM_E_TIMEOUT, ENGRAM_E_RATE_LIMITED
+ * (timeout_ms 0 and the rate limiter did not allow it), ENGRAM_E_RANGE (an
+ * item whose length differs from num_steps, or without repeats too few
+ * items), ENGRAM_E_INTERRUPTED, ENGRAM_E_CLOSED, ENGRAM_E_CORRUPT,
+ * ENGRAM_E_DISCONNECTED. Since 0.5. */
 ENGRAM_API int engram_sample_end(engram_table* t, void* const* buffers, engram_sample_info* infos, uint32_t* count);
 
 typedef struct engram_batch engram_batch;
@@ -619,8 +721,11 @@ typedef struct engram_view {
   uint32_t steps;
 } engram_view;
 
-/* Samples a batch without copying: the data stays in shared memory, pinned,
- * read-only, until engram_batch_release. Same errors as engram_sample. */
+/* Samples a batch without copying: *out holds the items' chunks in shared
+ * memory, pinned (the server keeps them from being reused) and read-only,
+ * until engram_batch_release; read them with engram_batch_views and
+ * engram_batch_info. Compressed columns cannot be viewed (engram_sample
+ * decodes them). Errors: those of engram_sample. */
 ENGRAM_API int engram_sample_view(engram_table* t, const engram_sample_options* o, engram_batch** out);
 /* Items in the batch (0 for NULL). */
 ENGRAM_API uint32_t engram_batch_size(const engram_batch* b);
@@ -639,9 +744,11 @@ ENGRAM_API void engram_batch_release(engram_batch* b);
 
 /* --- priorities and deletes ----------------------------------------------------- */
 
-/* Sets the priorities of n items. Keys of items that are gone are reported
- * and not applied: results[i] (if results is not NULL) becomes ENGRAM_OK,
- * ENGRAM_E_STALE_KEY or ENGRAM_E_UNKNOWN_KEY. A NaN, infinite or negative
+/* Sets the priorities of n items, by key, and waits until they are
+ * applied. Keys of items that are gone are reported and not applied:
+ * results[i] (if results is not NULL) becomes ENGRAM_OK,
+ * ENGRAM_E_STALE_KEY or ENGRAM_E_UNKNOWN_KEY, and the call still returns
+ * ENGRAM_OK. A NaN, infinite or negative
  * priority anywhere returns ENGRAM_E_PRIORITY and applies nothing. In a
  * prioritized table the weights (priority^exponent) may sum to at most half
  * the largest double: an update past that returns ENGRAM_E_PRIORITY, and
@@ -649,7 +756,10 @@ ENGRAM_API void engram_batch_release(engram_batch* b);
  * Updates sent by engram_update_priorities_async: if the server's refusal
  * of one has arrived, this call returns ENGRAM_E_PRIORITY and sends
  * nothing; with n = 0 it waits until every one is answered (and so
- * returns any refusal). */
+ * returns any refusal). Errors: ENGRAM_E_INVALID (t is NULL, or keys or
+ * priorities is NULL with n > 0), ENGRAM_E_PRIORITY (as above),
+ * ENGRAM_E_CLOSED, ENGRAM_E_INTERRUPTED (the update may have been
+ * applied), ENGRAM_E_CORRUPT, ENGRAM_E_DISCONNECTED. */
 ENGRAM_API int engram_update_priorities(engram_table* t, const uint64_t* keys, const double* priorities, size_t n,
                              int32_t* results);
 /* Sends new priorities for n items without waiting for the answer. As
@@ -672,10 +782,16 @@ ENGRAM_API int engram_update_priorities(engram_table* t, const uint64_t* keys, c
  * refused entry. To wait until the server has applied every update sent,
  * call engram_update_priorities(t, NULL, NULL, 0, NULL). Updates not yet
  * applied when the server goes away are lost; engram_table_close waits up
- * to one second for them. Since 0.4. */
+ * to one second for them. Errors: ENGRAM_E_INVALID (t is NULL, or keys or
+ * priorities is NULL with n > 0), ENGRAM_E_PRIORITY (as above),
+ * ENGRAM_E_CLOSED, ENGRAM_E_INTERRUPTED, ENGRAM_E_DISCONNECTED. Since 0.4. */
 ENGRAM_API int engram_update_priorities_async(engram_table* t, const uint64_t* keys, const double* priorities,
                                               size_t n);
-/* Deletes n items; results as for engram_update_priorities. */
+/* Deletes n items by key and waits until the server has removed them;
+ * results as for engram_update_priorities (keys of items already gone are
+ * reported there, not as an error). Errors: ENGRAM_E_INVALID (t is NULL,
+ * or keys is NULL with n > 0), ENGRAM_E_CLOSED, ENGRAM_E_INTERRUPTED (the
+ * deletes may have been applied), ENGRAM_E_CORRUPT, ENGRAM_E_DISCONNECTED. */
 ENGRAM_API int engram_delete_items(engram_table* t, const uint64_t* keys, size_t n, int32_t* results);
 
 #ifdef __cplusplus

@@ -20,6 +20,8 @@ extern "C" {
 
 typedef struct engram_server engram_server;
 
+/* An embedded server's settings, for engram_server_start: its socket and
+ * its configuration (an engramd.toml file or text). */
 typedef struct engram_server_options {
   size_t struct_size;
   const char* socket_path;   /* NULL: the config's, else $ENGRAM_SOCKET, else /run/engram/engram.sock */
@@ -33,7 +35,8 @@ typedef struct engram_server_options {
 ENGRAM_API void engram_server_options_init(engram_server_options* o);
 /* Runs the server in this process (its own threads); other processes attach
  * to it exactly as to engramd. Errors: ENGRAM_E_INVALID (config, with the
- * key), ENGRAM_E_EXISTS (a live server on the socket), ENGRAM_E_NOMEM
+ * key), ENGRAM_E_RANGE (socket_path longer than a Unix socket's 107
+ * bytes), ENGRAM_E_EXISTS (a live server on the socket), ENGRAM_E_NOMEM
  * (the memory left, or the memory cgroup's limit, cannot hold the arena),
  * ENGRAM_E_SYSTEM. Trust: the server lives in this process's memory, so
  * every process that can read or write this process (any of its uid,
@@ -42,7 +45,10 @@ ENGRAM_API void engram_server_options_init(engram_server_options* o);
  * cannot. For engramd's guarantee against its own uid, run engramd as a
  * user of its own (engramd(8)). */
 ENGRAM_API int engram_server_start(const engram_server_options* o, engram_server** out);
-/* Stops cleanly (clients get ENGRAM_E_DISCONNECTED) and frees the handle. */
+/* Stops the server cleanly and frees the handle: a shutdown checkpoint if
+ * the config asks for one, then every client's calls return
+ * ENGRAM_E_DISCONNECTED. Errors: ENGRAM_E_INVALID (s is NULL), ENGRAM_E_SYSTEM
+ * (the server's thread failed; the message says how). */
 ENGRAM_API int engram_server_stop(engram_server* s);
 
 #ifdef __cplusplus
