@@ -42,6 +42,9 @@ Status engram_writer::signature_difference(const engram_table* t) const {
 }
 
 Status engram_writer::create_item(engram_table* t, uint32_t num_steps, double priority, bool at_max) {
+  // A table known dropped (or a server known gone) refuses the item now,
+  // not at the flush that would have sent it: one load of the channel's word.
+  if (Status s = t->usable(); !s.ok()) return s;
   if (at_max) priority = 0;  // the owner's to choose
   if (Status s = validate_priority(priority); !s.ok()) return s;
   // Chunk headers carry the signature's hash and the owner accepts a chunk

@@ -166,7 +166,9 @@ int connect_as_nobody(const std::string& socket, std::string* message, gid_t gid
   ssize_t n = ::read(pipefd[0], buf, sizeof buf);
   ::close(pipefd[0]);
   if (n > 0) message->assign(buf, static_cast<size_t>(n));
-  return -wait_exit(pid, 10000);
+  // The child's call, checked against its page here (the child's own
+  // check died with it).
+  return listed("engram_connect", -wait_exit(pid, 10000));
 }
 
 std::string group_name(gid_t gid) {

@@ -543,9 +543,9 @@ ENGRAM_API int engram_writer_open(engram_client* c, const engram_writer_options*
  * ENGRAM_E_LIMIT (the client holds as many blocks of the size class as the
  * server lets one client hold, and none came back within insert_timeout_ms;
  * the message names the server's setting), ENGRAM_E_INTERRUPTED,
- * ENGRAM_E_DISCONNECTED, and those of engram_writer_flush (the chunk that
- * filled sends its items, and an answer to earlier ones may report a
- * refusal).
+ * ENGRAM_E_CLOSED (the chunk that filled sends its items, to a table since
+ * dropped), ENGRAM_E_DISCONNECTED. Refusals of items already sent are
+ * kept for engram_writer_flush.
  * Each value is copied into its chunk column, which starts on a 64-byte
  * boundary. A value of 1 KB or more, when no column of the writer is
  * compressed, bypasses the caches (non-temporal stores: a chunk is read long
@@ -567,8 +567,10 @@ ENGRAM_API int engram_writer_append_batch(engram_writer* w, const void* const* c
  * belongs to another client), ENGRAM_E_PRIORITY (NaN, infinite or
  * negative), ENGRAM_E_SIGNATURE (t has other columns or compression),
  * ENGRAM_E_RANGE (num_steps is 0, longer than the steps held, or spans too
- * many chunks), ENGRAM_E_CLOSED, ENGRAM_E_DISCONNECTED, and those of
- * engram_writer_flush (items that leave now may report a refusal). */
+ * many chunks), ENGRAM_E_TIMEOUT / ENGRAM_E_INTERRUPTED (an item that
+ * leaves at once waited for room in the table's request ring),
+ * ENGRAM_E_CLOSED (the table was dropped), ENGRAM_E_DISCONNECTED.
+ * Refusals of items already sent are kept for engram_writer_flush. */
 ENGRAM_API int engram_writer_create_item(engram_writer* w, engram_table* t, uint32_t num_steps, double priority);
 /* As engram_writer_create_item, but the item's priority is the largest
  * priority the table holds when the server applies the insert (before any

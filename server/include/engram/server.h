@@ -47,8 +47,8 @@ ENGRAM_API void engram_server_options_init(engram_server_options* o);
 ENGRAM_API int engram_server_start(const engram_server_options* o, engram_server** out);
 /* Stops the server cleanly and frees the handle: a shutdown checkpoint if
  * the config asks for one, then every client's calls return
- * ENGRAM_E_DISCONNECTED. Errors: ENGRAM_E_INVALID (s is NULL), ENGRAM_E_SYSTEM
- * (the server's thread failed; the message says how). */
+ * ENGRAM_E_DISCONNECTED. NULL is a no-op. Errors: ENGRAM_E_SYSTEM (an
+ * internal error while stopping; the message says which). */
 ENGRAM_API int engram_server_stop(engram_server* s);
 
 #ifdef __cplusplus
