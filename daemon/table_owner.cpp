@@ -39,6 +39,7 @@ void TableOwner::start() {
 void TableOwner::stop(ChannelClosed reason) {
   call([&] {
     stopping_ = true;
+    stop_reason_ = reason;
     while (poll_once()) {
     }
     for (auto& c : channels_) close_channel(*c, reason);

@@ -209,6 +209,7 @@ class TableOwner {
   uint64_t sig_hash_;
   bool packed_;  // some column compressed: chunks are checked by their headers
   bool stopping_ = false;  // owner thread only: refuse instead of deferring
+  ChannelClosed stop_reason_ = ChannelClosed::daemon_stopping;  // why, once stopping_
   int64_t round_now_ns_ = 0;  // the clock as of this round of a channel (expired()), 0: not read yet
   std::vector<std::unique_ptr<ChannelState>> channels_;
   size_t next_first_ = 0;  // the channel poll_once serves first, round robin

@@ -184,7 +184,12 @@ TableOwner::Outcome TableOwner::apply(ChannelState& c, RequestRecord& r) {
 
 TableOwner::Outcome TableOwner::refuse(ChannelState& c, const RequestRecord& r, const char* what) {
   if (stopping_) {
-    fail(c, r, {Errc::disconnected, std::string(what) + " could not proceed before the server stopped"});
+    // A dropped table is closed to its clients; only a stopping server is
+    // a disconnection (a client that hears it gives up every handle).
+    if (stop_reason_ == ChannelClosed::table_dropped)
+      fail(c, r, {Errc::closed, std::string(what) + " on table " + table_.name() + " could not proceed before the table was dropped"});
+    else
+      fail(c, r, {Errc::disconnected, std::string(what) + " could not proceed before the server stopped"});
     return Outcome::done;
   }
   if (r.deadline_ns == 0) {

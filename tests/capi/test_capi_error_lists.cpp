@@ -236,6 +236,104 @@ TEST_F(ErrorLists, AnInterruptEndsAWaitingSampleView) {
   stop.join();
 }
 
+// An append that finalizes a chunk sends the items waiting for it; to a
+// server gone, it hears so (DISCONNECTED). A table dropped meanwhile is
+// reported by the flush (its refusal is kept for it).
+TEST_F(ErrorLists, AnAppendThatSendsItemsHearsTheServerIsGone) {
+  uint8_t obs[20] = {};
+  float r = 0;
+  const void* step[2] = {obs, &r};
+  std::string own = dir_ + "/own.sock";
+  engram_server* s = start_own(own);
+  engram_client* c = connect_to(own);
+  engram_table_options o = two_columns("u", 100);
+  ASSERT_EQ(engram_table_create(c, &o), ENGRAM_OK) << last();
+  engram_table* u = nullptr;
+  ASSERT_EQ(engram_table_open(c, "u", &u), ENGRAM_OK) << last();
+  engram_writer_options wo;
+  engram_writer_options_init(&wo);
+  wo.columns = cols_;
+  wo.num_columns = 2;
+  wo.chunk_length = 2;
+  engram_writer* w2 = nullptr;
+  ASSERT_EQ(engram_writer_open(c, &wo, &w2), ENGRAM_OK) << last();
+  ASSERT_EQ(engram_writer_append(w2, step), ENGRAM_OK) << last();
+  ASSERT_EQ(engram_writer_create_item(w2, u, 1, 1.0), ENGRAM_OK) << last();
+  ASSERT_EQ(engram_server_stop(s), ENGRAM_OK);
+  EXPECT_EQ(engram_writer_append(w2, step), ENGRAM_E_DISCONNECTED) << last();
+  engram_disconnect(c);
+}
+
+// A sample begun, then collected: an item of another length (RANGE), a
+// table dropped meanwhile (CLOSED), a server gone meanwhile (DISCONNECTED).
+TEST_F(ErrorLists, ASampleBegunHearsAtItsEndWhatBefellIt) {
+  ASSERT_EQ(create("t"), ENGRAM_OK) << last();
+  engram_table* t = open("t");
+  engram_writer* w = writer(cols_, 2, 1);
+  insert_items(w, t, 3);
+  uint8_t bo[2][20];
+  float br[2];
+  void* bufs[2] = {bo, br};
+  uint32_t n = 0;
+  engram_sample_options so = batch_options(1, 2);  // the items are of 1 step
+  ASSERT_EQ(engram_sample_begin(t, &so), ENGRAM_OK) << last();
+  EXPECT_EQ(engram_sample_end(t, bufs, nullptr, &n), ENGRAM_E_RANGE) << last();
+
+  engram_table_options o = queue_options("q", 1);
+  ASSERT_EQ(engram_table_create(c_, &o), ENGRAM_OK) << last();
+  engram_table* q = open("q");
+  so = batch_options(1, 1);
+  so.timeout_ms = 5000;
+  ASSERT_EQ(engram_sample_begin(q, &so), ENGRAM_OK) << last();  // waits: the queue is empty
+  ASSERT_EQ(engram_table_drop(c_, "q"), ENGRAM_OK) << last();
+  EXPECT_EQ(engram_sample_end(q, bufs, nullptr, &n), ENGRAM_E_CLOSED) << last();
+
+  std::string own = dir_ + "/own.sock";
+  engram_server* s = start_own(own);
+  engram_client* c = connect_to(own);
+  o = queue_options("q2", 1);
+  ASSERT_EQ(engram_table_create(c, &o), ENGRAM_OK) << last();
+  engram_table* q2 = nullptr;
+  ASSERT_EQ(engram_table_open(c, "q2", &q2), ENGRAM_OK) << last();
+  ASSERT_EQ(engram_sample_begin(q2, &so), ENGRAM_OK) << last();
+  ASSERT_EQ(engram_server_stop(s), ENGRAM_OK);
+  EXPECT_EQ(engram_sample_end(q2, bufs, nullptr, &n), ENGRAM_E_DISCONNECTED) << last();
+  engram_disconnect(c);
+}
+
+// A priority update waiting for a stopped server's answer ends at an interrupt.
+TEST_F(ErrorLists, AnInterruptEndsAnUpdateWaitingForItsAnswer) {
+  Daemon d(table_toml("replay", "max_size = 10"));
+  engram_client* c = connect_to(d.socket());
+  engram_table* t = nullptr;
+  ASSERT_EQ(engram_table_open(c, "replay", &t), ENGRAM_OK) << last();
+  ASSERT_EQ(::kill(d.pid(), SIGSTOP), 0);
+  std::thread stop([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    engram_client_interrupt(c);
+  });
+  uint64_t key = 1;
+  double p = 2;
+  EXPECT_EQ(engram_update_priorities(t, &key, &p, 1, nullptr), ENGRAM_E_INTERRUPTED) << last();
+  stop.join();
+  ASSERT_EQ(::kill(d.pid(), SIGCONT), 0);
+  engram_disconnect(c);
+}
+
+// A checkpoint's path that does not fit the caller's buffer: RANGE, and
+// the checkpoint was written all the same.
+TEST_F(ErrorLists, ACheckpointPathTooLongForItsBufferIsRange) {
+  std::string own = dir_ + "/own.sock";
+  std::string toml = "[checkpoint]\ndir = \"" + dir_ + "/ckpt\"\n";
+  engram_server* s = start_own(own, toml.c_str());
+  engram_client* c = connect_to(own);
+  char path[4];
+  EXPECT_EQ(engram_checkpoint(c, -1, path, sizeof path), ENGRAM_E_RANGE) << last();
+  EXPECT_NE(last().find(dir_ + "/ckpt/"), std::string::npos) << "names where it was written: " << last();
+  engram_disconnect(c);
+  EXPECT_EQ(engram_server_stop(s), ENGRAM_OK);
+}
+
 TEST_F(ErrorLists, AServerOnALiveSocketIsRefused) {
   engram_server_options so;
   engram_server_options_init(&so);

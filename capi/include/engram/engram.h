@@ -543,9 +543,9 @@ ENGRAM_API int engram_writer_open(engram_client* c, const engram_writer_options*
  * ENGRAM_E_LIMIT (the client holds as many blocks of the size class as the
  * server lets one client hold, and none came back within insert_timeout_ms;
  * the message names the server's setting), ENGRAM_E_INTERRUPTED,
- * ENGRAM_E_CLOSED (the chunk that filled sends its items, to a table since
- * dropped), ENGRAM_E_DISCONNECTED. Refusals of items already sent are
- * kept for engram_writer_flush.
+ * ENGRAM_E_DISCONNECTED (the chunk that filled sends its items, and the
+ * server is gone). Refusals of items (a table dropped meanwhile, a rate
+ * limiter's timeout) are kept for engram_writer_flush.
  * Each value is copied into its chunk column, which starts on a 64-byte
  * boundary. A value of 1 KB or more, when no column of the writer is
  * compressed, bypasses the caches (non-temporal stores: a chunk is read long
