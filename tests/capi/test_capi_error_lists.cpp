@@ -334,6 +334,110 @@ TEST_F(ErrorLists, ACheckpointPathTooLongForItsBufferIsRange) {
   EXPECT_EQ(engram_server_stop(s), ENGRAM_OK);
 }
 
+// The server holds at most 64 tables.
+TEST_F(ErrorLists, TheSixtyFifthTableIsOutOfRange) {
+  int rc = ENGRAM_OK;
+  for (int i = 0; i < 70 && rc == ENGRAM_OK; ++i) rc = create(("t" + std::to_string(i)).c_str(), 4);
+  EXPECT_EQ(rc, ENGRAM_E_RANGE) << last();
+  EXPECT_NE(last().find("at most 64 tables"), std::string::npos) << last();
+}
+
+// A client may hold few blocks reserved at once ([client]
+// max_reserved_share): a writer past that share waits, then hears LIMIT,
+// or an interrupt.
+TEST_F(ErrorLists, AWriterPastItsClientsShareOfBlocksWaits) {
+  std::string own = dir_ + "/own.sock";
+  engram_server* s = start_own(own, "[arena]\nclasses = [ { block_size = \"4KiB\", count = 16 } ]\n"
+                                    "[client]\nmax_reserved_share = 0.25\n");
+  engram_client* c = connect_to(own);
+  uint8_t obs[20] = {};
+  float r = 0;
+  const void* step[2] = {obs, &r};
+  std::vector<engram_writer*> ws;
+  int rc = ENGRAM_OK;
+  for (int i = 0; i < 8 && rc == ENGRAM_OK; ++i) {
+    engram_writer_options wo;
+    engram_writer_options_init(&wo);
+    wo.columns = cols_;
+    wo.num_columns = 2;
+    wo.chunk_length = 4;
+    wo.insert_timeout_ms = 100;
+    engram_writer* w = nullptr;
+    rc = engram_writer_open(c, &wo, &w);
+    if (rc != ENGRAM_OK) break;
+    ws.push_back(w);
+    rc = engram_writer_append(w, step);  // each writer's open chunk holds a block reserved
+  }
+  EXPECT_EQ(rc, ENGRAM_E_LIMIT) << last();
+  EXPECT_NE(last().find("max_reserved_share"), std::string::npos) << last();
+  ASSERT_FALSE(ws.empty());
+  std::thread stop([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    engram_client_interrupt(c);
+  });
+  engram_writer_options wo;
+  engram_writer_options_init(&wo);
+  wo.columns = cols_;
+  wo.num_columns = 2;
+  engram_writer* w = nullptr;
+  ASSERT_EQ(engram_writer_open(c, &wo, &w), ENGRAM_OK) << last();  // insert_timeout_ms -1: waits for ever
+  EXPECT_EQ(engram_writer_append(w, step), ENGRAM_E_INTERRUPTED) << last();
+  stop.join();
+  engram_disconnect(c);
+  EXPECT_EQ(engram_server_stop(s), ENGRAM_OK);
+}
+
+// A table handle with as many requests unanswered as its rings hold (16
+// here, the server stopped): a call that must send waits for room, until
+// its timeout or an interrupt.
+TEST_F(ErrorLists, ACallThatFindsTheRingFullWaitsForRoom) {
+  Daemon d(table_toml("replay", "max_size = 1000") + "[client]\nring_records = 16\n");
+  engram_client* c = connect_to(d.socket());
+  engram_table* t = nullptr;
+  ASSERT_EQ(engram_table_open(c, "replay", &t), ENGRAM_OK) << last();
+  engram_writer_options wo;
+  engram_writer_options_init(&wo);
+  engram_column cols[2] = {{"obs", ENGRAM_UINT8, 2, {10, 30}}, {"meta", ENGRAM_INT64, 1, {2}}};
+  wo.columns = cols;
+  wo.num_columns = 2;
+  engram_writer* w = nullptr;
+  ASSERT_EQ(engram_writer_open(c, &wo, &w), ENGRAM_OK) << last();  // its blocks granted before the stop
+  uint8_t obs[300] = {};
+  int64_t meta[2] = {};
+  const void* step[2] = {obs, meta};
+  ASSERT_EQ(engram_writer_append(w, step), ENGRAM_OK) << last();
+  ASSERT_EQ(::kill(d.pid(), SIGSTOP), 0);
+  uint64_t keys[1] = {1};
+  double p[1] = {1.0};
+  int rc = ENGRAM_OK;
+  std::thread stop([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    engram_client_interrupt(c);
+  });
+  for (int i = 0; i < 64 && rc == ENGRAM_OK; ++i) rc = engram_update_priorities_async(t, keys, p, 1);
+  stop.join();
+  ASSERT_EQ(rc, ENGRAM_E_INTERRUPTED) << "the rings filled up: " << last();
+  engram_sample_options so = batch_options(1, 1);
+  so.timeout_ms = 100;
+  EXPECT_EQ(engram_sample_begin(t, &so), ENGRAM_E_TIMEOUT) << last();
+  std::thread stop2([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    engram_client_interrupt(c);
+  });
+  so.timeout_ms = -1;
+  EXPECT_EQ(engram_sample_begin(t, &so), ENGRAM_E_INTERRUPTED) << last();
+  stop2.join();
+  // An item over a full chunk leaves at once, and waits for room too.
+  std::thread stop3([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    engram_client_interrupt(c);
+  });
+  EXPECT_EQ(engram_writer_create_item(w, t, 1, 1.0), ENGRAM_E_INTERRUPTED) << last();
+  stop3.join();
+  ASSERT_EQ(::kill(d.pid(), SIGCONT), 0);
+  engram_disconnect(c);
+}
+
 TEST_F(ErrorLists, AServerOnALiveSocketIsRefused) {
   engram_server_options so;
   engram_server_options_init(&so);

@@ -290,8 +290,8 @@ ENGRAM_API void engram_table_options_init(engram_table_options* o);
  * keeps it across restarts). Errors: ENGRAM_E_INVALID (c or o is NULL, an
  * older struct_size, or a bad field: the message names it),
  * ENGRAM_E_RANGE (a name too long, max_size, num_columns or a column's
- * shape out of range), ENGRAM_E_EXISTS (a table of that name exists),
- * ENGRAM_E_LIMIT (the server holds as many tables as it can),
+ * shape out of range, or the server holds 64 tables, the most it can),
+ * ENGRAM_E_EXISTS (a table of that name exists),
  * ENGRAM_E_NOMEM (the server cannot map the table's index),
  * ENGRAM_E_TIMEOUT (no answer within the client's timeout_ms),
  * ENGRAM_E_DISCONNECTED. */
@@ -301,9 +301,8 @@ ENGRAM_API int engram_table_create(engram_client* c, const engram_table_options*
  * until engram_table_close, engram_disconnect, or the table's drop (calls
  * then return ENGRAM_E_CLOSED). Errors: ENGRAM_E_INVALID (c, name or out is
  * NULL), ENGRAM_E_RANGE (name too long), ENGRAM_E_NOT_FOUND,
- * ENGRAM_E_EXISTS (already open on this client), ENGRAM_E_LIMIT (the
- * server's limit on channels), ENGRAM_E_SYSTEM (the channel cannot be
- * mapped), ENGRAM_E_VERSION, ENGRAM_E_CORRUPT (a reply that does not
+ * ENGRAM_E_EXISTS (already open on this client), ENGRAM_E_SYSTEM (the
+ * server cannot make the channel, or this client map it), ENGRAM_E_VERSION, ENGRAM_E_CORRUPT (a reply that does not
  * check out), ENGRAM_E_TIMEOUT, ENGRAM_E_DISCONNECTED. */
 ENGRAM_API int engram_table_open(engram_client* c, const char* name, engram_table** out);
 /* Releases the table handle (not the table). NULL is a no-op. */
@@ -567,8 +566,8 @@ ENGRAM_API int engram_writer_append_batch(engram_writer* w, const void* const* c
  * belongs to another client), ENGRAM_E_PRIORITY (NaN, infinite or
  * negative), ENGRAM_E_SIGNATURE (t has other columns or compression),
  * ENGRAM_E_RANGE (num_steps is 0, longer than the steps held, or spans too
- * many chunks), ENGRAM_E_TIMEOUT / ENGRAM_E_INTERRUPTED (an item that
- * leaves at once waited for room in the table's request ring),
+ * many chunks), ENGRAM_E_INTERRUPTED (an item that leaves at once, over
+ * a full chunk, waited for room in the table's request ring),
  * ENGRAM_E_CLOSED (the table was dropped), ENGRAM_E_DISCONNECTED.
  * Refusals of items already sent are kept for engram_writer_flush. */
 ENGRAM_API int engram_writer_create_item(engram_writer* w, engram_table* t, uint32_t num_steps, double priority);
@@ -608,9 +607,7 @@ ENGRAM_API int engram_writer_end_episode(engram_writer* w);
  * (w is NULL), ENGRAM_E_TIMEOUT (items the rate limiter held past
  * insert_timeout_ms, or that reached a stalled server after it, or items
  * still pending at timeout_ms), ENGRAM_E_RATE_LIMITED (insert_timeout_ms
- * 0 and the rate limiter did not allow an item), ENGRAM_E_NOMEM (no arena
- * block for the chunk within insert_timeout_ms), ENGRAM_E_LIMIT (as for
- * engram_writer_append), ENGRAM_E_PRIORITY (the server refused an item
+ * 0 and the rate limiter did not allow an item), ENGRAM_E_PRIORITY (the server refused an item
  * whose weight would take a prioritized table's total past half the
  * largest double), ENGRAM_E_CLOSED (the table was dropped),
  * ENGRAM_E_INTERRUPTED, ENGRAM_E_CORRUPT (the server refused an item's
