@@ -36,6 +36,7 @@ TOML
 # What each example must print (a line matched as an extended regex).
 declare -A must=(
   [actor]='^actor: wrote 10 episodes, 480 items$'
+  [embedded]='^embedded: checkpoint written$'
   [learner]='^learner: 10 batches of 32; the table holds 480 items, 320 samples so far$'
   [export_import]='^imported 100 items into table loaded$'
   [see_inside]='^a batch of 8 without repeats; item [0-9]+ was in it with probability 1$'
@@ -44,12 +45,17 @@ n=0
 for f in "$src"/examples/c/*.c; do
   name=$(basename "$f" .c)
   [ -n "${must[$name]:-}" ] || fail "examples/c/$name.c has no expected output in tests/c_examples.sh"
-  cc -std=c99 -Wall -Wextra -Werror -I"$src/capi/include" "$f" -L"$build/capi" -lengram \
+  server=()  # an example that embeds the server links its library too, and gets a directory
+  grep -q '#include <engram/server.h>' "$f" && server=(-I"$src/server/include" -L"$build/server" -lengram-server
+                                                     -Wl,-rpath,"$build/server")
+  cc -std=c99 -Wall -Wextra -Werror -I"$src/capi/include" "$f" "${server[@]}" -L"$build/capi" -lengram \
     -Wl,-rpath,"$build/capi" -o "$tmp/$name" || fail "examples/c/$name.c does not compile"
-  out=$(cd "$tmp" && "./$name" "$tmp/s.sock") || { echo "$out"; fail "examples/c/$name.c failed"; }
+  arg=$tmp/s.sock
+  [ ${#server[@]} -eq 0 ] || { arg=$tmp/$name.d; mkdir -p "$arg"; }
+  out=$(cd "$tmp" && "./$name" "$arg") || { echo "$out"; fail "examples/c/$name.c failed"; }
   echo "$out" | sed "s/^/$name: /"
   echo "$out" | grep -Eq "${must[$name]}" || fail "examples/c/$name.c did not print /${must[$name]}/"
   n=$((n + 1))
 done
-[ $n -ge 4 ] || fail "found $n examples"
+[ $n -ge 5 ] || fail "found $n examples"
 echo "c_examples: $n examples compiled and ran"

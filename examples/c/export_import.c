@@ -1,4 +1,5 @@
-/* Example of: engram_table_export, engram_table_import, engram_transfer_options_init
+/* Example of: engram_table_export, engram_table_import, engram_transfer_options_init,
+ * engram_rate_limiter_min_size
  *
  * Writes 100 one-step items, exports the table to a NumPy .npz file (numpy
  * reads it: np.load), and imports the file into a second table of the same
@@ -27,6 +28,7 @@ int main(int argc, char** argv) {
   engram_table_options to;
   engram_table_options_init(&to);
   to.max_size = 1000;
+  if (engram_rate_limiter_min_size(&to.rate_limiter, 10) != ENGRAM_OK) return fail("limiter"); /* sample from 10 items */
   to.columns = cols;
   to.num_columns = 2;
   to.name = "kept";

@@ -1,5 +1,5 @@
 /* Example of: engram_items_open, engram_items_count, engram_items_next, engram_items_close,
- * engram_writer_create_item_at_max, engram_sample
+ * engram_writer_create_item_at_max, engram_sample, engram_rate_limiter_sample_to_insert_ratio
  *
  * A prioritized table: new items go in at the largest priority the table
  * holds (Schaul et al.'s rule), one gets a higher priority, the items are
@@ -25,6 +25,8 @@ int main(int argc, char** argv) {
   to.name = "inside";
   to.max_size = 100;
   to.sampler = ENGRAM_PRIORITIZED;
+  /* about one sample per insert once 1 item is in, give or take 100 */
+  if (engram_rate_limiter_sample_to_insert_ratio(&to.rate_limiter, 1.0, 1, 100.0) != ENGRAM_OK) return fail("limiter");
   to.columns = &col;
   to.num_columns = 1;
   engram_table* t;
