@@ -12,6 +12,26 @@ echo "rust: $(cargo --version), $(rustc --version)"
 cd "$here"
 cargo test --offline --quiet
 RUSTDOCFLAGS="-D warnings" cargo doc --offline --no-deps --quiet
+# Every public type of the crate shows how it is used (a doc example,
+# compiled by cargo test above).
+python3 - engram/src/*.rs <<'PY'
+import re, sys
+missing = []
+for path in sys.argv[1:]:
+    lines = open(path).read().split("\n")
+    for i, line in enumerate(lines):
+        m = re.match(r"pub (struct|enum|trait|type) (\w+)", line)
+        if not m:
+            continue
+        j, doc = i - 1, []
+        while j >= 0 and (lines[j].startswith("///") or lines[j].startswith("#[")):
+            doc.append(lines[j])
+            j -= 1
+        if not any("```" in d or "include_str!" in d for d in doc):  # ReadmeSnippets: the README
+            missing.append(f"{path}: {m.group(2)}")
+if missing:
+    sys.exit("rust: public types without a doc example: " + ", ".join(missing))
+PY
 cargo build --offline --quiet --examples
 tmp=$(mktemp -d /tmp/engram-rust-XXXXXX)
 "$build/daemon/engramd" --socket "$tmp/s.sock" >"$tmp/engramd.log" 2>&1 &

@@ -4,6 +4,13 @@ use super::*;
 
 /// An engram server inside this process; other processes attach to it as
 /// to engramd. Stopped on drop (its clients then get ENGRAM_E_DISCONNECTED).
+///
+/// ```no_run
+/// # fn main() -> Result<(), engram::Error> {
+/// let server = engram::Server::start("/tmp/engram-example.sock")?; // in this process, its own threads
+/// let client = engram::Client::connect(Some("/tmp/engram-example.sock"))?;
+/// # Ok(()) }
+/// ```
 pub struct Server {
     pub(crate) ptr: *mut sys::engram_server,
 }
@@ -41,6 +48,14 @@ impl Drop for Server {
 
 /// A connection to a server. Disconnected on drop, after every handle
 /// that borrows it is gone.
+///
+/// ```no_run
+/// # fn main() -> Result<(), engram::Error> {
+/// let client = engram::Client::connect(None)?; // $ENGRAM_SOCKET or /run/engram/engram.sock
+/// let info = client.table_info("replay")?;
+/// println!("{} of {} items", info.size, info.max_size);
+/// # Ok(()) }
+/// ```
 pub struct Client {
     pub(crate) ptr: *mut sys::engram_client,
 }
@@ -214,6 +229,21 @@ impl Drop for Client {
 /// Ends the blocking call of its client (a sample, or a writer held by a
 /// rate limiter) with ENGRAM_E_INTERRUPTED within about 100 ms; see
 /// engram_client_interrupt(3). Usable from any thread while the client lives.
+///
+/// ```no_run
+/// # fn main() -> Result<(), engram::Error> {
+/// let client = engram::Client::connect(None)?;
+/// let table = client.open_table("queue")?;
+/// let stop = client.interrupter();
+/// std::thread::scope(|s| {
+///     s.spawn(|| {
+///         std::thread::sleep(std::time::Duration::from_secs(1));
+///         stop.interrupt(); // the sample below returns ENGRAM_E_INTERRUPTED
+///     });
+///     let _ = table.sample(&engram::SampleOptions::new(32));
+/// });
+/// # Ok(()) }
+/// ```
 pub struct Interrupter<'c> {
     pub(crate) ptr: *mut sys::engram_client,
     pub(crate) _client: PhantomData<&'c Client>,

@@ -4,6 +4,14 @@ use super::*;
 
 /// Element type of a column.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+///
+/// ```no_run
+/// # fn main() -> Result<(), engram::Error> {
+/// let frame = engram::Column::new("frame", engram::Dtype::U8, &[84, 84]);
+/// assert_eq!(engram::Dtype::F32.size(), 4);
+/// assert_eq!(frame.step_bytes(), 84 * 84);
+/// # Ok(()) }
+/// ```
 pub enum Dtype {
     /// u8
     U8,
@@ -54,6 +62,15 @@ impl Dtype {
 
 /// Plain numeric types that columns hold: any bit pattern is a valid value
 /// and there is no padding, so their slices convert to and from bytes.
+///
+/// ```no_run
+/// # fn main() -> Result<(), engram::Error> {
+/// let client = engram::Client::connect(None)?;
+/// let table = client.open_table("replay")?;
+/// let sample = table.sample(&engram::SampleOptions::new(32))?;
+/// let obs: &[f32] = sample.column(0)?; // f32 is an Element: column 0 must be Dtype::F32
+/// # Ok(()) }
+/// ```
 pub trait Element: Copy + private::Sealed {
     /// The column type it reads and writes.
     const DTYPE: Dtype;
@@ -80,6 +97,16 @@ pub fn bytes<T: Element>(values: &[T]) -> &[u8] {
 
 /// One column of a signature: a name, a type and a shape (empty: a scalar).
 #[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// ```no_run
+/// # fn main() -> Result<(), engram::Error> {
+/// let columns = vec![
+///     engram::Column::new("obs", engram::Dtype::F32, &[4]),  // 4 floats a step
+///     engram::Column::new("action", engram::Dtype::I32, &[]), // a scalar
+/// ];
+/// assert_eq!(columns[0].step_bytes(), 16);
+/// # Ok(()) }
+/// ```
 pub struct Column {
     /// 1..31 bytes of letters, digits, '_', '.', ':', '-'.
     pub name: String,

@@ -4,6 +4,17 @@ use super::*;
 /// A failed call: the `ENGRAM_E_*` code and the library's message (what was
 /// wrong, and how to fix it).
 #[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// ```no_run
+/// # fn main() -> Result<(), engram::Error> {
+/// let client = engram::Client::connect(None)?;
+/// match client.open_table("replay") {
+///     Ok(_table) => {}
+///     Err(e) if e.code() == engram_sys::ENGRAM_E_NOT_FOUND => eprintln!("no table yet: {}", e.message()),
+///     Err(e) => return Err(e),
+/// }
+/// # Ok(()) }
+/// ```
 pub struct Error {
     pub(crate) code: i32,
     pub(crate) message: String,
@@ -41,6 +52,14 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {}
 
 /// The result of every fallible call.
+///
+/// ```no_run
+/// # fn main() -> Result<(), engram::Error> {
+/// fn table_size(client: &engram::Client) -> engram::Result<u64> {
+///     Ok(client.table_info("replay")?.size)
+/// }
+/// # Ok(()) }
+/// ```
 pub type Result<T> = std::result::Result<T, Error>;
 
 pub(crate) fn check(rc: c_int) -> Result<()> {

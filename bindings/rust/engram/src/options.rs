@@ -4,6 +4,14 @@ use super::*;
 
 /// Reverb's rate limiter (see engram(7)).
 #[derive(Clone, Copy, Debug, PartialEq)]
+///
+/// ```no_run
+/// # fn main() -> Result<(), engram::Error> {
+/// let mut o = engram::TableOptions::new("replay", vec![engram::Column::new("x", engram::Dtype::F32, &[4])], 1_000_000);
+/// // Ape-X: about 4 samples per insert once 50 000 items are in, give or take 10 000.
+/// o.rate_limiter = Some(engram::RateLimiter::sample_to_insert_ratio(4.0, 50_000, 10_000.0)?);
+/// # Ok(()) }
+/// ```
 pub struct RateLimiter(pub sys::engram_rate_limiter);
 
 impl RateLimiter {
@@ -29,6 +37,15 @@ impl RateLimiter {
 
 /// How a table selects items to sample or to evict.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+///
+/// ```no_run
+/// # fn main() -> Result<(), engram::Error> {
+/// let mut o = engram::TableOptions::new("replay", vec![engram::Column::new("x", engram::Dtype::F32, &[4])], 100_000);
+/// o.sampler = engram::Selector::Prioritized; // proportional to priority^0.6
+/// o.priority_exponent = 0.6;
+/// o.remover = engram::Selector::Fifo;
+/// # Ok(()) }
+/// ```
 pub enum Selector {
     /// Uniformly at random.
     Uniform = 1,
@@ -47,6 +64,17 @@ pub enum Selector {
 /// What [`Client::create_table`] makes; the fields not given to `new` have
 /// the C defaults.
 #[derive(Clone, Debug)]
+///
+/// ```no_run
+/// # fn main() -> Result<(), engram::Error> {
+/// let client = engram::Client::connect(None)?;
+/// let mut o = engram::TableOptions::new("queue", vec![engram::Column::new("obs", engram::Dtype::U8, &[84, 84])], 64);
+/// o.sampler = engram::Selector::Fifo;
+/// o.max_times_sampled = 1;
+/// o.rate_limiter = Some(engram::RateLimiter::queue(16)?);
+/// client.create_table(&o)?;
+/// # Ok(()) }
+/// ```
 pub struct TableOptions {
     /// Table name.
     pub name: String,
@@ -78,6 +106,16 @@ impl TableOptions {
 
 /// What [`Client::writer`] opens.
 #[derive(Clone, Debug)]
+///
+/// ```no_run
+/// # fn main() -> Result<(), engram::Error> {
+/// let client = engram::Client::connect(None)?;
+/// let mut o = engram::WriterOptions::new(vec![engram::Column::new("obs", engram::Dtype::F32, &[4])]);
+/// o.chunk_length = 16;  // steps per chunk
+/// o.max_item_steps = 3; // 3-step transitions
+/// let writer = client.writer(&o)?;
+/// # Ok(()) }
+/// ```
 pub struct WriterOptions {
     /// The step's columns (the tables' signature).
     pub columns: Vec<Column>,
@@ -100,6 +138,18 @@ impl WriterOptions {
 
 /// What to sample.
 #[derive(Clone, Copy, Debug)]
+///
+/// ```no_run
+/// # fn main() -> Result<(), engram::Error> {
+/// let client = engram::Client::connect(None)?;
+/// let table = client.open_table("replay")?;
+/// let mut o = engram::SampleOptions::new(256);
+/// o.num_steps = 3;
+/// o.timeout_ms = 1000;
+/// o.no_repeats = true;
+/// let batch = table.sample(&o)?;
+/// # Ok(()) }
+/// ```
 pub struct SampleOptions {
     /// Items per batch.
     pub batch_size: u32,
@@ -132,6 +182,14 @@ impl SampleOptions {
 
 /// A table's size, counters and settings ([`Client::table_info`]).
 #[derive(Clone, Debug)]
+///
+/// ```no_run
+/// # fn main() -> Result<(), engram::Error> {
+/// let client = engram::Client::connect(None)?;
+/// let info = client.table_info("replay")?;
+/// println!("{} items, {} inserts, {} samples, max priority {}", info.size, info.inserts, info.samples, info.max_priority);
+/// # Ok(()) }
+/// ```
 pub struct TableInfo {
     /// Name.
     pub name: String,

@@ -3,6 +3,16 @@
 use super::*;
 
 /// An open table: sampling, priority updates, deletes; writers insert into it.
+///
+/// ```no_run
+/// # fn main() -> Result<(), engram::Error> {
+/// let client = engram::Client::connect(None)?;
+/// let table = client.open_table("replay")?;
+/// let sample = table.sample(&engram::SampleOptions::new(32))?;
+/// let keys: Vec<u64> = sample.infos().iter().map(|i| i.key).collect();
+/// table.update_priorities(&keys, &vec![0.5; keys.len()])?;
+/// # Ok(()) }
+/// ```
 pub struct Table<'c> {
     pub(crate) ptr: *mut sys::engram_table,
     pub(crate) client: &'c Client,
@@ -227,6 +237,18 @@ fn typed_column<T: Element>(columns: &[Column], i: usize) -> Result<&Column> {
 }
 
 /// A copied sample: per column, [items, steps, ...shape] values.
+///
+/// ```no_run
+/// # fn main() -> Result<(), engram::Error> {
+/// let client = engram::Client::connect(None)?;
+/// let table = client.open_table("replay")?;
+/// let sample = table.sample(&engram::SampleOptions::new(32))?;
+/// let obs: &[f32] = sample.column(0)?; // [len, num_steps, ...shape]
+/// for info in sample.infos() {
+///     println!("key {:#x} drawn with probability {}", info.key, info.probability);
+/// }
+/// # Ok(()) }
+/// ```
 pub struct Sample {
     pub(crate) columns: Vec<Column>,
     pub(crate) data: Vec<Vec<u64>>,
@@ -264,6 +286,17 @@ impl Sample {
 
 /// A zero-copy sample, pinned in shared memory until dropped. The slices
 /// it hands out borrow it.
+///
+/// ```no_run
+/// # fn main() -> Result<(), engram::Error> {
+/// let client = engram::Client::connect(None)?;
+/// let table = client.open_table("replay")?;
+/// let batch = table.sample_view(&engram::SampleOptions::new(32))?; // zero-copy, pinned until dropped
+/// for item in 0..batch.len() {
+///     let obs: Vec<&[f32]> = batch.views(item, 0)?; // one slice per chunk the item spans
+/// }
+/// # Ok(()) }
+/// ```
 pub struct Batch<'t> {
     pub(crate) ptr: *mut sys::engram_batch,
     pub(crate) columns: &'t [Column],

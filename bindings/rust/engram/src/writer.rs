@@ -2,6 +2,18 @@
 use super::*;
 
 /// Appends steps into shared memory and creates items over them.
+///
+/// ```no_run
+/// # fn main() -> Result<(), engram::Error> {
+/// let client = engram::Client::connect(None)?;
+/// let table = client.open_table("replay")?;
+/// let columns = vec![engram::Column::new("obs", engram::Dtype::F32, &[4])];
+/// let mut writer = client.writer(&engram::WriterOptions::new(columns))?;
+/// writer.append(&[engram::bytes(&[0.0f32, 1.0, 2.0, 3.0])])?;
+/// writer.create_item(&table, 1, 1.0)?;
+/// writer.flush(-1)?;
+/// # Ok(()) }
+/// ```
 pub struct Writer<'c> {
     pub(crate) ptr: *mut sys::engram_writer,
     pub(crate) client: &'c Client,
