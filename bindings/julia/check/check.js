@@ -122,6 +122,22 @@ function noteDefinition(call) {  // a call_expression that is a definition's sig
   for (const a of args ? args.namedChildren : []) { const p = paramName(a); if (p) params.add(p); }
 }
 const jlStructs = {};   // name -> [{name, type}]
+const documented = new Set();  // names with a docstring on one of their definitions
+const definedAt = {};          // name -> where first defined (top level)
+// The name a top-level definition defines: function f(...), f(...) = ...,
+// [mutable] struct S; a docstring is the string literal just before it.
+function definitionName(n) {
+  let call = null;
+  if (n.type === 'function_definition') call = n.namedChildren.find((c) => c.type === 'signature');
+  if (call) call = call.namedChildren[0];
+  if (n.type === 'assignment' && n.namedChildren[0] && n.namedChildren[0].type === 'call_expression') call = n.namedChildren[0];
+  if (call && call.type === 'call_expression' && call.namedChildren[0]) return call.namedChildren[0].text;
+  if (n.type === 'struct_definition') {
+    const head = n.namedChildren.find((c) => c.type === 'type_head');
+    return head ? head.text.trim().split(/[{<\s]/)[0] : null;
+  }
+  return null;
+}
 function visit(node, file, fn) {
   fn(node, file);
   for (const c of node.namedChildren) visit(c, file, fn);
@@ -135,6 +151,14 @@ for (const file of jlFiles) {
       problem(`${rel}:${n.startPosition.row + 1}: does not parse as Julia (${n.isMissing ? 'missing ' + n.type : 'syntax error'}): ${src.slice(n.startIndex, n.startIndex + 60).split('\n')[0]}`);
     }
     if (n.type === 'export_statement') for (const c of n.namedChildren) exported.add(c.text);
+    if (n.parent && (n.parent.type === 'source_file' || n.parent.type === 'module_definition')) {
+      const name = definitionName(n);
+      if (name) {
+        definedAt[name] = definedAt[name] || `${rel}:${n.startPosition.row + 1}`;
+        const prev = n.previousNamedSibling;
+        if (prev && prev.type === 'string_literal') documented.add(name);
+      }
+    }
     if (n.type === 'signature' && n.namedChildren[0] && n.namedChildren[0].type === 'call_expression') noteDefinition(n.namedChildren[0]);
     if (n.type === 'assignment' && n.namedChildren[0] && n.namedChildren[0].type === 'call_expression') noteDefinition(n.namedChildren[0]);
     if (n.type === 'struct_definition') {
@@ -162,6 +186,11 @@ for (const file of jlFiles) {
     }
   });
 }
+
+// --- docstrings: every exported name defined here has one (help(name) in the REPL) -----------
+
+for (const name of exported)
+  if (definedAt[name] && !documented.has(name)) problem(`${definedAt[name]}: exported ${name} has no docstring`);
 
 // --- functions ------------------------------------------------------------------------------
 

@@ -86,6 +86,13 @@ end
 """Ends `c`'s blocking call in another task or thread (ENGRAM_E_INTERRUPTED)."""
 interrupt(c::Client) = (c.ptr == C_NULL || engram_client_interrupt(c.ptr); nothing)
 
+"""
+    Table
+
+An open table of a client (`open_table(client, name)`; engram_table_open(3)):
+sampling, priority updates, deletes, export and import. Valid until closed
+(`close(t)`), its client closes, or the table is dropped.
+"""
 mutable struct Table
     ptr::Ptr{engram_table}
     client::Client
@@ -94,12 +101,25 @@ mutable struct Table
     begun::Tuple{Int,Int}  # batch_size and num_steps of the sample begun; (0, 0): none
 end
 
+"""
+    Writer
+
+A writer of steps (`writer(client, columns; ...)`; engram_writer_open(3)):
+`append!` steps, `create_item!` items over the last steps, `flush!`.
+"""
 mutable struct Writer
     ptr::Ptr{engram_writer}
     client::Client
     columns::Vector{Column}
 end
 
+"""
+    Batch
+
+A zero-copy sample (`sample_view`; engram_sample_view(3)): its items' chunks
+stay pinned in shared memory until `close(b)`; read them with `view_column`
+and `batch_info`.
+"""
 mutable struct Batch
     ptr::Ptr{engram_batch}
     table::Table

@@ -66,6 +66,7 @@ end
 
 Base.length(b::Batch) = Int(engram_batch_size(live(b)))
 
+"""Key, priority, probability, times_sampled and table_size of item `item` (1-based) of the batch."""
 function batch_info(b::Batch, item::Integer)
     i = Ref{engram_sample_info}()
     check(engram_batch_info(live(b), UInt32(item - 1), i))

@@ -49,8 +49,11 @@ function open_table(c::Client, name::AbstractString)
     adopt(Table(out[], c, String(name), columns, (0, 0)), c)
 end
 
+"""Deletes table `name` and its items; open handles then fail with ENGRAM_E_CLOSED."""
 drop_table(c::Client, name::AbstractString) = check(engram_table_drop(live(c), name))
+"""Removes every item of table `name` and zeroes its counters; the table stays."""
 reset_table(c::Client, name::AbstractString) = check(engram_table_reset(live(c), name))
+"""Changes table `name`'s rate limiter at run time; the counters are kept."""
 set_rate_limiter(c::Client, name::AbstractString, r::engram_rate_limiter) =
     check(engram_table_set_rate_limiter(live(c), name, r))
 

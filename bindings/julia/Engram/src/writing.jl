@@ -58,6 +58,7 @@ create_item!(w::Writer, t::Table, num_steps::Integer, priority::Real) =
 (1.0 in an empty table)."""
 create_item_at_max!(w::Writer, t::Table, num_steps::Integer) =
     check(engram_writer_create_item_at_max(live(w), live(t), UInt32(num_steps)))
+"""Ends the episode: later items never reach back into it (engram_writer_end_episode(3))."""
 end_episode!(w::Writer) = check(engram_writer_end_episode(live(w)))
 """Waits until every item created so far is applied or refused."""
 flush!(w::Writer; timeout_ms::Integer = -1) = check(engram_writer_flush(live(w), Int32(timeout_ms)))
