@@ -14,4 +14,12 @@ for page in man/man*/*.? man/man3/*.3type; do
   warn=$(man --warnings -l -Tutf8 "$page" 2>&1 >/dev/null || true)
   [ -z "$warn" ] || { echo "$page: $warn"; exit 1; }
 done
-echo "lint-man: $(ls man/man*/*.? man/man3/*.3type | wc -l) pages, no message from mandoc -T lint or groff"
+# apropos (man -k engram) finds every page by its NAME line once indexed.
+pages=$(ls man/man*/*.? man/man3/*.3type | wc -l)
+index=$(mktemp -d /tmp/engram-man-XXXXXX)
+cp -r man/man* "$index/"
+mandb -q -c "$index" >/dev/null 2>&1 || true
+found=$(apropos -M "$index" engram 2>/dev/null | wc -l)
+rm -rf "$index"
+[ "$found" -eq "$pages" ] || { echo "lint-man: apropos finds $found of the $pages pages"; exit 1; }
+echo "lint-man: $pages pages, no message from mandoc -T lint or groff; apropos finds each"
