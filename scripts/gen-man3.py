@@ -14,7 +14,8 @@ What the pages are made of, so that the header is the one source:
     end of its sentence is the ERRORS list (items split at commas outside
     parentheses: "CODE", "CODE (when)", "CODE / CODE (when)", or "those of
     FUNCTION [and FUNCTION] [but CODE]"); "Since X.Y." is HISTORY. Every
-    function that returns int must have an Errors clause.
+    function that returns int must have an Errors clause, and every
+    parameter must be named in the comment.
   - a type's doc comment and its fields' comments; the defaults are what
     the type's *_init function sets, read by compiling and running a probe
     (so a page can never state a default the code does not set).
@@ -146,6 +147,13 @@ def functions():
                      ", ".join(sorted(missing)))
         out += found
     resolve_errors(out)
+    # A page names every parameter (what it may be is the comment's to say).
+    for f in out:
+        params = [p for p in re.findall(r"(\w+)\s*[,)]", f["proto"].split("(", 1)[1]) if p != "void"]
+        text = f["body"] + " " + " ".join(w or "" for _, w in f["all_errors"])
+        unnamed = [p for p in params if not re.search(r"\b%s\b" % re.escape(p), text)]
+        if unnamed:
+            sys.exit(f"gen-man3: {f['name']}'s comment does not name its parameter(s) {', '.join(unnamed)}")
     return out
 
 

@@ -225,8 +225,9 @@ typedef struct engram_connect_options {
                                default 10000 (0 or less: the default) */
 } engram_connect_options;
 
-/* Sets every field to its default (given at the field) and struct_size to
- * sizeof the struct; call it first, then set fields. Thread-safe. */
+/* Sets every field of *o to its default (given at the field) and
+ * struct_size to sizeof the struct; call it first, then set fields. o must
+ * not be NULL (a NULL o is ignored). Thread-safe. */
 ENGRAM_API void engram_connect_options_init(engram_connect_options* o);
 /* Connects and maps the shared arena. `o` may be NULL for the defaults.
  * The whole call, connect(2) included, ends within o->timeout_ms.
@@ -239,8 +240,8 @@ ENGRAM_API void engram_connect_options_init(engram_connect_options* o);
  * connection: too many from this user or in all, or it is out of
  * descriptors; the message names the setting), ENGRAM_E_SYSTEM. */
 ENGRAM_API int engram_connect(const engram_connect_options* o, engram_client** out);
-/* Closes every table, writer and batch of the client, then the connection.
- * NULL is a no-op. */
+/* Closes every table, writer and batch of client c, then the connection;
+ * c and every handle made from it are freed. A NULL c is a no-op. */
 ENGRAM_API void engram_disconnect(engram_client* c);
 /* Ends the wait of the call that is blocked on c in another thread (a
  * sample, a writer's append, create_item or flush held by a rate limiter or
@@ -282,8 +283,9 @@ typedef struct engram_table_options {
                                             Writers must use the same. */
 } engram_table_options;
 
-/* Sets every field to its default (given at the field) and struct_size to
- * sizeof the struct; call it first, then set fields. Thread-safe. */
+/* Sets every field of *o to its default (given at the field) and
+ * struct_size to sizeof the struct; call it first, then set fields. o must
+ * not be NULL (a NULL o is ignored). Thread-safe. */
 ENGRAM_API void engram_table_options_init(engram_table_options* o);
 /* Creates a table on the server from *o (see engram_table_options(3type)).
  * The table lives until it is dropped or the server stops (a checkpoint
@@ -305,7 +307,9 @@ ENGRAM_API int engram_table_create(engram_client* c, const engram_table_options*
  * server cannot make the channel, or this client map it), ENGRAM_E_VERSION, ENGRAM_E_CORRUPT (a reply that does not
  * check out), ENGRAM_E_TIMEOUT, ENGRAM_E_DISCONNECTED. */
 ENGRAM_API int engram_table_open(engram_client* c, const char* name, engram_table** out);
-/* Releases the table handle (not the table). NULL is a no-op. */
+/* Releases the table handle t (not the table) and its batches; waits up to
+ * one second for what its channel still owes (unanswered updates) and up
+ * to the client's timeout_ms for the server's answer. A NULL t is a no-op. */
 ENGRAM_API void engram_table_close(engram_table* t);
 /* Deletes a table and all its items; open handles get ENGRAM_E_CLOSED.
  * Errors: ENGRAM_E_INVALID (c or name is NULL), ENGRAM_E_RANGE (name too
@@ -348,8 +352,9 @@ typedef struct engram_table_info {
                                           go, at O(log n) a change. Since 0.5 */
 } engram_table_info;
 
-/* Sets every field to its default (given at the field) and struct_size to
- * sizeof the struct; call it first, then set fields. Thread-safe. */
+/* Sets every field of *i to its default and struct_size to sizeof the
+ * struct; call it first, then engram_table_info_get. A NULL i is ignored.
+ * Thread-safe. */
 ENGRAM_API void engram_table_info_init(engram_table_info* i);
 /* Fills *out with a table's size, counters and settings (whose
  * struct_size the caller set, e.g. by engram_table_info_init); fields past
@@ -418,13 +423,13 @@ typedef struct engram_items engram_items;
  * ENGRAM_E_CORRUPT (a reply that does not add up), ENGRAM_E_NOMEM.
  * Since 0.5. */
 ENGRAM_API int engram_items_open(engram_client* c, const char* name, int32_t order, engram_items** out);
-/* The number of items the listing holds. 0 for NULL. Since 0.5. */
+/* The number of items the listing it holds; 0 for a NULL it. Since 0.5. */
 ENGRAM_API uint64_t engram_items_count(const engram_items* it);
 /* Copies the next min(cap, left) items of the listing into out and sets
  * *count; *count is 0 once every item was handed out. Errors:
  * ENGRAM_E_INVALID (NULL it or count, or NULL out with cap > 0). Since 0.5. */
 ENGRAM_API int engram_items_next(engram_items* it, engram_item* out, uint32_t cap, uint32_t* count);
-/* Frees the listing. NULL is a no-op. Since 0.5. */
+/* Frees the listing it; a NULL it is a no-op. Since 0.5. */
 ENGRAM_API void engram_items_close(engram_items* it);
 
 /* --- export and import --------------------------------------------------------- */
@@ -446,8 +451,9 @@ typedef struct engram_transfer_options {
                                 (and arena space); -1 = for ever (default) */
 } engram_transfer_options;
 
-/* Sets every field of an engram_transfer_options to its default, and
- * struct_size to sizeof the struct. Thread-safe. Since 0.5. */
+/* Sets every field of an engram_transfer_options *o to its default, and
+ * struct_size to sizeof the struct. A NULL o is ignored. Thread-safe.
+ * Since 0.5. */
 ENGRAM_API void engram_transfer_options_init(engram_transfer_options* o);
 /* Writes table t's items to a NumPy .npz file. Every item t holds at the
  * call's start goes to the file `path`, which numpy alone reads (np.load;
@@ -519,10 +525,13 @@ typedef struct engram_writer_options {
                                             same as the tables' (see engram_table_compression) */
 } engram_writer_options;
 
-/* Sets every field to its default (given at the field) and struct_size to
- * sizeof the struct; call it first, then set fields. Thread-safe. */
+/* Sets every field of *o to its default (given at the field) and
+ * struct_size to sizeof the struct; call it first, then set fields. o must
+ * not be NULL (a NULL o is ignored). Thread-safe. */
 ENGRAM_API void engram_writer_options_init(engram_writer_options* o);
-/* A writer of steps with the given columns. The client's first writer of a
+/* Opens a writer of client c with the columns and settings of *o (see
+ * engram_writer_options(3type)) into *out, valid until engram_writer_close
+ * or engram_disconnect. The client's first writer of a
  * block size reads one byte of every page of the arena's blocks of that size,
  * since writers cycle through all of them: a one-time cost that grows with
  * those blocks (about 0.5 s per GB under a hypervisor that shadows page
@@ -530,7 +539,8 @@ ENGRAM_API void engram_writer_options_init(engram_writer_options* o);
  * full speed. The writer also asks the server for blocks for its first
  * chunks, so that it can go on appending while the server is busy.
  * Errors: ENGRAM_E_DISCONNECTED,
- * ENGRAM_E_INVALID (a bad column: name, dtype, rank), ENGRAM_E_RANGE (no
+ * ENGRAM_E_INVALID (c, o or out is NULL, or a bad column: name, dtype,
+ * rank), ENGRAM_E_RANGE (no
  * column, too many, a name too long, chunk_length 0, or a chunk larger than
  * the arena's largest block). */
 ENGRAM_API int engram_writer_open(engram_client* c, const engram_writer_options* o, engram_writer** out);
@@ -660,8 +670,9 @@ typedef struct engram_sample_info {
   uint32_t table_size;    /* when it was drawn */
 } engram_sample_info;
 
-/* Sets every field to its default (given at the field) and struct_size to
- * sizeof the struct; call it first, then set fields. Thread-safe. */
+/* Sets every field of *o to its default (given at the field) and
+ * struct_size to sizeof the struct; call it first, then set fields. o must
+ * not be NULL (a NULL o is ignored). Thread-safe. */
 ENGRAM_API void engram_sample_options_init(engram_sample_options* o);
 /* Samples a batch and copies it out: buffers[i] has room for
  * batch_size * num_steps values of column i, laid out [batch, steps, ...shape].
@@ -726,13 +737,15 @@ typedef struct engram_view {
  * engram_batch_info. Compressed columns cannot be viewed (engram_sample
  * decodes them). Errors: those of engram_sample. */
 ENGRAM_API int engram_sample_view(engram_table* t, const engram_sample_options* o, engram_batch** out);
-/* Items in the batch (0 for NULL). */
+/* The number of items in batch b; 0 for a NULL b. */
 ENGRAM_API uint32_t engram_batch_size(const engram_batch* b);
-/* Key, priority, probability, times_sampled, table size of one item.
- * Errors: ENGRAM_E_RANGE (item >= engram_batch_size). */
+/* Copies into *out the key, priority, probability, times_sampled and
+ * table size of item `item` of batch b. Errors: ENGRAM_E_INVALID (b or out
+ * is NULL), ENGRAM_E_RANGE (item >= engram_batch_size). */
 ENGRAM_API int engram_batch_info(const engram_batch* b, uint32_t item, engram_sample_info* out);
-/* The pieces of column `column` of item `item` (one per chunk it spans, at
- * most 8), in step order: copies min(cap, n) views and sets *count. The
+/* The pieces of column `column` of item `item` of batch b (one per chunk
+ * it spans, at most 8), in step order: copies min(cap, n) views into out
+ * and sets *count. The
  * data is read-only and valid until engram_batch_release. Errors:
  * ENGRAM_E_RANGE (item or column out of range), ENGRAM_E_INVALID (the
  * column is compressed: only engram_sample can decode it). */

@@ -30,15 +30,18 @@ typedef struct engram_server_options {
   int32_t quiet;             /* nonzero: log only warnings and errors */
 } engram_server_options;
 
-/* Sets every field to its default (given at the field) and struct_size to
- * sizeof the struct; call it first, then set fields. Thread-safe. */
+/* Sets every field of *o to its default (given at the field) and
+ * struct_size to sizeof the struct; call it first, then set fields. A NULL
+ * o is ignored. Thread-safe. */
 ENGRAM_API void engram_server_options_init(engram_server_options* o);
-/* Runs the server in this process (its own threads); other processes attach
- * to it exactly as to engramd. Errors: ENGRAM_E_INVALID (config, with the
- * key), ENGRAM_E_RANGE (socket_path longer than a Unix socket's 107
- * bytes), ENGRAM_E_EXISTS (a live server on the socket), ENGRAM_E_NOMEM
- * (the memory left, or the memory cgroup's limit, cannot hold the arena),
- * ENGRAM_E_SYSTEM. Trust: the server lives in this process's memory, so
+/* Runs the server in this process (its own threads), configured by *o (see
+ * engram_server_options(3type); o may be NULL for the defaults), and sets
+ * *out to its handle, valid until engram_server_stop. Other processes
+ * attach to it exactly as to engramd. Errors: ENGRAM_E_INVALID (out is
+ * NULL, or the config is bad: the message names the key), ENGRAM_E_RANGE
+ * (socket_path longer than a Unix socket's 107 bytes), ENGRAM_E_EXISTS (a
+ * live server on the socket), ENGRAM_E_NOMEM (the memory left, or the
+ * memory cgroup's limit, cannot hold the arena), ENGRAM_E_SYSTEM. Trust: the server lives in this process's memory, so
  * every process that can read or write this process (any of its uid,
  * through ptrace or /proc/PID/mem, unless the process made itself
  * non-dumpable) can write the server's indexes; clients of other uids
