@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The C examples cannot rot: each examples/c/*.c (shown on the man pages of
 # the functions its first comment names, see scripts/gen-man3.py) is
-# compiled as C99 with warnings as errors against this build's libengram,
+# compiled as C99 with warnings as errors against this build, installed,
 # run against an engramd, and its output checked for what it must say.
 # They run in name order: actor.c writes the items learner.c samples.
 # Usage: tests/c_examples.sh BUILD_DIR
@@ -12,6 +12,14 @@ tmp=$(mktemp -d /tmp/engram-examples-XXXXXX)
 daemon=
 trap '[ -n "$daemon" ] && kill $daemon 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
 fail() { echo "c_examples: $*" >&2; exit 1; }
+
+# Built as a user builds them (engram-tutorial(7)): against the installed
+# headers and libraries, found by pkg-config.
+cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
+libdir=$(ls -d "$tmp"/prefix/lib*/ | head -1)
+export PKG_CONFIG_PATH=$libdir/pkgconfig
+read -ra client < <(pkg-config --cflags --libs engram)
+read -ra server < <(pkg-config --cflags --libs engram-server)
 
 "$build/daemon/engramd" --socket "$tmp/s.sock" >"$tmp/engramd.log" 2>&1 &
 daemon=$!
@@ -45,13 +53,11 @@ n=0
 for f in "$src"/examples/c/*.c; do
   name=$(basename "$f" .c)
   [ -n "${must[$name]:-}" ] || fail "examples/c/$name.c has no expected output in tests/c_examples.sh"
-  server=()  # an example that embeds the server links its library too, and gets a directory
-  grep -q '#include <engram/server.h>' "$f" && server=(-I"$src/server/include" -L"$build/server" -lengram-server
-                                                     -Wl,-rpath,"$build/server")
-  cc -std=c99 -Wall -Wextra -Werror -I"$src/capi/include" "$f" "${server[@]}" -L"$build/capi" -lengram \
-    -Wl,-rpath,"$build/capi" -o "$tmp/$name" || fail "examples/c/$name.c does not compile"
-  arg=$tmp/s.sock
-  [ ${#server[@]} -eq 0 ] || { arg=$tmp/$name.d; mkdir -p "$arg"; }
+  libs=("${client[@]}") arg=$tmp/s.sock
+  # An example that embeds the server links its library too, and gets a directory.
+  grep -q '#include <engram/server.h>' "$f" && { libs=("${server[@]}"); arg=$tmp/$name.d; mkdir -p "$arg"; }
+  cc -std=c99 -Wall -Wextra -Werror "$f" "${libs[@]}" -Wl,-rpath,"$libdir" -o "$tmp/$name" ||
+    fail "examples/c/$name.c does not compile"
   out=$(cd "$tmp" && "./$name" "$arg") || { echo "$out"; fail "examples/c/$name.c failed"; }
   echo "$out" | sed "s/^/$name: /"
   echo "$out" | grep -Eq "${must[$name]}" || fail "examples/c/$name.c did not print /${must[$name]}/"
