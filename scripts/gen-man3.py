@@ -13,7 +13,8 @@ What the pages are made of, so that the header is the one source:
     first sentence is the NAME line; a clause "Errors: ..." running to the
     end of its sentence is the ERRORS list (items split at commas outside
     parentheses: "CODE", "CODE (when)", "CODE / CODE (when)", or "those of
-    FUNCTION [and FUNCTION] [but CODE]"); "Since X.Y." is HISTORY. Every
+    FUNCTION [and FUNCTION] [but CODE]"); "Since X.Y." is HISTORY; a last
+    clause "Notes: ..." is NOTES, the caveats one would learn by crashing. Every
     function that returns int must have an Errors clause, and every
     parameter must be named in the comment.
   - a type's doc comment and its fields' comments; the defaults are what
@@ -133,11 +134,13 @@ def functions():
             since = re.search(r"\s*Since (\d+\.\d+)\.", body)
             if since:
                 body = (body[:since.start()] + body[since.end():]).strip()
+            notes = re.search(r"\bNotes:\s", body)  # the comment's last clause: NOTES
+            notes, body = (body[notes.end():].strip(), body[:notes.start()].strip()) if notes else (None, body)
             body, errors, shared, but = errors_clause(name, body)
             returns_int = proto.startswith("int ")
             if returns_int and errors is None:
                 sys.exit(f"gen-man3: {name} returns int but its comment has no Errors: clause")
-            found.append(dict(name=name, proto=proto, body=body, errors=errors, shared=shared, but=but,
+            found.append(dict(name=name, proto=proto, body=body, errors=errors, shared=shared, but=but, notes=notes,
                               since=since.group(1) if since else None, include=include, link=link, lib=lib,
                               returns_int=returns_int, void=proto.startswith("void ")))
         declared = set(re.findall(r"ENGRAM_API [^;(]*?\b(engram_\w+)\s*\(", text))
@@ -386,6 +389,8 @@ def function_page(f, ver, fns, tys, meanings, shown):
               ("MT\\-Safe" if ANY_THREAD.search(f["name"]) else "MT\\-Safe per handle"), ".TE"]
     if not ANY_THREAD.search(f["name"]):
         lines += [".PP", fill(esc(HANDLE_RULE))]
+    if f["notes"]:
+        lines += [".SH NOTES", fill(esc(sentence(f["notes"])))]
     if f["since"]:
         lines += [".SH HISTORY", f"engram {f['since']}."]
     for file, text in shown:

@@ -241,7 +241,11 @@ ENGRAM_API void engram_connect_options_init(engram_connect_options* o);
  * descriptors; the message names the setting), ENGRAM_E_SYSTEM. */
 ENGRAM_API int engram_connect(const engram_connect_options* o, engram_client** out);
 /* Closes every table, writer and batch of client c, then the connection;
- * c and every handle made from it are freed. A NULL c is a no-op. */
+ * c and every handle made from it are freed. A NULL c is a no-op. Notes:
+ * after this call no handle of c may be used or closed: the library cannot
+ * tell a freed pointer from a live one. Close children first, or not at
+ * all; a binding whose finalizers run in any order must keep that order
+ * itself (see the header's Ownership convention). */
 ENGRAM_API void engram_disconnect(engram_client* c);
 /* Ends the wait of the call that is blocked on c in another thread (a
  * sample, a writer's append, create_item or flush held by a rate limiter or
@@ -309,7 +313,10 @@ ENGRAM_API int engram_table_create(engram_client* c, const engram_table_options*
 ENGRAM_API int engram_table_open(engram_client* c, const char* name, engram_table** out);
 /* Releases the table handle t (not the table) and its batches; waits up to
  * one second for what its channel still owes (unanswered updates) and up
- * to the client's timeout_ms for the server's answer. A NULL t is a no-op. */
+ * to the client's timeout_ms for the server's answer. A NULL t is a no-op.
+ * Notes: the batches of t are freed with it, so their views and handles
+ * must not be used after this call; a finalizer should not call it (it may
+ * wait), but queue it for the thread that owns the client. */
 ENGRAM_API void engram_table_close(engram_table* t);
 /* Deletes a table and all its items; open handles get ENGRAM_E_CLOSED.
  * Errors: ENGRAM_E_INVALID (c or name is NULL), ENGRAM_E_RANGE (name too
@@ -367,8 +374,9 @@ ENGRAM_API void engram_table_info_init(engram_table_info* i);
  * ENGRAM_E_TIMEOUT, ENGRAM_E_DISCONNECTED. */
 ENGRAM_API int engram_table_info_get(engram_client* c, const char* name, engram_table_info* out);
 /* The table's columns: copies min(cap, count) into out and sets *count.
- * Column names point into the handle and live as long as it. Errors:
- * ENGRAM_E_INVALID (t or count is NULL, or out is NULL with cap > 0). */
+ * Errors: ENGRAM_E_INVALID (t or count is NULL, or out is NULL with cap >
+ * 0). Notes: the column names point into the handle t and live as long as
+ * it: copy them to keep them past engram_table_close. */
 ENGRAM_API int engram_table_columns(const engram_table* t, engram_column* out, uint32_t cap, uint32_t* count);
 /* The table's compression per column, in column order: copies min(cap, n)
  * entries into out and sets *count. A writer for the table passes the same
@@ -735,7 +743,11 @@ typedef struct engram_view {
  * memory, pinned (the server keeps them from being reused) and read-only,
  * until engram_batch_release; read them with engram_batch_views and
  * engram_batch_info. Compressed columns cannot be viewed (engram_sample
- * decodes them). Errors: those of engram_sample. */
+ * decodes them). Errors: those of engram_sample. Notes: a batch pins its
+ * chunks: the server cannot reuse their blocks until engram_batch_release,
+ * so a learner that keeps batches keeps arena memory; release each as soon
+ * as it is trained on. The views are read-only: writing through them is
+ * undefined (the chunks are other items' too). */
 ENGRAM_API int engram_sample_view(engram_table* t, const engram_sample_options* o, engram_batch** out);
 /* The number of items in batch b; 0 for a NULL b. */
 ENGRAM_API uint32_t engram_batch_size(const engram_batch* b);
