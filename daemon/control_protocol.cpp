@@ -18,19 +18,6 @@
 #endif
 
 namespace engram {
-namespace {
-
-template <typename T>
-bool read_payload(const std::vector<char>& p, T* out) {
-  if (p.size() != sizeof(T)) return false;
-  std::memcpy(out, p.data(), sizeof(T));
-  return true;
-}
-
-const Status kMalformed{Errc::invalid_argument, "malformed request"};
-
-}  // namespace
-
 std::string Server::Impl::who(const Client& c) const {
   return "client " + std::to_string(c.id) + " (pid " + std::to_string(c.cred.pid) + ", uid " +
          std::to_string(c.cred.uid) + ")";

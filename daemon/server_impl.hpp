@@ -17,6 +17,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -37,6 +38,16 @@
 #include "daemon/table_registry.hpp"
 
 namespace engram {
+
+// A control message's payload as a T: exactly sizeof(T) bytes, copied out
+// (the handlers' one check of a fixed-size payload).
+template <typename T>
+bool read_payload(const std::vector<char>& p, T* out) {
+  if (p.size() != sizeof(T)) return false;
+  std::memcpy(out, p.data(), sizeof(T));
+  return true;
+}
+inline const Status kMalformed{Errc::invalid_argument, "malformed request"};
 
 // A table's items at one moment with their chunks pinned, for the client
 // that asked to copy them out (table_export.cpp; ExportBeginReply says why).

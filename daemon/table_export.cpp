@@ -19,15 +19,6 @@ namespace {
 // which a table that goes on evicting cannot reuse until it ends.
 constexpr uint32_t kMaxExportsPerUid = 2;
 
-const Status kMalformed{Errc::invalid_argument, "malformed request"};
-
-template <typename T>
-bool read_payload(const std::vector<char>& p, T* out) {
-  if (p.size() != sizeof(T)) return false;
-  std::memcpy(out, p.data(), sizeof(T));
-  return true;
-}
-
 Status no_export() {
   return {Errc::invalid_argument, "no export is open on this connection (export_begin first, or it ended)"};
 }
