@@ -44,6 +44,18 @@ class ErrorLists : public CApi {
     if (rc == ENGRAM_OK) engram_disconnect(c);
     return rc;
   }
+  // A writer of the fixture's two columns on client c (not c_).
+  engram_writer* writer_on(engram_client* c, uint32_t chunk_length, int32_t insert_timeout_ms = -1) {
+    engram_writer_options wo;
+    engram_writer_options_init(&wo);
+    wo.columns = cols_;
+    wo.num_columns = 2;
+    wo.chunk_length = chunk_length;
+    wo.insert_timeout_ms = insert_timeout_ms;
+    engram_writer* w = nullptr;
+    EXPECT_EQ(engram_writer_open(c, &wo, &w), ENGRAM_OK) << last();
+    return w;
+  }
   engram_table_options queue_options(const char* name, int64_t size) {
     engram_table_options o = two_columns(name, 100);
     o.sampler = ENGRAM_FIFO;
@@ -250,13 +262,8 @@ TEST_F(ErrorLists, AnAppendThatSendsItemsHearsTheServerIsGone) {
   ASSERT_EQ(engram_table_create(c, &o), ENGRAM_OK) << last();
   engram_table* u = nullptr;
   ASSERT_EQ(engram_table_open(c, "u", &u), ENGRAM_OK) << last();
-  engram_writer_options wo;
-  engram_writer_options_init(&wo);
-  wo.columns = cols_;
-  wo.num_columns = 2;
-  wo.chunk_length = 2;
-  engram_writer* w2 = nullptr;
-  ASSERT_EQ(engram_writer_open(c, &wo, &w2), ENGRAM_OK) << last();
+  engram_writer* w2 = writer_on(c, 2);
+  ASSERT_NE(w2, nullptr);
   ASSERT_EQ(engram_writer_append(w2, step), ENGRAM_OK) << last();
   ASSERT_EQ(engram_writer_create_item(w2, u, 1, 1.0), ENGRAM_OK) << last();
   ASSERT_EQ(engram_server_stop(s), ENGRAM_OK);
