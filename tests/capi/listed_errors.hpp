@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <set>
 #include <string>
 #include <utility>
@@ -33,10 +34,16 @@ inline const std::map<std::string, std::set<int>>& listed_errors() {
   return table;
 }
 
-// Every (function, code) a checked call returned in this process.
-inline std::set<std::pair<std::string, int>>& errors_seen() {
-  static std::set<std::pair<std::string, int>> seen;
-  return seen;
+// Every (function, code) a checked call returned in this process. Tests
+// call from several threads (writers beside a sampler), so the set is
+// only touched under its mutex.
+struct ErrorsSeen {
+  std::mutex mu;
+  std::set<std::pair<std::string, int>> seen;
+};
+inline ErrorsSeen& errors_seen() {
+  static ErrorsSeen s;
+  return s;
 }
 
 // With $ENGRAM_ERRORS_SEEN_DIR set, the process leaves what it saw there
@@ -49,14 +56,18 @@ class ErrorsSeenWriter : public ::testing::Environment {
     const char* dir = std::getenv("ENGRAM_ERRORS_SEEN_DIR");
     if (!dir || !*dir) return;
     std::ofstream out(std::string(dir) + "/" + std::to_string(::getpid()) + ".seen", std::ios::app);
-    for (const auto& [fn, rc] : errors_seen()) out << fn << " " << rc << "\n";
+    std::lock_guard<std::mutex> lock(errors_seen().mu);
+    for (const auto& [fn, rc] : errors_seen().seen) out << fn << " " << rc << "\n";
   }
 };
 inline const bool kErrorsSeenWriter = (::testing::AddGlobalTestEnvironment(new ErrorsSeenWriter), true);
 
 inline int listed(const char* fn, int rc) {
   if (rc == ENGRAM_OK) return rc;
-  errors_seen().insert({fn, rc});
+  {
+    std::lock_guard<std::mutex> lock(errors_seen().mu);
+    errors_seen().seen.insert({fn, rc});
+  }
   auto it = listed_errors().find(fn);
   if (it == listed_errors().end() || !it->second.count(rc))
     ADD_FAILURE() << fn << " returned " << engram_strerror(rc) << " (" << rc
