@@ -130,7 +130,8 @@ def functions():
         found = []
         for m in re.finditer(r"(/\*(?:(?!\*/).)*\*/)\s*\nENGRAM_API ([^;]*?\b(engram_\w+)\s*\([^;]*?\));", text, re.S):
             proto, name = " ".join(m.group(2).split()), m.group(3)
-            body = prose(m.group(1))
+            comment, params = parameter_items(m.group(1))
+            body = prose(comment)
             since = re.search(r"\s*Since (\d+\.\d+)\.", body)
             if since:
                 body = (body[:since.start()] + body[since.end():]).strip()
@@ -140,7 +141,7 @@ def functions():
             returns_int = proto.startswith("int ")
             if returns_int and errors is None:
                 sys.exit(f"gen-man3: {name} returns int but its comment has no Errors: clause")
-            found.append(dict(name=name, proto=proto, body=body, errors=errors, shared=shared, but=but, notes=notes,
+            found.append(dict(name=name, proto=proto, body=body, params=params, errors=errors, shared=shared, but=but, notes=notes,
                               since=since.group(1) if since else None, include=include, link=link, lib=lib,
                               returns_int=returns_int, void=proto.startswith("void ")))
         declared = set(re.findall(r"ENGRAM_API [^;(]*?\b(engram_\w+)\s*\(", text))
@@ -150,13 +151,84 @@ def functions():
                      ", ".join(sorted(missing)))
         out += found
     resolve_errors(out)
-    # A page names every parameter (what it may be is the comment's to say).
-    for f in out:
-        params = [p for p in re.findall(r"(\w+)\s*[,)]", f["proto"].split("(", 1)[1]) if p != "void"]
-        text = f["body"] + " " + " ".join(w or "" for _, w in f["all_errors"])
-        unnamed = [p for p in params if not re.search(r"\b%s\b" % re.escape(p), text)]
-        if unnamed:
-            sys.exit(f"gen-man3: {f['name']}'s comment does not name its parameter(s) {', '.join(unnamed)}")
+    problems = [p for f in out for p in check_parameters(f)]
+    if problems:
+        sys.exit("gen-man3: parameters the comments do not describe as the pages need:\n  " + "\n  ".join(problems))
+    return out
+
+
+def parameter_items(comment):
+    """(the comment without its parameter list, [(name, text)]). A parameter
+    item is a line " *  - NAME: text", continued on lines indented by four
+    spaces (" *    more text"); the list runs to the first other line."""
+    kept, items, in_list = [], [], False
+    for line in comment.split("\n"):
+        start = re.match(r"^\s*\*  - (\w+): (.*)$", line)
+        more = re.match(r"^\s*\*    (\S.*)$", line)
+        if start:
+            items.append([start.group(1), start.group(2)])
+            in_list = True
+        elif in_list and more:
+            items[-1][1] += " " + more.group(1)
+        else:
+            in_list = False
+            kept.append(line)
+    if items and not kept[-1].rstrip().endswith("*/"):
+        kept.append("*/")
+    return "\n".join(kept), [(n, re.sub(r"\s*\*/$", "", t).strip()) for n, t in items]
+
+
+def proto_params(proto):
+    """[(type, name)] of a prototype's parameters."""
+    inside = proto.split("(", 1)[1].rsplit(")", 1)[0]
+    if inside.strip() == "void":
+        return []
+    out = []
+    for p in inside.split(","):
+        m = re.match(r"^(.*?)\b(\w+)$", p.strip())
+        out.append((" ".join(m.group(1).replace("*", " * ").split()).replace(" *", "*"), m.group(2)))
+    return out
+
+
+def null_rule(text):
+    """"must" when a parameter item says Not NULL, "may" when it says may be NULL."""
+    if re.search(r"\bNot NULL\b", text, re.I):
+        return "must"
+    if re.search(r"\bmay be NULL\b", text, re.I):
+        return "may"
+    return None
+
+
+HANDLE_RELEASE = {"engram_client": "engram_disconnect", "engram_table": "engram_table_close",
+                  "engram_writer": "engram_writer_close", "engram_batch": "engram_batch_release",
+                  "engram_items": "engram_items_close", "engram_server": "engram_server_stop"}
+
+
+def check_parameters(f):
+    """What the page of f would leave a caller to guess, as messages. Every
+    parameter has one item, in the prototype's order; a pointer's says
+    whether it may be NULL; a timeout's, its unit and what -1 means; a
+    handle handed out, until when it lives; a number, its range or values.
+    A function that can time out or be interrupted says what it waits for."""
+    name, params = f["name"], proto_params(f["proto"])
+    got = [n for n, _ in f["params"]]
+    if got != [n for _, n in params]:
+        return [f"{name}: the parameter items are {got or 'missing'}; the prototype's are {[n for _, n in params]}"]
+    out = []
+    for (ty, p), (_, text) in zip(params, f["params"]):
+        if "*" in ty and null_rule(text) is None:
+            out.append(f"{name}: {p} is a pointer: say 'Not NULL' or 'May be NULL'")
+        if p.endswith("_ms") and not ("millisecond" in text and "-1" in text):
+            out.append(f"{name}: {p} is a timeout: give its unit (milliseconds) and what -1 means")
+        handle = ty.replace("const ", "").rstrip("*")
+        if ty.endswith("**") and handle in HANDLE_RELEASE and not ("until" in text and HANDLE_RELEASE[handle] in text):
+            out.append(f"{name}: {p} hands out a handle: say until when it lives ({HANDLE_RELEASE[handle]})")
+        if "*" not in ty and not re.search(r"\d|ENGRAM_", text):
+            out.append(f"{name}: {p} is a {ty}: give its range or its values")
+    codes = {c for c, _ in f["all_errors"]}
+    text = f["body"] + " " + " ".join(t for _, t in f["params"])
+    if codes & {"ENGRAM_E_TIMEOUT", "ENGRAM_E_INTERRUPTED"} and not re.search(r"\bwait", text, re.I):
+        out.append(f"{name}: it can time out or be interrupted: say what it waits for, and how long")
     return out
 
 
@@ -378,8 +450,10 @@ def function_page(f, ver, fns, tys, meanings, shown):
         ".SH NAME", fill(f"{f['name']} \\- {esc(first_sentence(f['body']))}"),
         ".SH LIBRARY", fill(f"{f['lib']}: link with {f['link']}"),
         ".SH SYNOPSIS", ".nf", f".B #include <{f['include']}>", ".PP", synopsis(f["proto"]), ".fi",
-        ".SH DESCRIPTION", fill(esc(f["body"])),
-        ".SH RETURN VALUE", fill(esc(returns))]
+        ".SH DESCRIPTION", fill(esc(f["body"]))]
+    for p, text in f["params"]:
+        lines += [".TP", f".I {esc(p)}", fill(esc(sentence(text)))]
+    lines += [".SH RETURN VALUE", fill(esc(returns))]
     if f["returns_int"]:
         lines.append(".SH ERRORS")
         for code, why in f["all_errors"]:

@@ -185,7 +185,9 @@ typedef struct engram_rate_limiter {
 ENGRAM_API unsigned engram_version(void);
 /* "MAJOR.MINOR.PATCH" of the library actually loaded. */
 ENGRAM_API const char* engram_version_string(void);
-/* A short, static description of a status code (never NULL). */
+/* A short, static description of a status code (never NULL).
+ *  - code: any int: ENGRAM_OK (0), an ENGRAM_E_* code, or any other value ("unknown error code").
+ */
 ENGRAM_API const char* engram_strerror(int code);
 /* This thread's message for the last failed call ("" if none). Valid until the
  * thread's next failing call. */
@@ -196,20 +198,33 @@ ENGRAM_API const char* engram_last_error(void);
 /* Fills *out with Reverb's MinSize(n) limiter: sampling may start once the
  * table holds n items; inserts never wait. Put it in
  * engram_table_options.rate_limiter, or pass it to
- * engram_table_set_rate_limiter. Errors: ENGRAM_E_INVALID (out is NULL, or
+ * engram_table_set_rate_limiter.
+ *  - out: the limiter to fill, e.g. engram_table_options.rate_limiter. Not NULL.
+ *  - n: the items the table must hold before sampling may start, 1 or more.
+ * Errors: ENGRAM_E_INVALID (out is NULL, or
  * n < 1). */
 ENGRAM_API int engram_rate_limiter_min_size(engram_rate_limiter* out, int64_t n);
 /* Fills *out with Reverb's SampleToInsertRatio(spi, min_size,
  * error_buffer) limiter: once min_size items exist, samples per insert are
  * kept near spi, within +-error_buffer (samples wait when ahead, inserts
- * when behind). Errors: ENGRAM_E_INVALID (out is NULL, spi not finite or
+ * when behind).
+ *  - out: the limiter to fill. Not NULL.
+ *  - spi: samples per insert to keep to: finite and > 0 (e.g. 8: each item sampled about 8 times).
+ *  - min_size: the items the table must hold before sampling may start, 1 or more.
+ *  - error_buffer: how far, in samples, the count may stray from spi per insert either way: finite,
+ *    and at least max(1, spi).
+ * Errors: ENGRAM_E_INVALID (out is NULL, spi not finite or
  * not > 0, min_size < 1, error_buffer not finite or < 0, or a window
  * narrower than 2*max(1, spi), which could deadlock writers and samplers). */
 ENGRAM_API int engram_rate_limiter_sample_to_insert_ratio(engram_rate_limiter* out, double spi, int64_t min_size,
                                                double error_buffer);
 /* Fills *out with Reverb's Queue(size) limiter: at most `size` items wait
  * to be sampled; inserts wait while the queue is full, samples while it is
- * empty. Pair it with a FIFO sampler and max_times_sampled 1. Errors:
+ * empty. Pair it with a FIFO sampler and max_times_sampled 1.
+ *  - out: the limiter to fill. Not NULL.
+ *  - size: the most items that wait to be sampled, 1 or more; the table's max_size should be at
+ *    least this.
+ * Errors:
  * ENGRAM_E_INVALID (out is NULL, or size < 1). */
 ENGRAM_API int engram_rate_limiter_queue(engram_rate_limiter* out, int64_t size);
 
@@ -226,11 +241,17 @@ typedef struct engram_connect_options {
 } engram_connect_options;
 
 /* Sets every field of *o to its default (given at the field) and
- * struct_size to sizeof the struct; call it first, then set fields. o must
- * not be NULL (a NULL o is ignored). Thread-safe. */
+ * struct_size to sizeof the struct; call it first, then set fields.
+ * Thread-safe.
+ *  - o: the struct to set. May be NULL, which does nothing.
+ */
 ENGRAM_API void engram_connect_options_init(engram_connect_options* o);
 /* Connects and maps the shared arena. `o` may be NULL for the defaults.
- * The whole call, connect(2) included, ends within o->timeout_ms.
+ * The call waits for the server, connect(2) and its answer included, at
+ * most o->timeout_ms.
+ *  - o: the socket and the timeout (engram_connect_options(3type)), read during the call only. May
+ *    be NULL for the defaults: $ENGRAM_SOCKET or /run/engram/engram.sock, 10000 ms.
+ *  - out: gets the client, valid until engram_disconnect. Not NULL; left alone on failure.
  * Errors: ENGRAM_E_DISCONNECTED (no server on the socket, or it hung up),
  * ENGRAM_E_INVALID (out is NULL, or o has an older struct_size),
  * ENGRAM_E_RANGE (socket_path longer than a Unix socket's 107 bytes),
@@ -241,7 +262,9 @@ ENGRAM_API void engram_connect_options_init(engram_connect_options* o);
  * descriptors; the message names the setting), ENGRAM_E_SYSTEM. */
 ENGRAM_API int engram_connect(const engram_connect_options* o, engram_client** out);
 /* Closes every table, writer and batch of client c, then the connection;
- * c and every handle made from it are freed. A NULL c is a no-op. Notes:
+ * c and every handle made from it are freed.
+ *  - c: the client. May be NULL, which does nothing.
+ * Notes:
  * after this call no handle of c may be used or closed: the library cannot
  * tell a freed pointer from a live one. Close children first, or not at
  * all; a binding whose finalizers run in any order must keep that order
@@ -262,7 +285,9 @@ ENGRAM_API void engram_disconnect(engram_client* c);
  * interrupted update or delete may have been applied.
  * Thread-safe and async-signal-safe (one atomic store): call it from any
  * thread or a signal handler (for Ctrl-C), while c is connected, not after
- * engram_disconnect(c) began. Since 0.3. */
+ * engram_disconnect(c) began. Since 0.3.
+ *  - c: the client whose waiting call to end. May be NULL, which does nothing.
+ */
 ENGRAM_API void engram_client_interrupt(engram_client* c);
 
 /* --- tables ------------------------------------------------------------------- */
@@ -288,12 +313,18 @@ typedef struct engram_table_options {
 } engram_table_options;
 
 /* Sets every field of *o to its default (given at the field) and
- * struct_size to sizeof the struct; call it first, then set fields. o must
- * not be NULL (a NULL o is ignored). Thread-safe. */
+ * struct_size to sizeof the struct; call it first, then set fields.
+ * Thread-safe.
+ *  - o: the struct to set. May be NULL, which does nothing.
+ */
 ENGRAM_API void engram_table_options_init(engram_table_options* o);
 /* Creates a table on the server from *o (see engram_table_options(3type)).
  * The table lives until it is dropped or the server stops (a checkpoint
- * keeps it across restarts). Errors: ENGRAM_E_INVALID (c or o is NULL, an
+ * keeps it across restarts).
+ *  - c: a connected client; the call waits for the server's answer up to the client's timeout_ms
+ *    (engram_connect_options(3type)). Not NULL.
+ *  - o: the table's settings (engram_table_options(3type)), read during the call only. Not NULL.
+ * Errors: ENGRAM_E_INVALID (c or o is NULL, an
  * older struct_size, or a bad field: the message names it),
  * ENGRAM_E_RANGE (a name too long, max_size, num_columns or a column's
  * shape out of range, or the server holds 64 tables, the most it can),
@@ -305,7 +336,13 @@ ENGRAM_API int engram_table_create(engram_client* c, const engram_table_options*
 /* Opens a table for writing items into it and sampling it: *out is a
  * handle of this client (a channel of its own to the table's owner), valid
  * until engram_table_close, engram_disconnect, or the table's drop (calls
- * then return ENGRAM_E_CLOSED). Errors: ENGRAM_E_INVALID (c, name or out is
+ * then return ENGRAM_E_CLOSED).
+ *  - c: a connected client; the call waits for the server's answer up to the client's timeout_ms
+ *    (engram_connect_options(3type)). Not NULL.
+ *  - name: the table's name, 1..ENGRAM_MAX_NAME (63) bytes, NUL-terminated. Not NULL.
+ *  - out: gets the handle, valid until engram_table_close or engram_disconnect (after the table's
+ *    drop it answers ENGRAM_E_CLOSED, and must still be closed). Not NULL.
+ * Errors: ENGRAM_E_INVALID (c, name or out is
  * NULL), ENGRAM_E_RANGE (name too long), ENGRAM_E_NOT_FOUND,
  * ENGRAM_E_EXISTS (already open on this client), ENGRAM_E_SYSTEM (the
  * server cannot make the channel, or this client map it), ENGRAM_E_VERSION, ENGRAM_E_CORRUPT (a reply that does not
@@ -313,12 +350,16 @@ ENGRAM_API int engram_table_create(engram_client* c, const engram_table_options*
 ENGRAM_API int engram_table_open(engram_client* c, const char* name, engram_table** out);
 /* Releases the table handle t (not the table) and its batches; waits up to
  * one second for what its channel still owes (unanswered updates) and up
- * to the client's timeout_ms for the server's answer. A NULL t is a no-op.
+ * to the client's timeout_ms for the server's answer.
+ *  - t: the table handle. May be NULL, which does nothing.
  * Notes: the batches of t are freed with it, so their views and handles
  * must not be used after this call; a finalizer should not call it (it may
  * wait), but queue it for the thread that owns the client. */
 ENGRAM_API void engram_table_close(engram_table* t);
 /* Deletes a table and all its items; open handles get ENGRAM_E_CLOSED.
+ *  - c: a connected client; the call waits for the server's answer up to the client's timeout_ms
+ *    (engram_connect_options(3type)). Not NULL.
+ *  - name: the table's name, 1..ENGRAM_MAX_NAME (63) bytes, NUL-terminated. Not NULL.
  * Errors: ENGRAM_E_INVALID (c or name is NULL), ENGRAM_E_RANGE (name too
  * long), ENGRAM_E_NOT_FOUND, ENGRAM_E_TIMEOUT, ENGRAM_E_DISCONNECTED. */
 ENGRAM_API int engram_table_drop(engram_client* c, const char* name);
@@ -326,12 +367,22 @@ ENGRAM_API int engram_table_drop(engram_client* c, const char* name);
  * Requests that this client sent to the table before the call (its
  * writers' inserts, deletes, releases) are applied before the reset,
  * unless the rate limiter holds them back; items still held in a writer
- * (over its open chunk) are sent after it. Errors: ENGRAM_E_INVALID (c or
+ * (over its open chunk) are sent after it.
+ *  - c: a connected client; the call waits for the server's answer up to the client's timeout_ms
+ *    (engram_connect_options(3type)). Not NULL.
+ *  - name: the table's name, 1..ENGRAM_MAX_NAME (63) bytes, NUL-terminated. Not NULL.
+ * Errors: ENGRAM_E_INVALID (c or
  * name is NULL), ENGRAM_E_RANGE (name too long), ENGRAM_E_NOT_FOUND,
  * ENGRAM_E_TIMEOUT, ENGRAM_E_DISCONNECTED. */
 ENGRAM_API int engram_table_reset(engram_client* c, const char* name);
 /* Changes a table's rate limiter at run time; the counters are kept, and
- * waiting writers and samplers are woken to check the new limits. Errors:
+ * waiting writers and samplers are woken to check the new limits.
+ *  - c: a connected client; the call waits for the server's answer up to the client's timeout_ms
+ *    (engram_connect_options(3type)). Not NULL.
+ *  - name: the table's name, 1..ENGRAM_MAX_NAME (63) bytes, NUL-terminated. Not NULL.
+ *  - r: the new limiter (engram_rate_limiter(3type), from a preset), read during the call only. Not
+ *    NULL.
+ * Errors:
  * ENGRAM_E_INVALID (c, name or r is NULL, or r is no valid limiter),
  * ENGRAM_E_RANGE (name too long), ENGRAM_E_NOT_FOUND, ENGRAM_E_TIMEOUT,
  * ENGRAM_E_DISCONNECTED. */
@@ -360,34 +411,59 @@ typedef struct engram_table_info {
 } engram_table_info;
 
 /* Sets every field of *i to its default and struct_size to sizeof the
- * struct; call it first, then engram_table_info_get. A NULL i is ignored.
- * Thread-safe. */
+ * struct; call it first, then engram_table_info_get.
+ * Thread-safe.
+ *  - i: the struct to set. May be NULL, which does nothing.
+ */
 ENGRAM_API void engram_table_info_init(engram_table_info* i);
 /* Fills *out with a table's size, counters and settings (whose
  * struct_size the caller set, e.g. by engram_table_info_init); fields past
  * that size are left alone. max_priority and min_priority are the largest
  * and smallest priority among the items the table holds at that moment (0
  * when it holds none), e.g. for a prioritized writer that inserts new
- * items at the current maximum. Errors: ENGRAM_E_INVALID (c, name or out
+ * items at the current maximum.
+ *  - c: a connected client; the call waits for the server's answer up to the client's timeout_ms
+ *    (engram_connect_options(3type)). Not NULL.
+ *  - name: the table's name, 1..ENGRAM_MAX_NAME (63) bytes, NUL-terminated. Not NULL.
+ *  - out: gets the info; its struct_size must be set first (engram_table_info_init), and fields
+ *    past it are left alone. Not NULL.
+ * Errors: ENGRAM_E_INVALID (c, name or out
  * is NULL, or struct_size too small), ENGRAM_E_RANGE (name too long),
  * ENGRAM_E_NOT_FOUND, ENGRAM_E_VERSION (a reply of another size),
  * ENGRAM_E_TIMEOUT, ENGRAM_E_DISCONNECTED. */
 ENGRAM_API int engram_table_info_get(engram_client* c, const char* name, engram_table_info* out);
 /* The table's columns: copies min(cap, count) into out and sets *count.
+ *  - t: a table handle of this client (engram_table_open). Not NULL.
+ *  - out: room for cap columns. Not NULL unless cap is 0.
+ *  - cap: the columns out has room for, 0 (to ask for the count only) up to ENGRAM_MAX_COLUMNS
+ *    (32), which is always enough.
+ *  - count: gets the table's number of columns, also when cap is smaller. Not NULL.
  * Errors: ENGRAM_E_INVALID (t or count is NULL, or out is NULL with cap >
  * 0). Notes: the column names point into the handle t and live as long as
  * it: copy them to keep them past engram_table_close. */
 ENGRAM_API int engram_table_columns(const engram_table* t, engram_column* out, uint32_t cap, uint32_t* count);
 /* The table's compression per column, in column order: copies min(cap, n)
  * entries into out and sets *count. A writer for the table passes the same
- * array in engram_writer_options.compression. Errors: ENGRAM_E_INVALID (t
+ * array in engram_writer_options.compression.
+ *  - t: a table handle of this client (engram_table_open). Not NULL.
+ *  - out: room for cap entries. Not NULL unless cap is 0.
+ *  - cap: the entries out has room for, 0 (to ask for the count only) up to ENGRAM_MAX_COLUMNS
+ *    (32), which is always enough.
+ *  - count: gets the table's number of columns, also when cap is smaller. Not NULL.
+ * Errors: ENGRAM_E_INVALID (t
  * or count is NULL, or out is NULL with cap > 0). */
 ENGRAM_API int engram_table_compression(const engram_table* t, engram_compression* out, uint32_t cap, uint32_t* count);
 
 /* Asks the server for a checkpoint of every table (see engram-checkpoint(5))
  * and waits until it is on disk, at most timeout_ms (-1 = for ever): traffic
  * goes on meanwhile. Copies the checkpoint's directory into path (cap
- * bytes, NUL-terminated; path may be NULL when cap is 0). Errors:
+ * bytes, NUL-terminated; path may be NULL when cap is 0).
+ *  - c: a connected client. Not NULL.
+ *  - timeout_ms: how long to wait for the checkpoint to be on disk, in milliseconds: -1 for ever; 0
+ *    gives up at once (the server goes on writing it).
+ *  - path: gets the checkpoint's directory, NUL-terminated. Not NULL unless cap is 0.
+ *  - cap: the bytes path has room for, 0 or more; 4096 (PATH_MAX) is always enough.
+ * Errors:
  * ENGRAM_E_INVALID (c is NULL, path is NULL with cap > 0, or the server
  * has no [checkpoint] dir), ENGRAM_E_RANGE
  * (path too small; the checkpoint was still written), ENGRAM_E_TIMEOUT,
@@ -425,19 +501,34 @@ typedef struct engram_items engram_items;
  * what was read). The listing holds 32 bytes per item in the caller's
  * memory and nothing of the server's; it is the caller's, apart from c:
  * free it with engram_items_close, before or after engram_disconnect.
+ *  - c: a connected client; the call waits for the server's answer up to the client's timeout_ms
+ *    (engram_connect_options(3type)). Not NULL. Each piece of the listing waits that long at most.
+ *  - name: the table's name, 1..ENGRAM_MAX_NAME (63) bytes, NUL-terminated. Not NULL.
+ *  - order: ENGRAM_BY_INSERTION (0, oldest first) or ENGRAM_BY_PRIORITY (1, highest first).
+ *  - out: gets the listing, the caller's until engram_items_close (also after
+ *    engram_disconnect(c)). Not NULL.
  * Errors: ENGRAM_E_INVALID (NULL argument, unknown order), ENGRAM_E_RANGE
  * (name too long), ENGRAM_E_NOT_FOUND, ENGRAM_E_TIMEOUT (a piece not
  * answered within the client's timeout_ms), ENGRAM_E_DISCONNECTED,
  * ENGRAM_E_CORRUPT (a reply that does not add up), ENGRAM_E_NOMEM.
  * Since 0.5. */
 ENGRAM_API int engram_items_open(engram_client* c, const char* name, int32_t order, engram_items** out);
-/* The number of items the listing it holds; 0 for a NULL it. Since 0.5. */
+/* The number of items the listing it holds; 0 for a NULL it. Since 0.5.
+ *  - it: the listing. May be NULL, which counts 0.
+ */
 ENGRAM_API uint64_t engram_items_count(const engram_items* it);
 /* Copies the next min(cap, left) items of the listing into out and sets
- * *count; *count is 0 once every item was handed out. Errors:
+ * *count; *count is 0 once every item was handed out.
+ *  - it: the listing (engram_items_open). Not NULL.
+ *  - out: room for cap items. Not NULL unless cap is 0.
+ *  - cap: the items out has room for, 0 or more: the page size.
+ *  - count: gets the items copied, 0 once the listing is done. Not NULL.
+ * Errors:
  * ENGRAM_E_INVALID (NULL it or count, or NULL out with cap > 0). Since 0.5. */
 ENGRAM_API int engram_items_next(engram_items* it, engram_item* out, uint32_t cap, uint32_t* count);
-/* Frees the listing it; a NULL it is a no-op. Since 0.5. */
+/* Frees the listing it. Since 0.5.
+ *  - it: the listing. May be NULL, which does nothing.
+ */
 ENGRAM_API void engram_items_close(engram_items* it);
 
 /* --- export and import --------------------------------------------------------- */
@@ -460,8 +551,10 @@ typedef struct engram_transfer_options {
 } engram_transfer_options;
 
 /* Sets every field of an engram_transfer_options *o to its default, and
- * struct_size to sizeof the struct. A NULL o is ignored. Thread-safe.
- * Since 0.5. */
+ * struct_size to sizeof the struct. Thread-safe.
+ * Since 0.5.
+ *  - o: the struct to set. May be NULL, which does nothing.
+ */
 ENGRAM_API void engram_transfer_options_init(engram_transfer_options* o);
 /* Writes table t's items to a NumPy .npz file. Every item t holds at the
  * call's start goes to the file `path`, which numpy alone reads (np.load;
@@ -477,6 +570,14 @@ ENGRAM_API void engram_transfer_options_init(engram_transfer_options* o);
  * (may be NULL) is set to the items written. Writes
  * about steps x step bytes plus 40 bytes per item, and holds 32 bytes per
  * item and chunk reference in memory meanwhile. o may be NULL (defaults).
+ *  - t: a table handle of this client (engram_table_open). Not NULL. Each request to the server
+ *    waits up to the client's timeout_ms.
+ *  - path: the file to write, as open(2) takes it (relative to the working directory); path.partial
+ *    is written meanwhile, and a file at path is replaced only when the export is complete. Not
+ *    NULL.
+ *  - o: the progress callback (engram_transfer_options(3type)), read during the call. May be NULL
+ *    for no reports.
+ *  - items: gets the number of items written. May be NULL.
  * Errors: ENGRAM_E_INVALID (NULL t or path, an older struct_size),
  * ENGRAM_E_SYSTEM (the file could not be written; the message names it
  * and why), ENGRAM_E_LIMIT (this user already has two exports running),
@@ -500,6 +601,13 @@ ENGRAM_API int engram_table_export(engram_table* t, const char* path, const engr
  * foreign file inserts nothing. Items over consecutive steps share
  * chunks. *items (may be NULL) is set to the items inserted, also when
  * an error stops the import part-way. o may be NULL (defaults).
+ *  - t: a table handle of this client (engram_table_open). Not NULL. Items wait for its rate
+ *    limiter up to o->insert_timeout_ms each.
+ *  - path: the .npz file to read, as open(2) takes it. Not NULL.
+ *  - o: the progress callback and insert_timeout_ms (engram_transfer_options(3type)), read during
+ *    the call. May be NULL for the defaults (no reports, waits for ever).
+ *  - items: gets the number of items inserted, also when an error stops the import part-way. May be
+ *    NULL.
  * Errors: ENGRAM_E_INVALID (NULL t or path, a file that is no .npz or is
  * compressed with np.savez_compressed, an array missing or of the wrong
  * kind; the message names it), ENGRAM_E_SIGNATURE (a column's dtype or
@@ -534,8 +642,10 @@ typedef struct engram_writer_options {
 } engram_writer_options;
 
 /* Sets every field of *o to its default (given at the field) and
- * struct_size to sizeof the struct; call it first, then set fields. o must
- * not be NULL (a NULL o is ignored). Thread-safe. */
+ * struct_size to sizeof the struct; call it first, then set fields.
+ * Thread-safe.
+ *  - o: the struct to set. May be NULL, which does nothing.
+ */
 ENGRAM_API void engram_writer_options_init(engram_writer_options* o);
 /* Opens a writer of client c with the columns and settings of *o (see
  * engram_writer_options(3type)) into *out, valid until engram_writer_close
@@ -546,13 +656,22 @@ ENGRAM_API void engram_writer_options_init(engram_writer_options* o);
  * tables, a TLB miss a page without one), so that the first copies run at
  * full speed. The writer also asks the server for blocks for its first
  * chunks, so that it can go on appending while the server is busy.
+ *  - c: a connected client. Not NULL.
+ *  - o: the writer's columns and settings (engram_writer_options(3type)), copied during the call.
+ *    Not NULL.
+ *  - out: gets the writer, valid until engram_writer_close or engram_disconnect. Not NULL.
  * Errors: ENGRAM_E_DISCONNECTED,
  * ENGRAM_E_INVALID (c, o or out is NULL, or a bad column: name, dtype,
  * rank), ENGRAM_E_RANGE (no
  * column, too many, a name too long, chunk_length 0, or a chunk larger than
  * the arena's largest block). */
 ENGRAM_API int engram_writer_open(engram_client* c, const engram_writer_options* o, engram_writer** out);
-/* Appends one step: columns[i] points at one value of column i. Errors:
+/* Appends one step: columns[i] points at one value of column i.
+ *  - w: the writer; a call waits for arena blocks, and for room to send items, up to its
+ *    insert_timeout_ms (engram_writer_options(3type)). Not NULL.
+ *  - columns: one pointer per column of the writer, in its order, each at one value of that
+ *    column's dtype and shape; read during the call only. Not NULL, nor any entry.
+ * Errors:
  * ENGRAM_E_INVALID (w or columns is NULL),
  * ENGRAM_E_NOMEM / ENGRAM_E_TIMEOUT (no arena block within insert_timeout_ms,
  * or, when the writer needs more blocks, no answer from the server within
@@ -572,7 +691,13 @@ ENGRAM_API int engram_writer_open(engram_client* c, const engram_writer_options*
  * disagree in alignment). */
 ENGRAM_API int engram_writer_append(engram_writer* w, const void* const* columns);
 /* Appends n steps at once: columns[i] points at n consecutive values of
- * column i. Errors: ENGRAM_E_INVALID (w or columns is NULL), ENGRAM_E_RANGE
+ * column i.
+ *  - w: the writer; a call waits for arena blocks, and for room to send items, up to its
+ *    insert_timeout_ms (engram_writer_options(3type)). Not NULL.
+ *  - columns: one pointer per column, each at n consecutive values; read during the call only. Not
+ *    NULL, nor any entry.
+ *  - n: the steps, 1 or more; they may span any number of chunks.
+ * Errors: ENGRAM_E_INVALID (w or columns is NULL), ENGRAM_E_RANGE
  * (n is 0), and those of engram_writer_append. */
 ENGRAM_API int engram_writer_append_batch(engram_writer* w, const void* const* columns, uint32_t n);
 /* Creates an item over the last num_steps steps of the current episode in
@@ -580,7 +705,15 @@ ENGRAM_API int engram_writer_append_batch(engram_writer* w, const void* const* c
  * it spans are finalized (full at chunk_length steps, the episode ended, or
  * engram_writer_flush), so chunks fill up and compress well; errors the
  * server finds later (rate-limiter timeouts) are returned by
- * engram_writer_flush. Errors: ENGRAM_E_INVALID (w or t is NULL, or t
+ * engram_writer_flush.
+ *  - w: the writer; a call waits for arena blocks, and for room to send items, up to its
+ *    insert_timeout_ms (engram_writer_options(3type)). Not NULL.
+ *  - t: a table handle of the writer's client whose columns and compression are the writer's. Not
+ *    NULL.
+ *  - num_steps: the item's steps, 1..max_item_steps (engram_writer_options), and at most the steps
+ *    of the current episode.
+ *  - priority: finite and >= 0; 0 means a prioritized sampler never draws it.
+ * Errors: ENGRAM_E_INVALID (w or t is NULL, or t
  * belongs to another client), ENGRAM_E_PRIORITY (NaN, infinite or
  * negative), ENGRAM_E_SIGNATURE (t has other columns or compression),
  * ENGRAM_E_RANGE (num_steps is 0, longer than the steps held, or spans too
@@ -595,7 +728,14 @@ ENGRAM_API int engram_writer_create_item(engram_writer* w, engram_table* t, uint
  * al.'s rule for new transitions in prioritized replay, without asking
  * for the maximum first (engram_table_info_get's max_priority) and racing
  * other writers. The priority it got comes back with the item when it is
- * sampled. Errors: those of engram_writer_create_item but
+ * sampled.
+ *  - w: the writer; a call waits for arena blocks, and for room to send items, up to its
+ *    insert_timeout_ms (engram_writer_options(3type)). Not NULL.
+ *  - t: a table handle of the writer's client whose columns and compression are the writer's. Not
+ *    NULL.
+ *  - num_steps: the item's steps, 1..max_item_steps (engram_writer_options), and at most the steps
+ *    of the current episode.
+ * Errors: those of engram_writer_create_item but
  * ENGRAM_E_PRIORITY. Since 0.5. */
 ENGRAM_API int engram_writer_create_item_at_max(engram_writer* w, engram_table* t, uint32_t num_steps);
 /* Appends n steps, as engram_writer_append_batch (columns[i] points at n
@@ -608,12 +748,26 @@ ENGRAM_API int engram_writer_create_item_at_max(engram_writer* w, engram_table* 
  * Every priority, the signature and num_steps (1..max_item_steps) are
  * checked before anything is appended; a later error (a full arena, the
  * server gone) returns with the steps before it appended and their items
- * created. Errors: those of engram_writer_append and
+ * created.
+ *  - w: the writer; a call waits for arena blocks, and for room to send items, up to its
+ *    insert_timeout_ms (engram_writer_options(3type)). Not NULL.
+ *  - columns: one pointer per column, each at n consecutive values; read during the call only. Not
+ *    NULL, nor any entry.
+ *  - n: the steps, 1 or more.
+ *  - t: a table handle of the writer's client whose columns and compression are the writer's. Not
+ *    NULL.
+ *  - num_steps: each item's steps, 1..max_item_steps (engram_writer_options).
+ *  - priorities: n priorities, each finite and >= 0, for the items after steps 0..n-1. May be NULL
+ *    for 1.0 each.
+ * Errors: those of engram_writer_append and
  * engram_writer_create_item. Since 0.3. */
 ENGRAM_API int engram_writer_append_items(engram_writer* w, const void* const* columns, uint32_t n, engram_table* t,
                                           uint32_t num_steps, const double* priorities);
 /* Ends the episode: later items never reach back into it. The open chunk
- * is finalized and the items over it are sent. Errors: ENGRAM_E_INVALID (w
+ * is finalized and the items over it are sent.
+ *  - w: the writer; a call waits for arena blocks, and for room to send items, up to its
+ *    insert_timeout_ms (engram_writer_options(3type)). Not NULL.
+ * Errors: ENGRAM_E_INVALID (w
  * is NULL), and those of engram_writer_flush. */
 ENGRAM_API int engram_writer_end_episode(engram_writer* w);
 /* Sends the items waiting for the open chunk (finalizing it: later steps go
@@ -621,7 +775,11 @@ ENGRAM_API int engram_writer_end_episode(engram_writer* w);
  * refused, at most timeout_ms (-1 = for ever). Returns the first error of
  * those items since the last flush, or ENGRAM_E_TIMEOUT if items are still
  * pending: each of those is applied or refused by its own
- * insert_timeout_ms, and a later flush reports it. Errors: ENGRAM_E_INVALID
+ * insert_timeout_ms, and a later flush reports it.
+ *  - w: the writer. Not NULL.
+ *  - timeout_ms: how long to wait for the items' answers, in milliseconds: -1 for ever, 0 not at
+ *    all (the items are sent, and a later flush reports them).
+ * Errors: ENGRAM_E_INVALID
  * (w is NULL), ENGRAM_E_TIMEOUT (items the rate limiter held past
  * insert_timeout_ms, or that reached a stalled server after it, or items
  * still pending at timeout_ms), ENGRAM_E_RATE_LIMITED (insert_timeout_ms
@@ -633,10 +791,17 @@ ENGRAM_API int engram_writer_end_episode(engram_writer* w);
 ENGRAM_API int engram_writer_flush(engram_writer* w, int32_t timeout_ms);
 /* With keep_keys: moves up to cap keys of applied items, in creation order,
  * into keys and sets *count (0 when none are left). Without keep_keys no
- * keys are kept and *count is 0. Errors: ENGRAM_E_INVALID (w or count is
+ * keys are kept and *count is 0.
+ *  - w: the writer. Not NULL.
+ *  - keys: room for cap keys. Not NULL unless cap is 0.
+ *  - cap: the keys that keys has room for, 0 or more.
+ *  - count: gets the keys moved, 0 when none are left. Not NULL.
+ * Errors: ENGRAM_E_INVALID (w or count is
  * NULL, or keys is NULL with cap > 0). */
 ENGRAM_API int engram_writer_take_keys(engram_writer* w, uint64_t* keys, size_t cap, size_t* count);
-/* Flushes (up to insert_timeout_ms), gives back the writer's chunks, frees w. */
+/* Flushes (up to insert_timeout_ms), gives back the writer's chunks, frees w.
+ *  - w: the writer. May be NULL, which does nothing.
+ */
 ENGRAM_API void engram_writer_close(engram_writer* w);
 
 /* --- sampling ----------------------------------------------------------------- */
@@ -679,15 +844,24 @@ typedef struct engram_sample_info {
 } engram_sample_info;
 
 /* Sets every field of *o to its default (given at the field) and
- * struct_size to sizeof the struct; call it first, then set fields. o must
- * not be NULL (a NULL o is ignored). Thread-safe. */
+ * struct_size to sizeof the struct; call it first, then set fields.
+ * Thread-safe.
+ *  - o: the struct to set. May be NULL, which does nothing.
+ */
 ENGRAM_API void engram_sample_options_init(engram_sample_options* o);
-/* Samples a batch and copies it out: buffers[i] has room for
- * batch_size * num_steps values of column i, laid out [batch, steps, ...shape].
- * infos (may be NULL) gets one entry per item; *count the items delivered
- * (fewer than batch_size only when max_times_sampled emptied the table).
+/* Samples a batch and copies it out into the caller's buffers, one per
+ * column; fewer than batch_size items only when max_times_sampled emptied
+ * the table.
  * With ENGRAM_SAMPLE_NO_REPEATS in o->flags, no item twice in the batch
- * (engram(7), "Batches without repeats"). Errors: ENGRAM_E_RANGE
+ * (engram(7), "Batches without repeats").
+ *  - t: a table handle of this client (engram_table_open). Not NULL.
+ *  - o: what to sample (engram_sample_options(3type)); the call waits for the rate limiter up to
+ *    o->timeout_ms. Not NULL.
+ *  - buffers: one per column of the table, in its order; buffers[i] has room for batch_size *
+ *    num_steps values of column i, laid out [batch, steps, ...shape]. Not NULL, nor any entry.
+ *  - infos: room for batch_size entries, one per item delivered. May be NULL.
+ *  - count: gets the items delivered, 0..batch_size. Not NULL.
+ * Errors: ENGRAM_E_RANGE
  * (batch_size 0 or too large, item length differs from num_steps, or,
  * without repeats, the table holds fewer items than batch_size), ENGRAM_E_TIMEOUT, ENGRAM_E_RATE_LIMITED
  * (timeout_ms 0), ENGRAM_E_INTERRUPTED (engram_client_interrupt: nothing
@@ -712,18 +886,25 @@ ENGRAM_API int engram_sample(engram_table* t, const engram_sample_options* o, vo
  * ENGRAM_E_TIMEOUT or ENGRAM_E_INTERRUPTED when t already had as many
  * requests awaiting an answer as its response ring holds and the wait for
  * room ended; the sample's own errors come from engram_sample_end.
+ *  - t: a table handle of this client (engram_table_open). Not NULL.
+ *  - o: what to sample (engram_sample_options(3type)); copied, and its timeout_ms bounds
+ *    engram_sample_end's wait. Not NULL.
  * Errors: ENGRAM_E_INVALID (t or o is NULL, unknown bits in o->flags, or a
  * sample begun on t and not yet collected), ENGRAM_E_RANGE (batch_size or
  * num_steps out of range), ENGRAM_E_CLOSED, ENGRAM_E_TIMEOUT,
  * ENGRAM_E_INTERRUPTED, ENGRAM_E_DISCONNECTED. Since 0.5. */
 ENGRAM_API int engram_sample_begin(engram_table* t, const engram_sample_options* o);
 /* Waits for the sample begun on t by engram_sample_begin (until that
- * call's timeout) and copies it out, as engram_sample does: buffers[i] has
- * room for batch_size * num_steps values of column i, infos (may be NULL)
- * gets one entry per item, *count the items delivered. The sample is then
+ * call's timeout) and copies it out, as engram_sample does. The sample is then
  * over, whatever this call returns, except for ENGRAM_E_INVALID: a NULL
  * argument (the sample stays begun, and the call can be made again) or no
- * sample begun on t. Errors: ENGRAM_E_INVALID (t, buffers or count is
+ * sample begun on t.
+ *  - t: the table handle that engram_sample_begin was called on; the call waits for the batch until
+ *    that call's timeout_ms. Not NULL.
+ *  - buffers: one per column, as for engram_sample. Not NULL, nor any entry.
+ *  - infos: room for batch_size entries. May be NULL.
+ *  - count: gets the items delivered. Not NULL.
+ * Errors: ENGRAM_E_INVALID (t, buffers or count is
  * NULL, or no sample begun on t), ENGRAM_E_TIMEOUT, ENGRAM_E_RATE_LIMITED
  * (timeout_ms 0 and the rate limiter did not allow it), ENGRAM_E_RANGE (an
  * item whose length differs from num_steps, or without repeats too few
@@ -743,27 +924,48 @@ typedef struct engram_view {
  * memory, pinned (the server keeps them from being reused) and read-only,
  * until engram_batch_release; read them with engram_batch_views and
  * engram_batch_info. Compressed columns cannot be viewed (engram_sample
- * decodes them). Errors: those of engram_sample. Notes: a batch pins its
+ * decodes them).
+ *  - t: a table handle of this client (engram_table_open). Not NULL.
+ *  - o: what to sample (engram_sample_options(3type)); the call waits for the rate limiter up to
+ *    o->timeout_ms. Not NULL.
+ *  - out: gets the batch, valid until engram_batch_release, engram_table_close(t) or
+ *    engram_disconnect. Not NULL.
+ * Errors: those of engram_sample. Notes: a batch pins its
  * chunks: the server cannot reuse their blocks until engram_batch_release,
  * so a learner that keeps batches keeps arena memory; release each as soon
  * as it is trained on. The views are read-only: writing through them is
  * undefined (the chunks are other items' too). */
 ENGRAM_API int engram_sample_view(engram_table* t, const engram_sample_options* o, engram_batch** out);
-/* The number of items in batch b; 0 for a NULL b. */
+/* The number of items in batch b; 0 for a NULL b.
+ *  - b: the batch. May be NULL, which counts 0.
+ */
 ENGRAM_API uint32_t engram_batch_size(const engram_batch* b);
 /* Copies into *out the key, priority, probability, times_sampled and
- * table size of item `item` of batch b. Errors: ENGRAM_E_INVALID (b or out
+ * table size of item `item` of batch b.
+ *  - b: the batch (engram_sample_view). Not NULL.
+ *  - item: the item's index, 0..engram_batch_size(b) - 1.
+ *  - out: gets the item's info. Not NULL.
+ * Errors: ENGRAM_E_INVALID (b or out
  * is NULL), ENGRAM_E_RANGE (item >= engram_batch_size). */
 ENGRAM_API int engram_batch_info(const engram_batch* b, uint32_t item, engram_sample_info* out);
 /* The pieces of column `column` of item `item` of batch b (one per chunk
  * it spans, at most 8), in step order: copies min(cap, n) views into out
  * and sets *count. The
- * data is read-only and valid until engram_batch_release. Errors:
+ * data is read-only and valid until engram_batch_release.
+ *  - b: the batch (engram_sample_view). Not NULL.
+ *  - item: the item's index, 0..engram_batch_size(b) - 1.
+ *  - column: the column's index in the table, 0..its columns - 1.
+ *  - out: room for cap views; 8 are always enough. Not NULL unless cap is 0.
+ *  - cap: the views out has room for, 0 (to ask for the count only) or more.
+ *  - count: gets the item's pieces of the column, 1..8, also when cap is smaller. Not NULL.
+ * Errors:
  * ENGRAM_E_RANGE (item or column out of range), ENGRAM_E_INVALID (the
  * column is compressed: only engram_sample can decode it). */
 ENGRAM_API int engram_batch_views(const engram_batch* b, uint32_t item, uint32_t column, engram_view* out, uint32_t cap,
                        uint32_t* count);
-/* Unpins the batch's data and frees b. NULL is a no-op. */
+/* Unpins the batch's data and frees b.
+ *  - b: the batch. May be NULL, which does nothing.
+ */
 ENGRAM_API void engram_batch_release(engram_batch* b);
 
 /* --- priorities and deletes ----------------------------------------------------- */
@@ -780,7 +982,13 @@ ENGRAM_API void engram_batch_release(engram_batch* b);
  * Updates sent by engram_update_priorities_async: if the server's refusal
  * of one has arrived, this call returns ENGRAM_E_PRIORITY and sends
  * nothing; with n = 0 it waits until every one is answered (and so
- * returns any refusal). Errors: ENGRAM_E_INVALID (t is NULL, or keys or
+ * returns any refusal).
+ *  - t: the table handle the keys were sampled or listed from, or one of the same table. Not NULL.
+ *  - keys: n keys (engram_sample_info.key, engram_item.key). Not NULL unless n is 0.
+ *  - priorities: n priorities, each finite and >= 0. Not NULL unless n is 0.
+ *  - n: the entries, 0 or more; 0 waits until the asynchronous updates sent before are answered.
+ *  - results: room for n codes, one per key. May be NULL.
+ * Errors: ENGRAM_E_INVALID (t is NULL, or keys or
  * priorities is NULL with n > 0), ENGRAM_E_PRIORITY (as above),
  * ENGRAM_E_CLOSED, ENGRAM_E_INTERRUPTED (the update may have been
  * applied), ENGRAM_E_CORRUPT, ENGRAM_E_DISCONNECTED. */
@@ -806,14 +1014,25 @@ ENGRAM_API int engram_update_priorities(engram_table* t, const uint64_t* keys, c
  * refused entry. To wait until the server has applied every update sent,
  * call engram_update_priorities(t, NULL, NULL, 0, NULL). Updates not yet
  * applied when the server goes away are lost; engram_table_close waits up
- * to one second for them. Errors: ENGRAM_E_INVALID (t is NULL, or keys or
+ * to one second for them.
+ *  - t: a table handle of the keys' table. Not NULL.
+ *  - keys: n keys. Not NULL unless n is 0.
+ *  - priorities: n priorities, each finite and >= 0. Not NULL unless n is 0.
+ *  - n: the entries, 0 or more (0 sends nothing, and reports a refusal that arrived).
+ * Errors: ENGRAM_E_INVALID (t is NULL, or keys or
  * priorities is NULL with n > 0), ENGRAM_E_PRIORITY (as above),
  * ENGRAM_E_CLOSED, ENGRAM_E_INTERRUPTED, ENGRAM_E_DISCONNECTED. Since 0.4. */
 ENGRAM_API int engram_update_priorities_async(engram_table* t, const uint64_t* keys, const double* priorities,
                                               size_t n);
 /* Deletes n items by key and waits until the server has removed them;
  * results as for engram_update_priorities (keys of items already gone are
- * reported there, not as an error). Errors: ENGRAM_E_INVALID (t is NULL,
+ * reported there, not as an error).
+ *  - t: a table handle of the keys' table. Not NULL.
+ *  - keys: n keys. Not NULL unless n is 0.
+ *  - n: the entries, 0 or more.
+ *  - results: room for n codes, one per key (ENGRAM_OK, ENGRAM_E_STALE_KEY, ENGRAM_E_UNKNOWN_KEY).
+ *    May be NULL.
+ * Errors: ENGRAM_E_INVALID (t is NULL,
  * or keys is NULL with n > 0), ENGRAM_E_CLOSED, ENGRAM_E_INTERRUPTED (the
  * deletes may have been applied), ENGRAM_E_CORRUPT, ENGRAM_E_DISCONNECTED. */
 ENGRAM_API int engram_delete_items(engram_table* t, const uint64_t* keys, size_t n, int32_t* results);

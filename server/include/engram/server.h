@@ -31,13 +31,19 @@ typedef struct engram_server_options {
 } engram_server_options;
 
 /* Sets every field of *o to its default (given at the field) and
- * struct_size to sizeof the struct; call it first, then set fields. A NULL
- * o is ignored. Thread-safe. */
+ * struct_size to sizeof the struct; call it first, then set fields.
+ * Thread-safe.
+ *  - o: the struct to set. May be NULL, which does nothing.
+ */
 ENGRAM_API void engram_server_options_init(engram_server_options* o);
 /* Runs the server in this process (its own threads), configured by *o (see
  * engram_server_options(3type); o may be NULL for the defaults), and sets
  * *out to its handle, valid until engram_server_stop. Other processes
- * attach to it exactly as to engramd. Errors: ENGRAM_E_INVALID (out is
+ * attach to it exactly as to engramd.
+ *  - o: the socket and configuration (engram_server_options(3type)), read during the call only. May
+ *    be NULL for the defaults.
+ *  - out: gets the server, running until engram_server_stop. Not NULL.
+ * Errors: ENGRAM_E_INVALID (out is
  * NULL, or the config is bad: the message names the key), ENGRAM_E_RANGE
  * (socket_path longer than a Unix socket's 107 bytes), ENGRAM_E_EXISTS (a
  * live server on the socket), ENGRAM_E_NOMEM (the memory left, or the
@@ -50,7 +56,9 @@ ENGRAM_API void engram_server_options_init(engram_server_options* o);
 ENGRAM_API int engram_server_start(const engram_server_options* o, engram_server** out);
 /* Stops the server cleanly and frees the handle: a shutdown checkpoint if
  * the config asks for one, then every client's calls return
- * ENGRAM_E_DISCONNECTED. NULL is a no-op. Errors: ENGRAM_E_SYSTEM (an
+ * ENGRAM_E_DISCONNECTED.
+ *  - s: the server. May be NULL, which does nothing.
+ * Errors: ENGRAM_E_SYSTEM (an
  * internal error while stopping; the message says which). */
 ENGRAM_API int engram_server_stop(engram_server* s);
 
