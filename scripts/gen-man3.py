@@ -283,6 +283,9 @@ def types():
                 # One declaration per `;`, its comment the /* */ that follows it (to the next declaration).
                 for fm in re.finditer(r"\s*([^;/]*?)\b(\w+)((?:\[[^\]]*\])?)\s*;((?:\s*/\*(?:(?!\*/).)*\*/)*)", body, re.S):
                     decl = " ".join((fm.group(1) + fm.group(2) + fm.group(3)).split())
+                    if fm.group(4).strip() and re.match(r"[ \t]*\n", fm.group(4)):
+                        sys.exit(f"gen-man3: {name}: the comment after {fm.group(2)} starts on a line of its own; a "
+                                 "field's comment starts on the field's line (one above it would describe the field before)")
                     comment = " ".join(prose(c) for c in re.findall(r"/\*(?:(?!\*/).)*\*/", fm.group(4), re.S))
                     fields.append((decl, fm.group(2), comment))
             else:
@@ -291,6 +294,22 @@ def types():
             out.append(dict(name=name, kind=kind, doc=prose(doc), fields=fields, text=m.group(0)[m.group(0).find("typedef"):],
                             include=include, link=link))
     return out
+
+
+def check_fields(tys):
+    """A type page leaves nothing to guess either: every field but
+    struct_size has a comment, and a number's gives its range or values."""
+    out = []
+    for t in tys:
+        for decl, field, comment in t["fields"] if t["kind"] == "struct" else []:
+            if field == "struct_size":
+                continue
+            if not comment:
+                out.append(f"{t['name']}.{field} has no comment")
+            elif "*" not in decl and not re.search(r"\d|ENGRAM_|engram_|NULL|nonzero|finite", comment):
+                out.append(f"{t['name']}.{field}: give its range or its values")
+    if out:
+        sys.exit("gen-man3: fields the comments do not describe as the pages need:\n  " + "\n  ".join(out))
 
 
 def defaults(tys):
@@ -593,6 +612,7 @@ def main():
     ver = version()
     fns = functions()
     tys = types()
+    check_fields(tys)
     meanings = {c: t for c, _, t, _ in codes()}
     unknown_codes = {c for f in fns for c, _ in f["all_errors"]} - set(meanings)
     if unknown_codes:

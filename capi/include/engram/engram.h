@@ -147,8 +147,9 @@ typedef enum engram_selector {
 typedef struct engram_column {
   const char* name;  /* 1..ENGRAM_MAX_COLUMN_NAME bytes of letters, digits, '_', '.', ':', '-' */
   int32_t dtype;  /* engram_dtype */
-  uint32_t rank;  /* 0 for a scalar */
-  uint32_t shape[ENGRAM_MAX_RANK];
+  uint32_t rank;  /* 0 for a scalar, up to ENGRAM_MAX_RANK (6) */
+  uint32_t shape[ENGRAM_MAX_RANK]; /* the first `rank` dimensions, each >= 1, at most 2^30 bytes a
+                                      step in all; the rest are ignored */
 } engram_column;
 
 /* How chunks store a column. Compression runs in the writer when it
@@ -166,17 +167,20 @@ typedef enum engram_codec {
  * e.g. -7..22). A plain struct of fixed size. */
 typedef struct engram_compression {
   int32_t codec; /* engram_codec */
-  int32_t level;
+  int32_t level; /* zstd's level: 0 for the default (3), else -7..22; ignored by ENGRAM_CODEC_NONE */
 } engram_compression;
 
 /* Reverb's rate limiter: when a table lets sampling and inserting go on.
  * Build one with the engram_rate_limiter_* presets; engram(7) has the
  * rules. */
 typedef struct engram_rate_limiter {
-  double samples_per_insert;
-  int64_t min_size_to_sample;
-  double min_diff;
-  double max_diff;
+  double samples_per_insert; /* finite, > 0: samples allowed per insert */
+  int64_t min_size_to_sample; /* >= 1: items the table must hold before sampling may start */
+  double min_diff;           /* finite or -infinity (never hold samples back): a sample of n
+                                waits while inserts * samples_per_insert - samples - n < min_diff */
+  double max_diff;           /* >= min_diff, finite or +infinity (never hold inserts back): an
+                                insert of n waits while (inserts + n) * samples_per_insert -
+                                samples > max_diff, once min_size_to_sample items exist */
 } engram_rate_limiter;
 
 /* --- version and errors -------------------------------------------------- */
@@ -306,7 +310,7 @@ typedef struct engram_table_options {
   uint32_t max_times_sampled;    /* 0 = unlimited */
   uint32_t max_chunks_per_item;  /* 1..8; default (and 0) 8 */
   engram_rate_limiter rate_limiter; /* default: min_size 1 */
-  const engram_column* columns;
+  const engram_column* columns;  /* num_columns columns, read during engram_table_create; not NULL */
   uint32_t num_columns;          /* 1..ENGRAM_MAX_COLUMNS */
   const engram_compression* compression; /* NULL: nothing compressed; else one per column.
                                             Writers must use the same. */
@@ -392,19 +396,27 @@ ENGRAM_API int engram_table_set_rate_limiter(engram_client* c, const char* name,
  * them at one moment. */
 typedef struct engram_table_info {
   size_t struct_size;
-  char name[ENGRAM_MAX_NAME + 1];
-  uint64_t max_size, size;
-  uint64_t inserts, samples, deletes;  /* the rate limiter's counters */
-  uint64_t updates, evictions, expirations, stale_requests, rate_limited;
-  int32_t sampler, remover;
-  uint32_t max_times_sampled;
-  uint32_t num_columns;
-  int32_t can_sample, can_insert;      /* the rate limiter would allow one now */
-  uint32_t clients;                    /* connections that have it open */
-  engram_rate_limiter rate_limiter;
-  uint64_t bytes_raw;                  /* chunk data under the items inserted since creation or reset,
-                                          each chunk counted once, before compression */
-  uint64_t bytes_stored;               /* the same after compression */
+  char name[ENGRAM_MAX_NAME + 1];      /* the table's name: 1..ENGRAM_MAX_NAME bytes and a NUL */
+  uint64_t max_size, size;             /* its capacity, and the items it holds (0..max_size) */
+  uint64_t inserts, samples, deletes;  /* the rate limiter's counters, from 0 at creation or reset:
+                                          items inserted, items sampled (a batch of n counts n),
+                                          and items removed in any way */
+  uint64_t updates, evictions, expirations, stale_requests, rate_limited; /* from 0: priority
+                                          updates applied; items the remover evicted at capacity;
+                                          items removed on reaching max_times_sampled; updates and
+                                          deletes of items already gone; inserts and samples the
+                                          rate limiter did not allow when asked */
+  int32_t sampler, remover;            /* engram_selector */
+  uint32_t max_times_sampled;          /* 0 = unlimited */
+  uint32_t num_columns;                /* 1..ENGRAM_MAX_COLUMNS */
+  int32_t can_sample, can_insert;      /* 1 if the rate limiter would allow one now, else 0 */
+  uint32_t clients;                    /* connections that have it open, 0 or more */
+  engram_rate_limiter rate_limiter;    /* its limiter now: as created, or as engram_table_set_rate_limiter
+                                          last set it */
+  uint64_t bytes_raw;                  /* bytes of chunk data under the items inserted since creation
+                                          or reset (0 then), each chunk counted once, before
+                                          compression */
+  uint64_t bytes_stored;               /* the same after compression: 0..bytes_raw */
   double max_priority, min_priority;   /* the largest and smallest priority of the items held now
                                           (0 when there are none); kept as items come, change and
                                           go, at O(log n) a change. Since 0.5 */
@@ -476,11 +488,11 @@ ENGRAM_API int engram_checkpoint(engram_client* c, int32_t timeout_ms, char* pat
 /* One item of a table, as a listing shows it. Since 0.5. */
 typedef struct engram_item {
   uint64_t key;            /* as engram_sample_info.key: for updates and deletes */
-  double priority;
-  uint64_t inserted;       /* its place in the table's insertion order: larger is newer,
+  double priority;         /* finite, >= 0 */
+  uint64_t inserted;       /* its place in the table's insertion order, from 0: larger is newer,
                               never the same for two items of one table */
-  uint32_t times_sampled;
-  uint32_t num_steps;      /* steps the item spans, over all its chunks */
+  uint32_t times_sampled;  /* 0 until it is first sampled */
+  uint32_t num_steps;      /* steps the item spans, over all its chunks: 1 or more */
 } engram_item;
 
 #define ENGRAM_BY_INSERTION 0 /* oldest first */
@@ -540,11 +552,11 @@ typedef int (*engram_progress_fn)(void* ctx, uint64_t done, uint64_t total);
 /* How a long export or import reports and waits. Since 0.5. */
 typedef struct engram_transfer_options {
   size_t struct_size;
-  /* Called about once a second and once at the end (export: bytes of the
-   * file; import: items); a nonzero return stops the call, which then
-   * fails with ENGRAM_E_INTERRUPTED and leaves no file (export) or the
-   * items so far (import). NULL (default): no reports. */
-  engram_progress_fn progress;
+  engram_progress_fn progress; /* called about once a second and once at the end (export: bytes
+                                  of the file; import: items); a nonzero return stops the call,
+                                  which then fails with ENGRAM_E_INTERRUPTED and leaves no file
+                                  (export) or the items so far (import). NULL (default): no
+                                  reports */
   void* progress_ctx;  /* passed to progress as ctx */
   int32_t insert_timeout_ms; /* import: how long one item may wait for the rate limiter
                                 (and arena space); -1 = for ever (default) */
@@ -629,10 +641,13 @@ typedef struct engram_writer engram_writer;
  * wait. */
 typedef struct engram_writer_options {
   size_t struct_size;
-  const engram_column* columns;  /* the step's columns; items go only to tables with the same */
-  uint32_t num_columns;
-  uint32_t chunk_length;         /* steps per chunk; default 1 */
-  uint32_t max_item_steps;       /* longest item to be created; default chunk_length */
+  const engram_column* columns;  /* the step's columns, copied by engram_writer_open; items go
+                                    only to tables with the same. Not NULL */
+  uint32_t num_columns;          /* 1..ENGRAM_MAX_COLUMNS */
+  uint32_t chunk_length;         /* steps per chunk, 1..2^20; default 1 */
+  uint32_t max_item_steps;       /* longest item to be created (an item also spans at most the
+                                    table's max_chunks_per_item chunks); default (and 0)
+                                    chunk_length */
   int32_t insert_timeout_ms;     /* how long an item may wait for the rate limiter (and for arena
                                     space); -1 = for ever (default); 0 = not at all (refused items
                                     then report ENGRAM_E_RATE_LIMITED) */
@@ -811,7 +826,8 @@ ENGRAM_API void engram_writer_close(engram_writer* w);
 typedef struct engram_sample_options {
   size_t struct_size;
   uint32_t batch_size;  /* 1..the server's ring size (1024 by default) */
-  uint32_t num_steps;   /* steps per item; every sampled item must have exactly this many */
+  uint32_t num_steps;   /* steps per item, 1 or more; every sampled item must have exactly this
+                           many */
   int32_t timeout_ms;   /* wait for the rate limiter: -1 for ever (default), 0 not at all */
   uint64_t flags;       /* ENGRAM_SAMPLE_* or 0 (default). Since 0.5; 64 bits wide so that it
                            starts past 0.4's struct, whose padding a caller that skipped _init
@@ -836,11 +852,11 @@ typedef struct engram_sample_options {
 
 /* Per sampled item. A plain struct of fixed size. */
 typedef struct engram_sample_info {
-  uint64_t key;
-  double priority;
-  double probability;     /* of drawing this item at that moment */
-  uint32_t times_sampled; /* including this time */
-  uint32_t table_size;    /* when it was drawn */
+  uint64_t key;           /* the item's, for engram_update_priorities and engram_delete_items */
+  double priority;        /* when it was drawn: finite, >= 0 */
+  double probability;     /* of drawing this item at that moment, 0..1 */
+  uint32_t times_sampled; /* including this time: 1 or more */
+  uint32_t table_size;    /* items the table held when it was drawn, 1 or more */
 } engram_sample_info;
 
 /* Sets every field of *o to its default (given at the field) and
@@ -916,8 +932,8 @@ typedef struct engram_batch engram_batch;
 
 /* One contiguous piece of an item's column: `steps` values at `data`. */
 typedef struct engram_view {
-  const void* data;
-  uint32_t steps;
+  const void* data;  /* the first value, in shared memory: read-only, until engram_batch_release */
+  uint32_t steps;    /* values at data, 1 or more */
 } engram_view;
 
 /* Samples a batch without copying: *out holds the items' chunks in shared

@@ -27,7 +27,7 @@ typedef struct engram_server_options {
   const char* socket_path;   /* NULL: the config's, else $ENGRAM_SOCKET, else /run/engram/engram.sock */
   const char* config_path;   /* engramd.toml(5) file, or NULL */
   const char* config_toml;   /* the same as text (used when config_path is NULL), or NULL */
-  int32_t quiet;             /* nonzero: log only warnings and errors */
+  int32_t quiet;             /* 0: log as engramd does; nonzero: only warnings and errors */
 } engram_server_options;
 
 /* Sets every field of *o to its default (given at the field) and
