@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -172,6 +173,7 @@ class Daemon {
   // or crashes fails the test that left it.
   ~Daemon() {
     if (pid_ > 0) {
+      ::kill(pid_, SIGCONT);  // should a test have ended with it frozen
       ::kill(pid_, SIGTERM);
       if (int rc = wait_exit(pid_, 10000); rc != 0)
         ADD_FAILURE() << "engramd exited with " << rc << " on SIGTERM at the end of the test; its log:\n"
@@ -200,6 +202,26 @@ class Daemon {
     pid_ = -1;
     return rc;
   }
+  // SIGSTOP, then waits until every thread of engramd has stopped: the
+  // signal takes effect on each thread when it is next interrupted, and an
+  // owner still running would apply what the test sends next, rightly.
+  // Returns false if they had not all stopped within a second.
+  bool freeze() {
+    if (::kill(pid_, SIGSTOP) != 0) return false;
+    std::string tasks = "/proc/" + std::to_string(pid_) + "/task";
+    for (int i = 0; i < 1000; ++i) {
+      bool all = true;
+      for (const auto& t : std::filesystem::directory_iterator(tasks)) {
+        std::string stat = read_file(t.path().string() + "/stat");
+        size_t p = stat.rfind(')');
+        if (p == std::string::npos || p + 2 >= stat.size() || stat[p + 2] != 'T') all = false;
+      }
+      if (all) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return false;
+  }
+  void thaw() { ::kill(pid_, SIGCONT); }
   const std::string& socket() const { return socket_; }
   const std::string& dir() const { return dir_; }
   std::string log() const { return dir_ + "/engramd.log"; }

@@ -76,24 +76,6 @@ struct Signal {
   }
 };
 
-// Stops a process and waits until every thread of it is stopped: kill
-// returns before the group stop has reached them all.
-void stop_process(pid_t pid) {
-  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
-  std::string tasks = "/proc/" + std::to_string(pid) + "/task";
-  for (int i = 0; i < 1000; ++i) {
-    bool all = true;
-    for (const auto& e : std::filesystem::directory_iterator(tasks)) {
-      std::string s = read_file(e.path().string() + "/stat");
-      size_t p = s.rfind(')');
-      all = all && p != std::string::npos && p + 2 < s.size() && s[p + 2] == 'T';
-    }
-    if (all) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  ADD_FAILURE() << "process " << pid << " did not stop";
-}
-
 size_t count_lines(const std::string& text, const std::string& needle) {
   size_t n = 0;
   std::istringstream in(text);
@@ -345,7 +327,7 @@ TEST(Descriptors, EngramdRaisesItsSoftLimitToTheHardOne) {
 // deadline and says which step it was.
 TEST(Connect, TheTimeoutBoundsEveryStep) {
   Daemon d("");
-  stop_process(d.pid());
+  ASSERT_TRUE(d.freeze()) << "engramd did not stop within a second of SIGSTOP";
   Connected c = connect_in_child(d.socket(), 1000);
   EXPECT_EQ(c.rc, ENGRAM_E_TIMEOUT) << c.message;
   EXPECT_NE(c.message.find("did not answer the hello within 1000 ms"), std::string::npos) << c.message;

@@ -139,7 +139,7 @@ TEST_F(ErrorLists, AServerGoneIsDisconnectedEverywhere) {
 TEST_F(ErrorLists, AStoppedServerTimesOutControlRequests) {
   Daemon d(table_toml("replay", "max_size = 10"));
   engram_client* c = connect_to(d.socket(), 300);
-  ASSERT_EQ(::kill(d.pid(), SIGSTOP), 0);
+  ASSERT_TRUE(d.freeze()) << "engramd did not stop within a second of SIGSTOP";
   engram_table_options o = two_columns("t", 100);
   EXPECT_EQ(engram_table_create(c, &o), ENGRAM_E_TIMEOUT) << last();
   engram_table* t = nullptr;
@@ -314,7 +314,7 @@ TEST_F(ErrorLists, AnInterruptEndsAnUpdateWaitingForItsAnswer) {
   engram_client* c = connect_to(d.socket());
   engram_table* t = nullptr;
   ASSERT_EQ(engram_table_open(c, "replay", &t), ENGRAM_OK) << last();
-  ASSERT_EQ(::kill(d.pid(), SIGSTOP), 0);
+  ASSERT_TRUE(d.freeze()) << "engramd did not stop within a second of SIGSTOP";
   std::thread stop([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     engram_client_interrupt(c);
@@ -413,7 +413,7 @@ TEST_F(ErrorLists, ACallThatFindsTheRingFullWaitsForRoom) {
   int64_t meta[2] = {};
   const void* step[2] = {obs, meta};
   ASSERT_EQ(engram_writer_append(w, step), ENGRAM_OK) << last();
-  ASSERT_EQ(::kill(d.pid(), SIGSTOP), 0);
+  ASSERT_TRUE(d.freeze()) << "engramd did not stop within a second of SIGSTOP";
   uint64_t keys[1] = {1};
   double p[1] = {1.0};
   int rc = ENGRAM_OK;
