@@ -4,7 +4,8 @@
 // batches; parameters pulled from the parameter table every pull_every
 // frames.
 // It runs until it is stopped (SIGTERM: it then writes its counts to
-// OUT/actor-K.json and exits 0) or the server goes away.
+// OUT/actor-K.json and exits 0). When the server goes away it connects
+// again and goes on (reconnect.hpp).
 #include <signal.h>
 
 #include <chrono>
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -23,6 +25,7 @@
 #include "agents/common/host/actor_host.hpp"
 #include "agents/common/host/call_clock.hpp"
 #include "agents/common/host/children.hpp"
+#include "agents/common/host/reconnect.hpp"
 #include "agents/common/nets/nets.hpp"
 #include "agents/common/tables/episodes.hpp"
 #include "agents/common/tables/params.hpp"
@@ -47,16 +50,45 @@ constexpr uint64_t kMachineQueue = 2048;
 // time in engram calls").
 constexpr size_t kLocalBatch = 50;
 
+// What the actor holds of engram, made again after the server went away.
+struct Session {
+  api::Client client;
+  api::Table replay, episodes;
+  ParamReader reader;
+  api::Writer writer, episode_writer;
+
+  Session(const Options& o, const std::vector<int64_t>& shape)
+      : client(api::Client::connect(o.socket)),
+        replay(client.open_table(kReplayTable)),
+        episodes(client.open_table(kEpisodesTable)),
+        reader(client),
+        writer(client.writer(transition_writer(o, shape))),  // waits for the rate limiter as long as it takes
+        episode_writer(client.writer(episode_writer_options())) {}
+
+  static api::WriterOptions transition_writer(const Options& o, const std::vector<int64_t>& shape) {
+    api::WriterOptions wo;
+    wo.columns = replay_columns(o, shape);
+    // Transitions go kChunkTransitions to a chunk, each its own item of
+    // one step: one block and one chunk header per 16 transitions instead
+    // of per transition, and the items of a chunk travel together once it
+    // is full (Ape-X's local batching of transitions).
+    wo.chunk_length = kChunkTransitions;
+    wo.max_item_steps = 1;
+    return wo;
+  }
+  static api::WriterOptions episode_writer_options() {
+    api::WriterOptions eo;
+    eo.columns = episode_columns();
+    return eo;
+  }
+};
+
 }  // namespace
 
 int run_actor(const Options& o) {
   setup_process();
   ::signal(SIGTERM, on_term);
   torch::NoGradGuard no_grad;
-  api::Client client = api::Client::connect(o.socket);
-  api::Table replay = client.open_table(kReplayTable);
-  api::Table episodes = client.open_table(kEpisodesTable);
-
   const size_t m = static_cast<size_t>(o.envs_per_actor);
   const size_t total = static_cast<size_t>(o.total_actors()) * m;
   std::vector<std::unique_ptr<Env>> envs;
@@ -74,25 +106,13 @@ int run_actor(const Options& o) {
   Rng rng(Rng::derive(o.seed, 1000003 + static_cast<uint64_t>(o.actor_id)));
 
   DuelingQ net(o.env, shape, actions);
-  ParamReader reader(client);
+  std::optional<Session> s(std::in_place, o, shape);
   std::vector<float> params(parameter_count(*net));
   // An actor acts only with the learner's first parameters.
-  int64_t version = reader.wait(0, 1, &params, [] { return g_stop != 0; }, std::chrono::milliseconds(10));
+  int64_t version = s->reader.wait(0, 1, &params, [] { return g_stop != 0; }, std::chrono::milliseconds(10));
   if (g_stop) return 0;
   load_parameters(*net, params.data(), params.size());
-
-  api::WriterOptions wo;
-  wo.columns = replay_columns(o, shape);
-  // Transitions go kChunkTransitions to a chunk, each its own item of one
-  // step: one block and one chunk header per 16 transitions instead of per
-  // transition, and the items of a chunk travel together once it is full
-  // (Ape-X's local batching of transitions).
-  wo.chunk_length = kChunkTransitions;
-  wo.max_item_steps = 1;
-  api::Writer writer = client.writer(wo);  // waits for the rate limiter as long as it takes
-  api::WriterOptions eo;
-  eo.columns = episode_columns();
-  api::Writer episode_writer = client.writer(eo);
+  const std::string who = "engram-apex actor " + std::to_string(o.actor_id);
 
   std::vector<int64_t> batch_shape = {static_cast<int64_t>(m)};
   batch_shape.insert(batch_shape.end(), shape.begin(), shape.end());
@@ -155,12 +175,12 @@ int run_actor(const Options& o) {
         const Transition& t = done[i];
         const void* ob = bytes ? static_cast<const void*>(&bytes_obs[i * obs_size]) : t.obs.data();
         const void* next_ob = bytes ? static_cast<const void*>(&bytes_next[i * obs_size]) : t.next_obs.data();
-        writer.append({ob, &t.action, &t.reward, &t.discount, next_ob});
-        writer.create_item(replay, 1, priority[i]);
+        s->writer.append({ob, &t.action, &t.reward, &t.discount, next_ob});
+        s->writer.create_item(s->replay, 1, priority[i]);
       }
       for (Ended& e : ended) {
-        episode_writer.append({&e.env, &e.epsilon, &e.ret, &e.len});
-        episode_writer.create_item(episodes, 1, 1.0);
+        s->episode_writer.append({&e.env, &e.epsilon, &e.ret, &e.len});
+        s->episode_writer.create_item(s->episodes, 1, 1.0);
       }
     });
     done.clear();
@@ -197,14 +217,27 @@ int run_actor(const Options& o) {
     // Transitions leave in batches of at least kLocalBatch (Ape-X's local
     // buffer), and before new parameters change the network that scores them.
     bool pull = frames - last_pull >= o.pull_every;
-    if (done.size() >= kLocalBatch || (pull && !done.empty())) send();
-    if (pull) {
-      last_pull = frames;
-      int64_t v = in_engram([&] { return reader.read(version, &params); });
-      if (v != version) {
-        load_parameters(*net, params.data(), params.size());
-        version = v;
+    try {
+      if (done.size() >= kLocalBatch || (pull && !done.empty())) send();
+      if (pull) {
+        last_pull = frames;
+        int64_t v = in_engram([&] { return s->reader.read(version, &params); });
+        if (v != version) {
+          load_parameters(*net, params.data(), params.size());
+          version = v;
+        }
       }
+    } catch (const api::Error& e) {
+      if (!server_gone(e)) throw;
+      // The envs go on where they were; what was on its way to the server
+      // is gone with it. The parameters are kept until the learner
+      // publishes newer ones.
+      std::string lost = std::to_string(done.size()) + " transitions and " + std::to_string(ended.size()) +
+                         " episodes being written, and those the server had not applied";
+      done.clear();
+      ended.clear();
+      s.reset();
+      if (!reconnect(who.c_str(), lost, [&] { s.emplace(o, shape); }, [] { return g_stop != 0; })) break;
     }
   }
   write_actor_counts(o.out, o.actor_id, frames, wall_s() - wall0, thread_cpu_s() - cpu0, in_engram);

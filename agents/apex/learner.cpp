@@ -19,6 +19,7 @@
 #include "agents/common/env/rng.hpp"
 #include "agents/common/host/call_clock.hpp"
 #include "agents/common/host/learner_host.hpp"
+#include "agents/common/host/reconnect.hpp"
 #include "agents/common/nets/evaluate.hpp"
 #include "agents/common/nets/flat_adam.hpp"
 #include "agents/common/nets/nets.hpp"
@@ -175,7 +176,7 @@ int run_learner(const Options& o) {
   int64_t version = 1;
   host.publish(version, flatten_parameters(*online));
   api::Client& c = host.client();
-  api::Table replay = c.open_table(kReplayTable);
+  std::optional<api::Table> replay(c.open_table(kReplayTable));
 
   host.start_actors();
   double t0 = wall_s();
@@ -195,13 +196,17 @@ int run_learner(const Options& o) {
   uint64_t updates = 0;
   bool solved = false;
   int64_t steps = 0;
+  // Env steps are the replay's inserts, and steps_before those of a server
+  // that went away since (its restored counters run from its checkpoint):
+  // the curve's steps never go back.
+  int64_t steps_before = 0;
   {
     std::optional<Batches> batches;
-    if (o.train) in_engram([&] { batches.emplace(o, replay, host.socket(), obs_size); });
+    if (o.train) in_engram([&] { batches.emplace(o, *replay, host.socket(), obs_size); });
     std::vector<int64_t> batch_shape = {o.batch};
     batch_shape.insert(batch_shape.end(), shape.begin(), shape.end());
     bool done = false;         // solved, or the step limit
-    while (!done) {
+    while (!done) try {
       size_t first = 0;
       int64_t n = 0;
       if (!o.train) {  // actors alone: only watch
@@ -267,11 +272,23 @@ int run_learner(const Options& o) {
           host.poll(&curve);
           return c.info(kReplayTable);
         });
-        steps = static_cast<int64_t>(info.inserts);
+        steps = steps_before + static_cast<int64_t>(info.inserts);
         solved = curve.low.size() >= 100 && Curve::mean(curve.low) >= o.solved;
         done = solved || steps >= o.steps;
         progress.report(now, steps, updates, curve, info.size, "replay", done);
       }
+    } catch (const api::Error& e) {
+      // engramd went away (--socket): its tables come back from its
+      // checkpoint, or empty; the network and the curve are the
+      // learner's, and go on.
+      if (!server_gone(e)) throw;
+      batches.reset();
+      replay.reset();
+      if (!host.reconnect("the batches drawn ahead and the priorities not yet sent", [] { return false; })) throw;
+      replay.emplace(c.open_table(kReplayTable));
+      steps_before = steps - static_cast<int64_t>(c.info(kReplayTable).inserts);
+      if (o.train) batches.emplace(o, *replay, host.socket(), obs_size);
+      host.publish(++version, flatten_parameters(*online));
     }
   }
   RunEnd end;

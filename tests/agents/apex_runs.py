@@ -9,6 +9,12 @@ one of:
                     bench/apex.sh, not here)
   breakout-learns   100k frames: trailing-100 mean >= 1.5 (random: ~0.5)
   killed-actor      one of two actors SIGKILLed mid-run; the learner goes on
+  engramd-restart   against an external engramd (--socket, checkpoints every
+                    second), SIGKILLed mid-run and started again (it restores
+                    its newest checkpoint): the learner and the actor each
+                    say the outage once, reconnect, and the run solves
+                    within cartpole-solves' 500k steps; its env steps never
+                    go back
   python-actor      the learner with no actor of its own (--actors 0) and the
                     Python binding's numpy actor (bindings/python/examples/
                     apex_actor.py): 50k env steps, trailing-100 mean >= 100
@@ -41,7 +47,10 @@ def rust_actor():
     return os.path.join(build, "rust", "release", "examples", "apex_actor")
 
 
-def run(binary, args, out, kill_actor_at=None, python_actor=False, rust_actor_path=None):
+def run(binary, args, out, kill_actor_at=None, python_actor=False, rust_actor_path=None, at_steps=None):
+    """at_steps: (N, action(learner pid)) to do once the progress shows N env steps."""
+    if kill_actor_at is not None:
+        at_steps = (kill_actor_at, kill_one_actor)
     cmd = [binary, *args, "--out", out]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     killed = None
@@ -65,18 +74,18 @@ def run(binary, args, out, kill_actor_at=None, python_actor=False, rust_actor_pa
                                      "--envs-per-actor", envs, "--actor-id", "1", "--actors", actors],
                                     stdout=subprocess.PIPE, text=True)
     before = ""
-    if kill_actor_at is not None:
-        # Kill once the progress line shows that many env steps: a time
+    if at_steps is not None:
+        # Act once the progress line shows that many env steps: a time
         # would race the run's speed (at 20k steps/s a 60k-step run ended
         # before a kill at 4 s, and the test failed).
         for line in p.stdout:
             before += line
             m = re.search(r"\bsteps\s+(\d+)\s", line)
-            if m and int(m.group(1)) >= kill_actor_at:
-                killed = kill_one_actor(p.pid)
+            if m and int(m.group(1)) >= at_steps[0]:
+                killed = at_steps[1](p.pid)
                 break
         else:
-            sys.exit(f"the run ended before {kill_actor_at} env steps:\n{before}")
+            sys.exit(f"the run ended before {at_steps[0]} env steps:\n{before}")
     log, _ = p.communicate(timeout=600)
     log = before + log
     frames = {}  # the bindings' actors' frames, from their last line ("... N frames ...")
@@ -102,6 +111,47 @@ def kill_one_actor(learner):
         sys.exit("found no actor process to kill")
     os.kill(pids[0], signal.SIGKILL)
     return pids[0]
+
+
+class Engramd:
+    """An engramd of the test's own in DIR, with the arena the README gives
+    for CartPole and a checkpoint every second, restored when it starts."""
+
+    def __init__(self, d):
+        self.dir, self.socket, self.proc = d, os.path.join(d, "engram.sock"), None
+        self.config = os.path.join(d, "engramd.toml")
+        with open(self.config, "w") as f:
+            f.write(f'socket = "{self.socket}"\n[arena]\nclasses = [ {{ block_size = 512, count = 120000 }}, '
+                    '{ block_size = 1024, count = 16384 }, { block_size = "128KiB", count = 64 } ]\n'
+                    f'[checkpoint]\ndir = "{d}/checkpoints"\ninterval_s = 1\n')
+        self.start()
+
+    def start(self):
+        n = len([f for f in os.listdir(self.dir) if f.startswith("engramd-")])
+        self.log = os.path.join(self.dir, f"engramd-{n}.log")
+        self.proc = subprocess.Popen([os.environ["ENGRAMD"], "--config", self.config],
+                                     stdout=open(self.log, "w"), stderr=subprocess.STDOUT)
+        for _ in range(600):
+            if "serving " in open(self.log).read():
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        sys.exit(f"engramd did not come up:\n{open(self.log).read()}")
+
+    def restart(self, _learner):
+        """SIGKILL, then start again: what a crash under systemd looks like."""
+        self.proc.kill()
+        self.proc.wait()
+        self.start()
+        restored = re.search(r"restored checkpoint .*", open(self.log).read())
+        print("engramd restarted;", restored.group(0) if restored else "no checkpoint restored")
+        return restored is not None
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=30)
 
 
 def main():
@@ -152,6 +202,30 @@ def main():
                 sys.exit(f"the learner did not notice actor {killed}'s death")
             if s["env_steps"] < 60000:
                 sys.exit(f"training stopped at {s['env_steps']} steps after the kill")
+        elif case == "engramd-restart":
+            d = Engramd(out)
+            try:
+                for seed in ("1", "2", "3"):
+                    s, log, restored = run(binary, ["--env", "cartpole", "--steps", "500000", "--seed", seed,
+                                                    "--socket", d.socket],
+                                           os.path.join(out, "run"), at_steps=(40000, d.restart))
+                    if not restored:
+                        sys.exit("engramd restored no checkpoint: the test would not show a restore")
+                    for who in ("engram-apex", "engram-apex actor 0"):
+                        said = re.findall(rf"^{who}: the server went away at .*$", log, re.M)
+                        if len(said) != 1:
+                            sys.exit(f"{who} said the outage {len(said)} times; want once")
+                    with open(os.path.join(out, "run", "curve.csv")) as f:
+                        steps = [int(line.split(",")[1]) for line in list(f)[1:]]
+                    if any(b < a for a, b in zip(steps, steps[1:])):
+                        sys.exit(f"the curve's env steps go back: {steps}")
+                    if s["solved"]:
+                        break
+                    print(f"seed {seed}: not solved within 500k steps (trailing-100 mean {s['mean100_low_epsilon']:.1f})")
+                if not s["solved"]:
+                    sys.exit("no seed of three solved CartPole within 500k steps across engramd's restart")
+            finally:
+                d.stop()
         elif case == "python-actor":
             s, _, _ = run(binary, ["--env", "cartpole", "--actors", "0", "--steps", "50000", "--seed", "1"], out,
                           python_actor=True)

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "agents/common/host/command_line.hpp"
+#include "agents/common/host/reconnect.hpp"
 #include "agents/common/tables/episodes.hpp"
 #include "agents/common/tables/replace_tables.hpp"
 
@@ -32,9 +33,22 @@ LearnerHost::LearnerHost(const char* program, const RunOptions& o, ArenaClass ch
 LearnerHost::~LearnerHost() { stop_children(actors_); }
 
 void LearnerHost::create_tables(const api::TableOptions& own) {
+  own_ = own;
   replace_tables(client_, {own, episodes_table(), params_table(params_)});
   publisher_ = std::make_unique<ParamPublisher>(client_, params_);
   episodes_ = client_.open_table(kEpisodesTable);
+}
+
+bool LearnerHost::reconnect(const std::string& lost, const std::function<bool()>& stopped) {
+  if (server_) return false;
+  publisher_.reset();
+  episodes_ = api::Table();
+  return agents::reconnect(program_, lost, [&] {
+    client_ = api::Client::connect(socket_);
+    ensure_tables(client_, {own_, episodes_table(), params_table(params_)});
+    publisher_ = std::make_unique<ParamPublisher>(client_, params_);
+    episodes_ = client_.open_table(kEpisodesTable);
+  }, stopped);
 }
 
 void LearnerHost::start_actors() {

@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -72,6 +73,14 @@ class LearnerHost {
   // Creates `own`, the episodes table and the parameter table, each
   // replacing a table of its name that a previous run left (--socket).
   void create_tables(const api::TableOptions& own);
+  // After the server went away (only with --socket: an embedded server
+  // goes only with the learner, so this returns false at once): connects
+  // again with bounded backoff, creates the tables the server lost (one
+  // restarted without a checkpoint; a restored one keeps its items) and
+  // opens them; says on stderr when the outage began, how long it lasted
+  // and what was `lost`. The agent then opens its own handles again and
+  // publishes its parameters. False if stopped() first.
+  bool reconnect(const std::string& lost, const std::function<bool()>& stopped);
   api::Client& client() { return client_; }
   const std::string& socket() const { return socket_; }
   // Publishes parameters to the actors (params.hpp).
@@ -97,6 +106,7 @@ class LearnerHost {
   std::unique_ptr<api::Server> server_;
   api::Client client_;
   size_t params_;
+  api::TableOptions own_;  // the agent's table, as create_tables made it
   std::unique_ptr<ParamPublisher> publisher_;
   api::Table episodes_;
   std::vector<pid_t> actors_;
