@@ -22,6 +22,10 @@ one of:
                     Rust binding's (bindings/rust/engram/examples/
                     apex_actor.rs, actor 1, built here with cargo --release);
                     each writes at least a quarter of the frames
+  actors-reconnect  those two actors against an external engramd, SIGKILLed
+                    at 20k steps and started again: each actor says the
+                    outage once, reconnects, and counts on (their frames
+                    add up to the learner's env steps)
 The trailing-100 mean is of the envs with epsilon <= 0.01."""
 import os
 import re
@@ -47,19 +51,22 @@ def rust_actor():
     return os.path.join(build, "rust", "release", "examples", "apex_actor")
 
 
-def run(binary, args, out, kill_actor_at=None, python_actor=False, rust_actor_path=None, at_steps=None):
-    """at_steps: (N, action(learner pid)) to do once the progress shows N env steps."""
+def run(binary, args, out, kill_actor_at=None, python_actor=False, rust_actor_path=None, at_steps=None,
+        socket=None):
+    """at_steps: (N, action(learner pid)) to do once the progress shows N
+    env steps; socket: the server's (an engramd's) if not the learner's."""
     if kill_actor_at is not None:
         at_steps = (kill_actor_at, kill_one_actor)
     cmd = [binary, *args, "--out", out]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     killed = None
     actor = None
+    socket = socket or os.path.join(out, "engram.sock")
     if python_actor:
-        # The actor waits for the learner's tables and first parameters; it
-        # ends when the learner's server goes away.
+        # The actors wait for the learner's tables and first parameters, and
+        # are stopped (SIGTERM) once the learner has ended.
         for _ in range(600):
-            if os.path.exists(os.path.join(out, "engram.sock")):
+            if os.path.exists(socket):
                 break
             time.sleep(0.05)
         env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "bindings", "python"), PYTHONDONTWRITEBYTECODE="1")
@@ -67,12 +74,13 @@ def run(binary, args, out, kill_actor_at=None, python_actor=False, rust_actor_pa
         actors, envs = ("2", "8") if rust_actor_path else ("1", "16")
         actor = subprocess.Popen([os.environ.get("ENGRAM_PYTHON", "/usr/bin/python3"),
                                   os.path.join(ROOT, "bindings", "python", "examples", "apex_actor.py"),
-                                  "--socket", os.path.join(out, "engram.sock"), "--envs-per-actor", envs,
-                                  "--actor-id", "0", "--actors", actors], env=env, stdout=subprocess.PIPE, text=True)
+                                  "--socket", socket, "--envs-per-actor", envs,
+                                  "--actor-id", "0", "--actors", actors], env=env, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
         if rust_actor_path:
-            rust = subprocess.Popen([rust_actor_path, "--socket", os.path.join(out, "engram.sock"),
+            rust = subprocess.Popen([rust_actor_path, "--socket", socket,
                                      "--envs-per-actor", envs, "--actor-id", "1", "--actors", actors],
-                                    stdout=subprocess.PIPE, text=True)
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     before = ""
     if at_steps is not None:
         # Act once the progress line shows that many env steps: a time
@@ -92,8 +100,11 @@ def run(binary, args, out, kill_actor_at=None, python_actor=False, rust_actor_pa
     for name, proc in (("Python", actor), ("Rust", rust if rust_actor_path else None)):
         if proc is None:
             continue
-        said, _ = proc.communicate(timeout=60)
+        proc.terminate()
+        said, err = proc.communicate(timeout=60)
         print(said, end="")
+        print(err, end="")
+        log += err
         if proc.returncode != 0:
             sys.exit(f"the {name} actor exited with {proc.returncode}")
         counted = re.findall(r"(\d+) frames", said)
@@ -140,12 +151,23 @@ class Engramd:
         sys.exit(f"engramd did not come up:\n{open(self.log).read()}")
 
     def restart(self, _learner):
-        """SIGKILL, then start again: what a crash under systemd looks like."""
+        """SIGKILL, then start again: what a crash under systemd looks like.
+        First waits for the next checkpoint, so that the one restored holds
+        what the run wrote until now."""
+        since = len(open(self.log).read())
+        for _ in range(200):
+            text = open(self.log).read()
+            if re.search(r"checkpoint \S+/ckpt-", text[since:]):
+                break
+            time.sleep(0.05)
+        else:
+            sys.exit(f"engramd wrote no checkpoint within 10 s:\n{text}")
         self.proc.kill()
         self.proc.wait()
         self.start()
-        restored = re.search(r"restored checkpoint .*", open(self.log).read())
-        print("engramd restarted;", restored.group(0) if restored else "no checkpoint restored")
+        restored = re.search(r"restored checkpoint .*: 3 tables.*", open(self.log).read())
+        print("engramd restarted;", restored.group(0) if restored else "no checkpoint of the 3 tables restored:\n" +
+              open(self.log).read())
         return restored is not None
 
     def stop(self):
@@ -226,6 +248,25 @@ def main():
                     sys.exit("no seed of three solved CartPole within 500k steps across engramd's restart")
             finally:
                 d.stop()
+        elif case == "actors-reconnect":
+            # The bindings' actors (Python's and Rust's) across an engramd
+            # restart: each says the outage once and goes on counting.
+            d = Engramd(out)
+            try:
+                s, log, restored = run(binary, ["--env", "cartpole", "--actors", "0", "--steps", "60000", "--seed", "1",
+                                         "--socket", d.socket], os.path.join(out, "run"), python_actor=True,
+                                rust_actor_path=rust_actor(), at_steps=(20000, d.restart), socket=d.socket)
+            finally:
+                d.stop()
+            if not restored:
+                sys.exit("engramd restored no checkpoint of the learner's tables")
+            for who in ("engram-apex", "apex_actor 0", "apex_actor 1"):
+                said = re.findall(rf"^{who}: the server went away at .*$", log, re.M)
+                if len(said) != 1:
+                    sys.exit(f"{who} said the outage {len(said)} times; want once")
+            f = s["binding_frames"]
+            if sum(f.values()) < 0.95 * s["env_steps"]:
+                sys.exit(f"the actors counted {f} frames, the learner {s['env_steps']} env steps: a count began anew")
         elif case == "python-actor":
             s, _, _ = run(binary, ["--env", "cartpole", "--actors", "0", "--steps", "50000", "--seed", "1"], out,
                           python_actor=True)

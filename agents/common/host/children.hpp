@@ -6,6 +6,7 @@
 #pragma once
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -41,15 +42,19 @@ inline void make_out_dir(const std::string& out) {
   std::filesystem::create_directories(out, ignored);
 }
 
-// Starts /proc/self/exe with `args` (argv[1..]); its pid.
+// Starts /proc/self/exe with `args` (argv[1..]); its pid. The child gets
+// SIGTERM when this process ends, however it ends: an actor outlives its
+// server's restarts (it reconnects), but not the learner that started it.
 inline pid_t start_child(const std::vector<std::string>& args) {
   std::vector<std::string> a = {"/proc/self/exe"};
   a.insert(a.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (auto& s : a) argv.push_back(s.data());
   argv.push_back(nullptr);
+  const pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid == 0) {
+    if (::prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || ::getppid() != parent) std::_Exit(0);  // gone before the prctl
     ::execv("/proc/self/exe", argv.data());
     std::_Exit(127);
   }

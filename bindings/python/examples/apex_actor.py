@@ -13,7 +13,10 @@ table every 400 frames.
     python3 bindings/python/examples/apex_actor.py --socket /tmp/apex/engram.sock \\
         --actor-id 0 --actors 1 --envs-per-actor 16
 
-It runs until the learner's server goes away (or SIGTERM / Ctrl-C).
+It runs until SIGTERM or Ctrl-C. When the server goes away (an engramd
+restarted, or the learner's embedded server gone with it) it connects again
+as soon as the server answers with its tables, trying for --reconnect-s
+seconds (60) before it gives up, and says once what the outage cost.
 """
 import argparse
 import signal
@@ -93,6 +96,44 @@ def read_params(table, have):
         return None
 
 
+REPLAY_COLS = [("obs", np.float32, (4,)), ("action", np.int32, ()), ("reward", np.float32, ()),
+               ("discount", np.float32, ()), ("next_obs", np.float32, (4,))]
+EPISODE_COLS = [("env", np.int32, ()), ("epsilon", np.float32, ()), ("return", np.float32, ()),
+                ("length", np.int32, ())]
+
+
+class Session:
+    """What the actor holds of the server: its tables and writers."""
+
+    def __init__(self, client):
+        self.params = client.table("params")
+        self.replay, self.episodes = client.table("replay"), client.table("episodes")
+        # 16 transitions to a chunk, each its own item, as the C++ actors write them.
+        self.writer = client.writer(REPLAY_COLS, chunk_length=16, max_item_steps=1)
+        self.episode_writer = client.writer(EPISODE_COLS)
+
+
+def reconnect(client, args, stop, lost):
+    """After the server went away: connects again and opens the tables,
+    trying every 50 ms, doubling up to 2 s, for args.reconnect_s seconds;
+    then one line on stderr for the outage. The new Session, or None."""
+    began, at, wait, tries = time.monotonic(), time.strftime("%H:%M:%S"), 0.05, 0
+    while not stop and time.monotonic() - began < args.reconnect_s:
+        tries += 1
+        try:
+            s = Session(client.reconnect())
+            print(f"apex_actor {args.actor_id}: the server went away at {at}; back after "
+                  f"{time.monotonic() - began:.1f} s ({tries} tries); lost {lost}", file=sys.stderr, flush=True)
+            return s
+        except (engram.Disconnected, engram.NotFound, engram.Closed, engram.Timeout):
+            time.sleep(wait)
+            wait = min(2 * wait, 2.0)
+    if not stop:
+        print(f"apex_actor {args.actor_id}: the server went away at {at} and was not back within "
+              f"{args.reconnect_s} s", file=sys.stderr, flush=True)
+    return None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--socket", required=True)
@@ -100,6 +141,8 @@ def main():
     ap.add_argument("--actors", type=int, default=1)
     ap.add_argument("--envs-per-actor", type=int, default=16)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--reconnect-s", type=float, default=60.0,
+                    help="how long to try to reach the server again after it went away (default 60)")
     args = ap.parse_args()
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
@@ -110,11 +153,6 @@ def main():
     rng = np.random.default_rng([args.seed, 1000003 + args.actor_id])
     envs = CartPoles(m, rng)
     net = DuelingQ()
-    obs4 = ("obs", np.float32, (4,))
-    replay_cols = [obs4, ("action", np.int32, ()), ("reward", np.float32, ()), ("discount", np.float32, ()),
-                   ("next_obs", np.float32, (4,))]
-    episode_cols = [("env", np.int32, ()), ("epsilon", np.float32, ()), ("return", np.float32, ()),
-                    ("length", np.int32, ())]
     frames = 0
     try:
         with engram.connect(args.socket) as client:
@@ -135,10 +173,8 @@ def main():
                 sys.exit(f"apex_actor: the parameter table holds {flat.size} floats; CartPole's network has "
                          f"{DuelingQ.SIZE} (is the learner training CartPole?)")
             net.load(flat)
-            replay, episodes = client.table("replay"), client.table("episodes")
-            # 16 transitions to a chunk, each its own item, as the C++ actors write them.
-            writer = client.writer(replay_cols, chunk_length=16, max_item_steps=1)
-            episode_writer = client.writer(episode_cols)
+            params.close()  # the session opens it again, with the rest
+            s = Session(client)
             obs = envs.s.astype(np.float32)
             pending = [[] for _ in range(m)]  # per env: [obs, action, q, reward_sum, scale, steps]
             ret, length = np.zeros(m, np.float32), np.zeros(m, np.int32)
@@ -153,11 +189,11 @@ def main():
                 best = net(n_.astype(np.float32)).max(axis=1)
                 td = r_ + d_ * best - q_
                 prio = np.where(np.isfinite(td), np.abs(td) + 1e-6, 1.0)
-                writer.append_items(replay, o_.astype(np.float32), a_.astype(np.int32), r_.astype(np.float32),
-                                    d_.astype(np.float32), n_.astype(np.float32), priorities=prio)
+                s.writer.append_items(s.replay, o_.astype(np.float32), a_.astype(np.int32), r_.astype(np.float32),
+                                      d_.astype(np.float32), n_.astype(np.float32), priorities=prio)
                 for e in ended:
-                    episode_writer.append(*e)
-                    episode_writer.create_item(episodes, 1, 1.0)
+                    s.episode_writer.append(*e)
+                    s.episode_writer.create_item(s.episodes, 1, 1.0)
                 out.clear()
                 ended.clear()
 
@@ -187,16 +223,27 @@ def main():
                 obs = next_obs
                 frames += m
                 pull = frames - last_pull >= PULL_EVERY
-                if len(out) >= LOCAL_BATCH or (pull and out):
-                    send()
-                if pull:
-                    last_pull = frames
-                    got = read_params(params, version)
-                    if got:
-                        version, flat = got
-                        net.load(flat)
+                try:
+                    if len(out) >= LOCAL_BATCH or (pull and out):
+                        send()
+                    if pull:
+                        last_pull = frames
+                        got = read_params(s.params, version)
+                        if got:
+                            version, flat = got
+                            net.load(flat)
+                except (engram.Disconnected, engram.Closed):
+                    # The envs go on where they were; what was on its way to
+                    # the server is gone with it.
+                    lost = (f"{len(out)} transitions and {len(ended)} episodes being written, and those the "
+                            "server had not applied")
+                    out.clear()
+                    ended.clear()
+                    s = reconnect(client, args, stop, lost)
+                    if s is None:
+                        break
     except (engram.Disconnected, engram.Closed):
-        pass  # the learner is done
+        pass  # gone before the first parameters
     except KeyboardInterrupt:
         pass
     print(f"apex_actor {args.actor_id}: {frames} frames")

@@ -12,9 +12,13 @@
 //!     engram-apex --actors 0 --out /tmp/apex &
 //!     cargo run --release --example apex_actor -- --socket /tmp/apex/engram.sock --actor-id 0 --actors 2
 //!
-//! It runs until the learner's server goes away.
+//! It runs until SIGTERM. When the server goes away (an engramd restarted,
+//! or the learner's embedded server gone with it) it connects again as soon
+//! as the server answers with its tables, trying for --reconnect-s seconds
+//! (60) before it gives up, and says once what the outage cost.
 use std::collections::VecDeque;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use engram::{bytes, Client, Column, Dtype, Error, SampleOptions, Table, WriterOptions};
 use engram_sys as sys;
@@ -126,6 +130,61 @@ fn read_params(table: &Table<'_>, have: i64) -> Result<Option<(i64, Vec<f32>)>, 
     Ok(Some((version, batch.views::<f32>(0, 1)?[0].to_vec())))
 }
 
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_term(_: i32) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+extern "C" {
+    fn signal(signum: i32, handler: extern "C" fn(i32)) -> usize;
+}
+
+fn stopped() -> bool {
+    STOP.load(Ordering::Relaxed)
+}
+
+/// The errors of a try while the server comes back: none there yet, its
+/// tables not yet restored or created, or too busy to answer.
+fn not_back_yet(e: &Error) -> bool {
+    [sys::ENGRAM_E_DISCONNECTED, sys::ENGRAM_E_NOT_FOUND, sys::ENGRAM_E_CLOSED, sys::ENGRAM_E_TIMEOUT].contains(&e.code())
+}
+
+/// After the server went away: connects again until it answers with the
+/// actor's tables, trying every 50 ms, doubling up to 2 s, for `limit`;
+/// then one line on stderr for the outage. False if stopped or given up.
+fn reconnect(client: &mut Client, socket: &str, id: usize, limit: Duration, lost: &str) -> Result<bool, Error> {
+    let began = Instant::now();
+    let secs = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0) % 86400;
+    let at = format!("{:02}:{:02}:{:02} UTC", secs / 3600, secs / 60 % 60, secs % 60);
+    let (mut wait, mut tries) = (Duration::from_millis(50), 0);
+    while !stopped() && began.elapsed() < limit {
+        tries += 1;
+        let back = client.reconnect(Some(socket)).and_then(|_| {
+            for name in ["params", "replay", "episodes"] {
+                client.open_table(name)?;
+            }
+            Ok(())
+        });
+        match back {
+            Ok(()) => {
+                eprintln!("apex_actor {}: the server went away at {}; back after {:.1} s ({} tries); lost {}", id, at,
+                          began.elapsed().as_secs_f64(), tries, lost);
+                return Ok(true);
+            }
+            Err(e) if not_back_yet(&e) => {
+                std::thread::sleep(wait);
+                wait = (wait * 2).min(Duration::from_secs(2));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    if !stopped() {
+        eprintln!("apex_actor {}: the server went away at {} and was not back within {:?}", id, at, limit);
+    }
+    Ok(false)
+}
+
 struct Pending {
     obs: [f32; 4],
     action: i32,
@@ -139,12 +198,130 @@ fn arg(args: &[String], name: &str, default: &str) -> String {
     args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned().unwrap_or_else(|| default.to_string())
 }
 
+/// What the actor carries across connections: its envs, network and the
+/// transitions and episodes not yet sent.
+struct Actor {
+    id: usize,
+    first: usize,
+    eps: Vec<f64>,
+    rng: Rng,
+    net: DuelingQ,
+    version: i64,
+    envs: Vec<CartPole>,
+    pending: Vec<VecDeque<Pending>>,
+    ret: Vec<f32>,
+    len: Vec<i32>,
+    last_pull: u64,
+    frames: u64,
+    // Transitions not sent yet, column by column, for append_items, and
+    // the episodes ended since the last send (env, epsilon, return, length).
+    o_: Vec<f32>,
+    a_: Vec<i32>,
+    r_: Vec<f32>,
+    d_: Vec<f32>,
+    n_: Vec<f32>,
+    pr: Vec<f64>,
+    ended: Vec<(i32, f32, f32, i32)>,
+}
+
+impl Actor {
+    /// What was on its way to the server, dropped; its description.
+    fn drop_unsent(&mut self) -> String {
+        let lost = format!("{} transitions and {} episodes being written, and those the server had not applied",
+                           self.a_.len(), self.ended.len());
+        self.ended.clear();
+        self.o_.clear();
+        self.a_.clear();
+        self.r_.clear();
+        self.d_.clear();
+        self.n_.clear();
+        self.pr.clear();
+        lost
+    }
+
+    /// Acts on one connection: opens the tables and writers, then steps
+    /// the envs until SIGTERM (Ok) or an error (the server gone, say).
+    fn act(&mut self, client: &Client) -> Result<(), Error> {
+        let m = self.envs.len();
+        let params = client.open_table("params")?;
+        let replay = client.open_table("replay")?;
+        let episodes = client.open_table("episodes")?;
+        let obs4 = |n: &str| Column::new(n, Dtype::F32, &[4]);
+        let mut wo = WriterOptions::new(vec![obs4("obs"), Column::new("action", Dtype::I32, &[]),
+                                             Column::new("reward", Dtype::F32, &[]),
+                                             Column::new("discount", Dtype::F32, &[]), obs4("next_obs")]);
+        wo.chunk_length = 16; // 16 transitions a chunk, each its own item, as the C++ actors write them
+        wo.max_item_steps = 1;
+        let mut writer = client.writer(&wo)?;
+        let mut episode_writer = client.writer(&WriterOptions::new(vec![
+            Column::new("env", Dtype::I32, &[]), Column::new("epsilon", Dtype::F32, &[]),
+            Column::new("return", Dtype::F32, &[]), Column::new("length", Dtype::I32, &[])]))?;
+        while !stopped() {
+            for j in 0..m {
+                let obs = self.envs[j].obs();
+                let q = self.net.q(&obs);
+                let action = if self.rng.uniform() < self.eps[j] { (self.rng.next() % 2) as i32 } else { (q[1] > q[0]) as i32 };
+                let (terminated, truncated) = self.envs[j].step(action);
+                let next = self.envs[j].obs();
+                self.pending[j].push_back(Pending { obs, action, q: q[action as usize], reward: 0.0, scale: 1.0, steps: 0 });
+                for p in self.pending[j].iter_mut() {
+                    p.reward += p.scale;
+                    p.scale *= GAMMA;
+                    p.steps += 1;
+                }
+                let end = terminated || truncated;
+                while self.pending[j].front().map_or(false, |p| p.steps == N_STEP || end) {
+                    let p = self.pending[j].pop_front().unwrap();
+                    let discount = if terminated { 0.0 } else { p.scale };
+                    let best = self.net.q(&next);
+                    let td = p.reward + discount * best[0].max(best[1]) - p.q;
+                    self.o_.extend_from_slice(&p.obs);
+                    self.a_.push(p.action);
+                    self.r_.push(p.reward);
+                    self.d_.push(discount);
+                    self.n_.extend_from_slice(&next);
+                    self.pr.push(if td.is_finite() { td.abs() as f64 + 1e-6 } else { 1.0 });
+                }
+                self.ret[j] += 1.0;
+                self.len[j] += 1;
+                if end {
+                    self.ended.push(((self.first + j) as i32, self.eps[j] as f32, self.ret[j], self.len[j]));
+                    self.ret[j] = 0.0;
+                    self.len[j] = 0;
+                    self.envs[j].reset(&mut self.rng);
+                }
+            }
+            self.frames += m as u64;
+            let pull = self.frames - self.last_pull >= PULL_EVERY;
+            if self.a_.len() >= LOCAL_BATCH || (pull && !self.a_.is_empty()) {
+                // An episode's last transitions and its record leave together.
+                writer.append_items(&[bytes(&self.o_), bytes(&self.a_), bytes(&self.r_), bytes(&self.d_), bytes(&self.n_)],
+                                    self.a_.len() as u32, &replay, 1, Some(&self.pr))?;
+                for &(env, e, r, l) in &self.ended {
+                    episode_writer.append(&[bytes(&[env]), bytes(&[e]), bytes(&[r]), bytes(&[l])])?;
+                    episode_writer.create_item(&episodes, 1, 1.0)?;
+                }
+                self.drop_unsent();
+            }
+            if pull {
+                self.last_pull = self.frames;
+                if let Some((v, p)) = read_params(&params, self.version)? {
+                    self.version = v;
+                    self.net.p = p;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 fn run(args: &[String], frames: &mut u64) -> Result<(), Error> {
     let socket = arg(args, "--socket", "");
     let id: usize = arg(args, "--actor-id", "0").parse().unwrap();
     let actors: usize = arg(args, "--actors", "1").parse().unwrap();
     let m: usize = arg(args, "--envs-per-actor", "16").parse().unwrap();
     let seed: u64 = arg(args, "--seed", "1").parse().unwrap();
+    let reconnect_s: f64 = arg(args, "--reconnect-s", "60").parse().unwrap();
     let total = actors * m;
     let first = id * m;
     let eps: Vec<f64> = (0..m)
@@ -152,118 +329,65 @@ fn run(args: &[String], frames: &mut u64) -> Result<(), Error> {
         .collect();
     let mut rng = Rng(seed.wrapping_mul(1_000_003).wrapping_add(7919 * id as u64 + 1));
 
-    let client = Client::connect(Some(&socket))?;
-    let params = loop {
-        match client.open_table("params") {
-            Ok(t) => break t,
-            Err(e) if e.code() == sys::ENGRAM_E_NOT_FOUND => std::thread::sleep(Duration::from_millis(10)),
-            Err(e) => return Err(e),
+    let mut client = Client::connect(Some(&socket))?;
+    let (version, p) = {
+        let params = loop {
+            match client.open_table("params") {
+                Ok(t) => break t,
+                Err(e) if e.code() == sys::ENGRAM_E_NOT_FOUND => std::thread::sleep(Duration::from_millis(10)),
+                Err(e) => return Err(e),
+            }
+        };
+        loop {
+            if stopped() {
+                return Ok(());
+            }
+            if let Some(v) = read_params(&params, 0)? {
+                break v;
+            }
+            std::thread::sleep(Duration::from_millis(10));
         }
-    };
-    let (mut version, p) = loop {
-        if let Some(v) = read_params(&params, 0)? {
-            break v;
-        }
-        std::thread::sleep(Duration::from_millis(10));
     };
     if p.len() != SIZE {
         eprintln!("apex_actor: the parameter table holds {} floats; CartPole's network has {}", p.len(), SIZE);
         std::process::exit(1);
     }
-    let mut net = DuelingQ { p };
-    let replay = client.open_table("replay")?;
-    let episodes = client.open_table("episodes")?;
-    let obs4 = |n: &str| Column::new(n, Dtype::F32, &[4]);
-    let mut wo = WriterOptions::new(vec![obs4("obs"), Column::new("action", Dtype::I32, &[]),
-                                         Column::new("reward", Dtype::F32, &[]), Column::new("discount", Dtype::F32, &[]),
-                                         obs4("next_obs")]);
-    wo.chunk_length = 16; // 16 transitions a chunk, each its own item, as the C++ actors write them
-    wo.max_item_steps = 1;
-    let mut writer = client.writer(&wo)?;
-    let mut episode_writer = client.writer(&WriterOptions::new(vec![
-        Column::new("env", Dtype::I32, &[]), Column::new("epsilon", Dtype::F32, &[]),
-        Column::new("return", Dtype::F32, &[]), Column::new("length", Dtype::I32, &[])]))?;
-
     let mut envs: Vec<CartPole> = (0..m).map(|_| CartPole { s: [0.0; 4], steps: 0 }).collect();
     for e in envs.iter_mut() {
         e.reset(&mut rng);
     }
-    let mut pending: Vec<VecDeque<Pending>> = (0..m).map(|_| VecDeque::new()).collect();
-    let (mut ret, mut len) = (vec![0f32; m], vec![0i32; m]);
-    let mut last_pull = 0u64;
-    // Transitions not sent yet, column by column, for append_items, and the
-    // episodes ended since the last send (env, epsilon, return, length).
-    let (mut o_, mut a_, mut r_, mut d_, mut n_, mut pr) = (vec![], vec![], vec![], vec![], vec![], vec![]);
-    let mut ended: Vec<(i32, f32, f32, i32)> = vec![];
-    loop {
-        for j in 0..m {
-            let obs = envs[j].obs();
-            let q = net.q(&obs);
-            let action = if rng.uniform() < eps[j] { (rng.next() % 2) as i32 } else { (q[1] > q[0]) as i32 };
-            let (terminated, truncated) = envs[j].step(action);
-            let next = envs[j].obs();
-            pending[j].push_back(Pending { obs, action, q: q[action as usize], reward: 0.0, scale: 1.0, steps: 0 });
-            for p in pending[j].iter_mut() {
-                p.reward += p.scale;
-                p.scale *= GAMMA;
-                p.steps += 1;
+    let mut actor = Actor {
+        id, first, eps, rng, net: DuelingQ { p }, version, envs,
+        pending: (0..m).map(|_| VecDeque::new()).collect(),
+        ret: vec![0f32; m], len: vec![0i32; m], last_pull: 0, frames: 0,
+        o_: vec![], a_: vec![], r_: vec![], d_: vec![], n_: vec![], pr: vec![], ended: vec![],
+    };
+    let result = loop {
+        match actor.act(&client) {
+            // The envs go on where they were; what was on its way to the
+            // server is gone with it.
+            Err(e) if e.code() == sys::ENGRAM_E_DISCONNECTED || e.code() == sys::ENGRAM_E_CLOSED => {
+                let lost = actor.drop_unsent();
+                match reconnect(&mut client, &socket, actor.id, Duration::from_secs_f64(reconnect_s), &lost) {
+                    Ok(true) => continue,
+                    Ok(false) => break Ok(()),
+                    Err(e) => break Err(e),
+                }
             }
-            let end = terminated || truncated;
-            while pending[j].front().map_or(false, |p| p.steps == N_STEP || end) {
-                let p = pending[j].pop_front().unwrap();
-                let discount = if terminated { 0.0 } else { p.scale };
-                let best = net.q(&next);
-                let td = p.reward + discount * best[0].max(best[1]) - p.q;
-                o_.extend_from_slice(&p.obs);
-                a_.push(p.action);
-                r_.push(p.reward);
-                d_.push(discount);
-                n_.extend_from_slice(&next);
-                pr.push(if td.is_finite() { td.abs() as f64 + 1e-6 } else { 1.0 });
-            }
-            ret[j] += 1.0;
-            len[j] += 1;
-            if end {
-                ended.push(((first + j) as i32, eps[j] as f32, ret[j], len[j]));
-                ret[j] = 0.0;
-                len[j] = 0;
-                envs[j].reset(&mut rng);
-            }
+            other => break other,
         }
-        *frames += m as u64;
-        let pull = *frames - last_pull >= PULL_EVERY;
-        if a_.len() >= LOCAL_BATCH || (pull && !a_.is_empty()) {
-            // An episode's last transitions and its record leave together.
-            writer.append_items(&[bytes(&o_), bytes(&a_), bytes(&r_), bytes(&d_), bytes(&n_)], a_.len() as u32, &replay, 1,
-                                Some(&pr))?;
-            for &(env, e, r, l) in &ended {
-                episode_writer.append(&[bytes(&[env]), bytes(&[e]), bytes(&[r]), bytes(&[l])])?;
-                episode_writer.create_item(&episodes, 1, 1.0)?;
-            }
-            ended.clear();
-            o_.clear();
-            a_.clear();
-            r_.clear();
-            d_.clear();
-            n_.clear();
-            pr.clear();
-        }
-        if pull {
-            last_pull = *frames;
-            if let Some((v, p)) = read_params(&params, version)? {
-                version = v;
-                net.p = p;
-            }
-        }
-    }
+    };
+    *frames = actor.frames;
+    result
 }
 
 fn main() {
+    unsafe { signal(15, on_term) }; // SIGTERM: stop at the next step, and say the frames
     let args: Vec<String> = std::env::args().collect();
     let mut frames = 0u64;
     match run(&args, &mut frames) {
         Ok(()) => println!("apex_actor: {} frames", frames),
-        // The learner is done when its server goes away.
+        // Gone before the first parameters.
         Err(e) if e.code() == sys::ENGRAM_E_DISCONNECTED || e.code() == sys::ENGRAM_E_CLOSED => {
             println!("apex_actor: {} frames; the learner's server went away", frames)
         }
