@@ -32,8 +32,11 @@ void load_model(Net& net, const std::string& path, const std::string& env_name) 
   }
 }
 
+// The mean return of `episodes` greedy episodes (env e seeded from (seed,
+// 77 + e)), each cut at max_steps; each episode's return printed if `say`.
 template <typename Act>
-int play_greedy(const std::string& env_name, uint64_t seed, int episodes, Act act) {
+double greedy_mean(const std::string& env_name, uint64_t seed, int episodes, Act act, bool say,
+                   int max_steps = 100000) {
   torch::NoGradGuard no_grad;
   std::unique_ptr<Env> env = make_env(env_name);
   std::vector<int64_t> shape = {1};
@@ -43,15 +46,21 @@ int play_greedy(const std::string& env_name, uint64_t seed, int episodes, Act ac
   for (int e = 0; e < episodes; ++e) {
     env->reset(Rng::derive(seed, 77 + static_cast<uint64_t>(e)), obs.data_ptr<float>());
     double ret = 0;
-    for (int t = 0; t < 100000; ++t) {
+    for (int t = 0; t < max_steps; ++t) {
       StepResult r = env->step(act(obs), obs.data_ptr<float>());
       ret += r.reward;
       if (r.terminated || r.truncated) break;
     }
-    std::printf("episode %d: return %.0f\n", e + 1, ret);
+    if (say) std::printf("episode %d: return %.0f\n", e + 1, ret);
     total += ret;
   }
-  std::printf("mean return over %d greedy episodes: %.1f\n", episodes, total / episodes);
+  return total / episodes;
+}
+
+template <typename Act>
+int play_greedy(const std::string& env_name, uint64_t seed, int episodes, Act act) {
+  double mean = greedy_mean(env_name, seed, episodes, act, true);
+  std::printf("mean return over %d greedy episodes: %.1f\n", episodes, mean);
   return 0;
 }
 
