@@ -156,27 +156,30 @@ constexpr size_t kKeptNetworks = 5;
 constexpr int kEvalEpisodes = 3;
 constexpr int kEvalSteps = 5000;
 
-std::vector<float> best_network(const Options& o, DuelingQ& net, const std::deque<std::vector<float>>& kept,
-                                double* mean, size_t* age) {
-  std::vector<float> best = flatten_parameters(*net);
-  std::vector<float> final_params = best;
+// The action the network picks for an observation batch of one: --eval's
+// and best_network's.
+int greedy_action(DuelingQ& net, const torch::Tensor& obs) {
+  return static_cast<int>(net->forward(obs).argmax(1).item<int64_t>());
+}
+
+struct BestNetwork {
+  double mean = 0;  // its greedy mean return
+  size_t age = 0;   // progress lines before the end; 0: the final network
+};
+
+// Loads into `net` the best of its own parameters and `kept`'s.
+BestNetwork best_network(const Options& o, DuelingQ& net, const std::deque<std::vector<float>>& kept) {
+  const std::vector<float> final_params = flatten_parameters(*net);
   auto score = [&](const std::vector<float>& p) {
     load_parameters(*net, p.data(), p.size());
-    return greedy_mean(o.env, o.seed + 1000003, kEvalEpisodes, [&](const torch::Tensor& obs) {
-      return static_cast<int>(net->forward(obs).argmax(1).item<int64_t>());
-    }, false, kEvalSteps);
+    return greedy_mean(o.env, o.seed + 1000003, kEvalEpisodes,
+                       [&](const torch::Tensor& obs) { return greedy_action(net, obs); }, false, kEvalSteps);
   };
-  *mean = score(final_params);
-  *age = 0;
-  for (size_t i = 0; i < kept.size(); ++i) {
-    double m = score(kept[i]);
-    if (m > *mean) {
-      *mean = m;
-      *age = kept.size() - i;
-      best = kept[i];
-    }
-  }
-  load_parameters(*net, best.data(), best.size());
+  BestNetwork best{score(final_params), 0};
+  for (size_t i = 0; i < kept.size(); ++i)
+    if (double m = score(kept[i]); m > best.mean) best = {m, kept.size() - i};
+  const std::vector<float>& p = best.age == 0 ? final_params : kept[kept.size() - best.age];
+  load_parameters(*net, p.data(), p.size());
   return best;
 }
 
@@ -346,14 +349,12 @@ int run_learner(const Options& o) {
   end.learner_wall_share = in_engram.wall() / std::max(1e-9, end.wall_s);
   {
     torch::NoGradGuard no_grad;
-    double mean = 0;
-    size_t age = 0;
-    best_network(o, online, kept, &mean, &age);
+    BestNetwork best = best_network(o, online, kept);
     torch::save(online, o.out + "/model.pt");
     std::printf("engram-apex: model.pt is the network of %s, greedy mean %.1f over %d episodes (the best of the "
                 "last %zu progress lines' and the final)\n",
-                age == 0 ? "the end" : (std::to_string(age) + " progress lines before the end").c_str(), mean,
-                kEvalEpisodes, kept.size());
+                best.age == 0 ? "the end" : (std::to_string(best.age) + " progress lines before the end").c_str(),
+                best.mean, kEvalEpisodes, kept.size());
   }
   finish_run("engram-apex", o, progress, "epsilon <= 0.01", end,
              SummaryFields()
@@ -365,9 +366,7 @@ int run_learner(const Options& o) {
 }
 
 int run_eval(const Options& o) {
-  return eval_model<DuelingQ>(o, [](DuelingQ& net, const torch::Tensor& obs) {
-    return static_cast<int>(net->forward(obs).argmax(1).item<int64_t>());
-  });
+  return eval_model<DuelingQ>(o, greedy_action);
 }
 
 }  // namespace engram::agents::apex
