@@ -256,7 +256,7 @@ Result<uint64_t> parse_size(std::string_view s) {
 static Result<CheckpointConfig> parse_checkpoint(const toml::table& t) {
   const std::string p = "checkpoint";
   if (Status s = only_keys(t, p, {"dir", "interval_s", "on_shutdown", "keep", "io", "level", "restore", "direct",
-                                  "max_mb_per_s"}); !s.ok())
+                                  "max_mb_per_s", "restore_from"}); !s.ok())
     return s;
   CheckpointConfig c;
   auto dir = get_string(t, p, "dir", "");
@@ -265,7 +265,9 @@ static Result<CheckpointConfig> parse_checkpoint(const toml::table& t) {
   auto io = get_string(t, p, "io", "auto");
   auto level = get_int(t, p, "level", 1, -7, 22);
   auto rate = get_int(t, p, "max_mb_per_s", 512, 0, 1 << 20);
+  auto from = get_string(t, p, "restore_from", "");
   if (!rate.ok()) return rate.status();
+  if (!from.ok()) return from.status();
   if (!dir.ok()) return dir.status();
   if (!interval.ok()) return interval.status();
   if (!keep.ok()) return keep.status();
@@ -281,6 +283,7 @@ static Result<CheckpointConfig> parse_checkpoint(const toml::table& t) {
   c.restore = t["restore"].value_or(true);
   c.direct = t["direct"].value_or(true);
   c.max_mb_per_s = static_cast<uint32_t>(*rate);
+  c.restore_path = *from;
   if (*io == "auto") c.io = IoMode::automatic;
   else if (*io == "pwrite") c.io = IoMode::pwrite;
   else return bad(at(p, "io"), "\"" + *io + "\" is not an I/O path; allowed: auto (io_uring, else pwrite), pwrite");

@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "engramd: %s\n", config.status().message().c_str());
     return 1;
   }
-  config->checkpoint.restore_path = restore_flag;
+  if (!restore_flag.empty()) config->checkpoint.restore_path = restore_flag;  // over [checkpoint] restore_from
   if (check_only) {
     std::printf("engramd: %s is valid (%zu tables, socket %s)\n", config_path.empty() ? "(defaults)" : config_path.c_str(),
                 config->tables.size(), config->socket_path.c_str());

@@ -640,6 +640,30 @@ std::pair<std::string, uint64_t> ServerCheckpoint::two_checkpoints() {
   return {newer, older_samples};
 }
 
+// [checkpoint] restore_from names the checkpoint to restore (an embedded
+// server's engramd --restore: a learner resumes with the tables of its own
+// checkpoint, not a newer one), and a missing one fails the start.
+TEST_F(ServerCheckpoint, RestoreFromRestoresTheNamedCheckpointNotTheNewest) {
+  start();
+  fill(c_, false);
+  std::string older = checkpoint();
+  uint64_t older_samples = info("fifo").samples;
+  draw(c_, "fifo", 7);
+  checkpoint();
+  stop();
+  start("restore_from = \"" + older + "\"\n");
+  EXPECT_EQ(info("fifo").samples, older_samples) << "not the named checkpoint";
+  stop();
+  engram_server_options so;
+  engram_server_options_init(&so);
+  std::string text = toml_ + "restore_from = \"" + dir_ + "/ckpt/none\"\n";
+  so.config_toml = text.c_str();
+  so.quiet = 1;
+  EXPECT_NE(engram_server_start(&so, &server_), ENGRAM_OK);
+  EXPECT_NE(last().find("cannot restore " + dir_ + "/ckpt/none"), std::string::npos) << last();
+  server_ = nullptr;
+}
+
 TEST_F(ServerCheckpoint, ADamagedNewestCheckpointFallsBackToThePreviousOne) {
   auto [newer, older_samples] = two_checkpoints();
   struct Damage {
