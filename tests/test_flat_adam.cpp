@@ -58,5 +58,34 @@ TEST(FlatAdam, ASavedNetworkLoadsIntoAFreshOne) {
   EXPECT_EQ(flatten_parameters(*net), flatten_parameters(*fresh));
 }
 
+// A learner's checkpoint: parameters and optimiser state restored into a
+// fresh network and optimiser step bit for bit as the saved ones do.
+TEST(FlatAdam, ARestoredOptimiserStepsAsTheSavedOne) {
+  torch::manual_seed(3);
+  auto train = [](DuelingQ& net, FlatAdam& fa, int from, int to) {
+    for (int step = from; step < to; ++step) {
+      torch::manual_seed(static_cast<uint64_t>(100 + step));
+      torch::Tensor x = torch::randn({16, 4}), y = torch::randn({16, 2});
+      fa.zero_grad();
+      torch::nn::functional::mse_loss(net->forward(x), y).backward();
+      fa.step(10.0);
+    }
+  };
+  DuelingQ a(std::string("cartpole"), std::vector<int64_t>{4}, 2);
+  FlatAdam fa(*a, 1e-3);
+  train(a, fa, 0, 10);
+  std::vector<float> params = flatten_parameters(*a), moments = fa.moments();
+  int64_t steps = fa.steps();
+  train(a, fa, 10, 20);
+
+  DuelingQ b(std::string("cartpole"), std::vector<int64_t>{4}, 2);
+  FlatAdam fb(*b, 1e-3);
+  load_parameters(*b, params.data(), params.size());
+  fb.restore(moments, steps);
+  train(b, fb, 10, 20);
+  EXPECT_EQ(flatten_parameters(*a), flatten_parameters(*b));
+  EXPECT_THROW(fb.restore(std::vector<float>(3), 1), std::runtime_error);
+}
+
 }  // namespace
 }  // namespace engram::agents

@@ -12,10 +12,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "agents/common/host/children.hpp"
+#include "agents/common/host/learner_state.hpp"
 #include "agents/common/host/run_options.hpp"
 #include "agents/common/nets/blas_setup.hpp"
 
@@ -64,7 +66,10 @@ bool walk_flags(int argc, char** argv, const char* program, const char* help, Ru
                   "           [--all-actors N] [the learner's --env and agent flags]\n"
                   "whose server delivers to the learner's and mirrors its parameters; actors in\n"
                   "any language may join it on DIR/engram.sock. Beyond loopback both sides need\n"
-                  "--tls-cert FILE --tls-key FILE --tls-ca FILE (PEM), or --insecure 1.\n",
+                  "--tls-cert FILE --tls-key FILE --tls-ca FILE (PEM), or --insecure 1.\n"
+                  "Checkpoints (agents/README.md): --checkpoint-every SECONDS saves the learner's\n"
+                  "state (and the tables) into DIR/checkpoints/, and on SIGTERM; --resume DIR goes\n"
+                  "on from the newest good one of the run in DIR (or from one state file).\n",
                   program, program);
       return false;
     }
@@ -81,6 +86,7 @@ bool walk_flags(int argc, char** argv, const char* program, const char* help, Ru
     }
     if (!on_flag(f, v)) return false;
   }
+  if (!run->resume.empty() && !run->out_given) run->out = LearnerStates::run_dir(run->resume);
   return check_run_options(program, *run);
 }
 
@@ -135,7 +141,11 @@ constexpr double kMaxCount = 1 << 20;
 inline int shared_flag(const char* program, const std::string& f, const char* v, RunOptions* o) {
   bool ok = true;
   if (f == "--socket") o->socket = v;
-  else if (f == "--out") o->out = v;
+  else if (f == "--out") {
+    o->out = v;
+    o->out_given = true;
+  } else if (f == "--checkpoint-every") ok = flag_real(program, f, v, true, &o->checkpoint_every);
+  else if (f == "--resume") o->resume = v;
   else if (f == "--eval") o->eval = v;
   else if (f == "--role") o->role = v;
   else if (f == "--actors") ok = flag_integer(program, f, v, 0, kMaxCount, &o->actors);
@@ -158,8 +168,8 @@ inline int shared_flag(const char* program, const std::string& f, const char* v,
 // are read. The addresses and TLS files themselves are checked by the
 // server that uses them ([remote] in engramd.toml(5)), naming its key.
 inline bool check_run_options(const char* program, const RunOptions& o) {
-  auto refuse = [&](const char* why) {
-    std::fprintf(stderr, "%s: %s\n", program, why);
+  auto refuse = [&](const std::string& why) {
+    std::fprintf(stderr, "%s: %s\n", program, why.c_str());
     return false;
   };
   if (o.role != "learner" && o.role != "actor" && o.role != "actors")
@@ -177,6 +187,15 @@ inline bool check_run_options(const char* program, const RunOptions& o) {
   if ((any_tls || o.insecure) && o.listen.empty() && o.upstream.empty())
     return refuse("--tls-* and --insecure are for --listen or --upstream");
   if (any_tls && o.insecure) return refuse("--insecure 1 is plaintext; it does not go with --tls-*");
+  if (!o.resume.empty() && o.role == "actors")
+    return refuse("--resume is the learner's (it restarts its actors); an actor machine's actors reconnect");
+  if (!o.resume.empty() && o.role == "learner") {
+    std::error_code e1, e2;
+    namespace fs = std::filesystem;
+    if (fs::weakly_canonical(LearnerStates::run_dir(o.resume), e1) != fs::weakly_canonical(o.out, e2))
+      return refuse("--resume goes on in its run's directory (" + LearnerStates::run_dir(o.resume) +
+                    "), which --out must be if given: its curve and checkpoints continue there");
+  }
   // (An actor process's --actors is its learner's, not this machine's.)
   if (o.role != "actor" && o.all_actors > 0 && o.actor_id + o.actors > o.all_actors)
     return refuse("--actor-id plus --actors is more than --all-actors (actor ids run from 0 to --all-actors - 1)");
@@ -193,8 +212,9 @@ inline bool unknown_flag(const char* program, const std::string& flag) {
 // with every flag it runs with, less the flags of its role and machine,
 // then the actor's own.
 inline std::vector<std::string> actor_command_line(const RunOptions& o, int id, const std::string& socket) {
-  static const char* const machine[] = {"--role",   "--actor-id", "--socket",  "--all-actors", "--listen",
-                                        "--upstream", "--tls-cert", "--tls-key", "--tls-ca",     "--insecure"};
+  static const char* const machine[] = {"--role",     "--actor-id", "--socket",  "--all-actors", "--listen",
+                                        "--upstream", "--tls-cert", "--tls-key", "--tls-ca",     "--insecure",
+                                        "--resume",   "--checkpoint-every"};
   std::vector<std::string> args;
   for (size_t i = 0; i + 1 < o.args.size(); i += 2) {
     bool drop = false;

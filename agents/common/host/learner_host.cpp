@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "agents/common/host/command_line.hpp"
+#include "agents/common/host/learner_state.hpp"
 #include "agents/common/host/reconnect.hpp"
 #include "agents/common/tables/episodes.hpp"
 #include "agents/common/tables/replace_tables.hpp"
@@ -20,21 +21,40 @@ std::string socket_of(const RunOptions& o) {
   return o.socket.empty() ? embedded_socket(o.out) : o.socket;
 }
 
+// The embedded server's [checkpoint]: OUT/checkpoints/engram, written only
+// when the learner asks (with its own state), never restored by itself.
+std::string checkpoint_toml(const RunOptions& o, const std::string& restore_tables) {
+  if (o.checkpoint_every <= 0 && restore_tables.empty()) return "";
+  std::string t = "[checkpoint]\nrestore = false\n";
+  // One more than the learner's states: a table checkpoint written just
+  // before a kill has no state yet, and the oldest state's must stay.
+  if (o.checkpoint_every > 0)
+    t += "dir = " + toml_string(o.out + "/checkpoints/engram") + "\nkeep = " + std::to_string(kKeptStates + 1) + "\n";
+  if (!restore_tables.empty()) t += "restore_from = " + toml_string(restore_tables) + "\n";
+  return t;
+}
+
 }  // namespace
 
-LearnerHost::LearnerHost(const char* program, const RunOptions& o, ArenaClass chunks, size_t params)
+LearnerHost::LearnerHost(const char* program, const RunOptions& o, ArenaClass chunks, size_t params,
+                         const std::string& restore_tables)
     : program_(program),
       o_(o),
       socket_(socket_of(o)),
-      server_(o.socket.empty() ? std::make_unique<api::Server>(arena_toml(chunks, params) + remote_toml(o, ""), socket_) : nullptr),
+      server_(o.socket.empty() ? std::make_unique<api::Server>(arena_toml(chunks, params) + remote_toml(o, "") +
+                                                                   checkpoint_toml(o, restore_tables),
+                                                               socket_)
+                               : nullptr),
       client_(api::Client::connect(socket_)),
-      params_(params) {}
+      params_(params),
+      keep_tables_(!restore_tables.empty() || (!o.resume.empty() && !o.socket.empty())) {}
 
 LearnerHost::~LearnerHost() { stop_children(actors_); }
 
 void LearnerHost::create_tables(const api::TableOptions& own) {
   own_ = own;
-  replace_tables(client_, {own, episodes_table(), params_table(params_)});
+  if (keep_tables_) ensure_tables(client_, {own, episodes_table(), params_table(params_)});
+  else replace_tables(client_, {own, episodes_table(), params_table(params_)});
   publisher_ = std::make_unique<ParamPublisher>(client_, params_);
   episodes_ = client_.open_table(kEpisodesTable);
 }
@@ -51,9 +71,24 @@ bool LearnerHost::reconnect(const std::string& lost, const std::function<bool()>
   }, stopped);
 }
 
-void LearnerHost::start_actors() {
+std::string LearnerHost::checkpoint_tables() {
+  try {
+    return client_.checkpoint();
+  } catch (const api::Error& e) {
+    if (e.code() != ENGRAM_E_INVALID || server_) throw;
+    if (!said_no_checkpoints_)
+      std::fprintf(stderr, "%s: engramd at %s keeps no checkpoints (%s): the learner's state is saved without its "
+                   "tables\n", program_, socket_.c_str(), e.what());
+    said_no_checkpoints_ = true;
+    return "";
+  }
+}
+
+void LearnerHost::start_actors(const std::vector<std::string>& extra) {
   for (int k = 0; k < o_.actors; ++k) {
-    actors_.push_back(start_child(actor_command_line(o_, k, socket_)));
+    std::vector<std::string> args = actor_command_line(o_, k, socket_);
+    args.insert(args.end(), extra.begin(), extra.end());
+    actors_.push_back(start_child(args));
   }
 }
 

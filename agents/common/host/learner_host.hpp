@@ -65,13 +65,19 @@ class LearnerHost {
   // the agent's chunks (`chunks`: its table's blocks), the episodes' and
   // the parameters' (`params` floats) classes, listening for actor
   // machines' servers on o.listen if given; connects to it.
-  LearnerHost(const char* program, const RunOptions& o, ArenaClass chunks, size_t params);
+  // With o.checkpoint_every, the embedded server checkpoints its tables
+  // into OUT/checkpoints/engram on checkpoint_tables(); `restore_tables`
+  // names one of those to start from (a resume), and the tables it
+  // restores are kept by create_tables.
+  LearnerHost(const char* program, const RunOptions& o, ArenaClass chunks, size_t params,
+              const std::string& restore_tables = "");
   ~LearnerHost();  // stops actors still running
   LearnerHost(const LearnerHost&) = delete;
   LearnerHost& operator=(const LearnerHost&) = delete;
 
   // Creates `own`, the episodes table and the parameter table, each
-  // replacing a table of its name that a previous run left (--socket).
+  // replacing a table of its name that a previous run left (--socket),
+  // or, when resuming, keeping it (restored, or engramd's).
   void create_tables(const api::TableOptions& own);
   // After the server went away (only with --socket: an embedded server
   // goes only with the learner, so this returns false at once): connects
@@ -83,13 +89,17 @@ class LearnerHost {
   bool reconnect(const std::string& lost, const std::function<bool()>& stopped);
   api::Client& client() { return client_; }
   const std::string& socket() const { return socket_; }
+  // A checkpoint of the server's tables (engram_checkpoint): its
+  // directory, or "" if the server keeps none (an engramd without a
+  // [checkpoint] dir: said once). Blocks until it is on disk.
+  std::string checkpoint_tables();
   // Publishes parameters to the actors (params.hpp).
   void publish(int64_t version, const std::vector<float>& flat) { publisher_->publish(version, flat); }
 
   // Starts o.actors actor processes: this program with the learner's
   // command line (actor_command_line), so that they run with every flag
-  // the learner was given.
-  void start_actors();
+  // the learner was given, and `extra` flags.
+  void start_actors(const std::vector<std::string>& extra = {});
   // Reads the finished episodes into *curve; reaps actors that ended,
   // saying so. Never waits.
   void poll(Curve* curve);
@@ -107,6 +117,8 @@ class LearnerHost {
   api::Client client_;
   size_t params_;
   api::TableOptions own_;  // the agent's table, as create_tables made it
+  bool keep_tables_;       // resuming: create_tables keeps what exists
+  bool said_no_checkpoints_ = false;
   std::unique_ptr<ParamPublisher> publisher_;
   api::Table episodes_;
   std::vector<pid_t> actors_;

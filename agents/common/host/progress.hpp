@@ -11,6 +11,7 @@
 #include <fstream>
 #include <numeric>
 #include <string>
+#include <vector>
 
 namespace engram::agents {
 
@@ -56,9 +57,20 @@ inline void say_outputs(const char* program, const std::string& out) {
               out.c_str());
 }
 
+// Where a resumed run's curve goes on from (--resume): the saved state's
+// wall seconds, env steps and updates.
+struct CurveResume {
+  double wall_s = 0;
+  int64_t steps = 0;
+  uint64_t updates = 0;
+};
+
 // The progress line, once a second, and OUT/curve.csv beside it: wall
-// seconds, env steps, updates, episodes and the trailing-100 means (the
-// line shows the low-epsilon one only with a `low_label`, see plot_curve).
+// seconds, env steps, updates, episodes, the trailing-100 means (the
+// line shows the low-epsilon one only with a `low_label`, see plot_curve)
+// and `resumed`, 1 on the first row after a resume. A resumed run keeps
+// the rows up to its saved state (a killed run wrote more, which it
+// repeats) and goes on from there: wall seconds and env steps never go back.
 // A learner looks at its episodes ten times a second (due), so that the
 // step at which its goal is met is known to a tenth of a second's steps,
 // not a second's (about 11k of Ape-X CartPole's), and passes each look to
@@ -67,9 +79,32 @@ inline void say_outputs(const char* program, const std::string& out) {
 class Progress {
  public:
   static constexpr double kLookEvery = 0.1, kLineEvery = 1.0;  // seconds
-  Progress(const std::string& out, double t0, const char* low_label)
-      : csv_(out + "/curve.csv"), t0_(t0), last_(t0), last_look_(t0), low_label_(low_label) {
-    csv_ << "wall_s,env_steps,updates,episodes,mean100_low_epsilon,mean100_all\n";
+  // t0: the run's start, wall_s() at it; a resumed run's lies `from`'s
+  // wall seconds back.
+  Progress(const std::string& out, double t0, const char* low_label, const CurveResume* from = nullptr)
+      : t0_(t0), last_(t0), last_look_(t0), low_label_(low_label) {
+    const std::string path = out + "/curve.csv";
+    std::vector<std::string> kept;
+    if (from) {
+      std::ifstream old(path);
+      std::string row;
+      std::getline(old, row);  // the header
+      while (std::getline(old, row)) {
+        double w = 0;
+        long long steps = 0;
+        if (std::sscanf(row.c_str(), "%lf,%lld", &w, &steps) != 2 || w > from->wall_s + 1e-6 || steps > from->steps)
+          continue;
+        if (std::count(row.begin(), row.end(), ',') == 5) row += ",0";  // a row of before the column
+        kept.push_back(row);
+      }
+      last_ = last_look_ = t0 + from->wall_s;
+      last_steps_ = from->steps;
+      last_updates_ = from->updates;
+      resumed_ = true;
+    }
+    csv_.open(path, std::ios::trunc);
+    csv_ << "wall_s,env_steps,updates,episodes,mean100_low_epsilon,mean100_all,resumed\n";
+    for (const std::string& r : kept) csv_ << r << '\n';
   }
   bool due(double now) const { return now - last_look_ >= kLookEvery; }
   // `queued`: the items the learner has not consumed (a replay's size, a
@@ -86,7 +121,9 @@ class Progress {
     if (low_label_) std::printf(" %6.1f (%s)", low, low_label_);
     std::printf(" %6.1f (all)  %s %llu\n", all, what, static_cast<unsigned long long>(queued));
     std::fflush(stdout);
-    csv_ << now - t0_ << ',' << steps << ',' << updates << ',' << c.episodes << ',' << low << ',' << all << '\n';
+    csv_ << now - t0_ << ',' << steps << ',' << updates << ',' << c.episodes << ',' << low << ',' << all << ','
+         << (resumed_ ? 1 : 0) << '\n';
+    resumed_ = false;
     csv_.flush();
     last_ = now;
     last_updates_ = updates;
@@ -100,6 +137,7 @@ class Progress {
   const char* low_label_;
   uint64_t last_updates_ = 0;
   int64_t last_steps_ = 0;
+  bool resumed_ = false;  // the next row is the first after a resume
 };
 
 }  // namespace engram::agents

@@ -20,6 +20,7 @@ struct RunOptions {
   uint64_t seed = 1;
   std::string socket;       // empty: an embedded server on a socket in `out`
   std::string out;          // outputs: curve, plot, model, summary
+  bool out_given = false;   // --out was on the command line (else --resume's run's OUT)
   std::string eval;         // a saved model to play greedily instead of training
   int eval_episodes = 10;
   // learner (default; it starts o.actors actors), actor (one actor
@@ -31,6 +32,13 @@ struct RunOptions {
   // envs' global indices, and with them Ape-X's epsilons, run over them all.
   int all_actors = 0;
   int total_actors() const { return all_actors > 0 ? all_actors : actor_id + actors; }
+
+  // Learner checkpoints (agents/README.md, "Checkpoints and resuming"):
+  // the learner's state every `checkpoint_every` seconds and on SIGTERM
+  // into OUT/checkpoints/ (0: never); `resume`, a run's OUT (its newest
+  // good state) or one state file, to go on from.
+  double checkpoint_every = 0;
+  std::string resume;
 
   // Across machines (README, "Across machines"; engramd.toml(5), [remote]):
   // the learner's embedded server serves its tables to actor machines on

@@ -20,6 +20,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -72,6 +73,26 @@ class FlatAdam {
     torch::Tensor denom = (v_.sqrt() / std::sqrt(bias2)).add_(eps_);
     param_.addcdiv_(m_, denom, -lr_ / bias1);
     return norm;
+  }
+
+  // The optimiser's state, for a learner's checkpoint (learner_state.hpp):
+  // the first moments, then the second, and the steps taken. With the
+  // module's parameters they are all an update depends on, so a restored
+  // optimiser steps bit for bit as the saved one would have.
+  std::vector<float> moments() const {
+    std::vector<float> out(static_cast<size_t>(2 * m_.numel()));
+    std::memcpy(out.data(), m_.data_ptr<float>(), static_cast<size_t>(m_.numel()) * sizeof(float));
+    std::memcpy(out.data() + m_.numel(), v_.data_ptr<float>(), static_cast<size_t>(v_.numel()) * sizeof(float));
+    return out;
+  }
+  int64_t steps() const { return steps_; }
+  void restore(const std::vector<float>& moments, int64_t steps) {
+    if (moments.size() != static_cast<size_t>(2 * m_.numel()))
+      throw std::runtime_error("the optimiser's state holds " + std::to_string(moments.size()) + " moments; want " +
+                               std::to_string(2 * m_.numel()));
+    std::memcpy(m_.data_ptr<float>(), moments.data(), static_cast<size_t>(m_.numel()) * sizeof(float));
+    std::memcpy(v_.data_ptr<float>(), moments.data() + m_.numel(), static_cast<size_t>(v_.numel()) * sizeof(float));
+    steps_ = steps;
   }
 
   // Do the parameters and their gradients still share the flat tensors?
