@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <thread>
@@ -20,6 +21,7 @@
 #include "agents/common/env/rng.hpp"
 #include "agents/common/host/call_clock.hpp"
 #include "agents/common/host/learner_host.hpp"
+#include "agents/common/host/learner_state.hpp"
 #include "agents/common/host/reconnect.hpp"
 #include "agents/common/nets/evaluate.hpp"
 #include "agents/common/nets/flat_adam.hpp"
@@ -204,6 +206,7 @@ api::TableOptions replay_table(const Options& o, const std::vector<int64_t>& sha
 }  // namespace
 
 int run_learner(const Options& o) {
+  install_stop_signal();
   const EnvShape env = start_learner(o.env, o.seed);
   const std::vector<int64_t>& shape = env.observation;
   const size_t obs_size = env.observation_size;
@@ -212,16 +215,42 @@ int run_learner(const Options& o) {
   const size_t params = parameter_count(*online);
   FlatAdam adam(*online, o.lr);
 
-  LearnerHost host("engram-apex", o, replay_chunks(o, o.capacity), params);
+  // --resume: the networks, the optimiser and the counters of a saved
+  // state, and the replay of the table checkpoint taken with it.
+  LearnerStates states("engram-apex", o);
+  std::optional<RunState> resumed;
+  std::string tables;  // the table checkpoint of the state resumed from
+  if (!o.resume.empty()) {
+    std::string path;
+    StateIn in = states.load(o.resume, [&](const StateIn& s) {
+      RunState::load(s, "engram-apex", o, params);
+      s.get<float>("target", params);
+      if (o.socket.empty() && !s.text("tables").empty() && !std::filesystem::is_directory(s.text("tables")))
+        throw std::runtime_error("its tables' checkpoint " + s.text("tables") + " is gone");
+    }, &path);
+    resumed = RunState::load(in, "engram-apex", o, params);
+    std::vector<float> p = in.get<float>("online", params), t = in.get<float>("target", params);
+    load_parameters(*online, p.data(), p.size());
+    load_parameters(*target, t.data(), t.size());
+    adam.restore(in.get<float>("adam"), in.value<int64_t>("adam_steps"));
+    if (o.socket.empty()) tables = in.text("tables");
+    std::printf("engram-apex: resuming from %s: %llu updates, %lld env steps%s%s\n", path.c_str(),
+                static_cast<unsigned long long>(resumed->updates), static_cast<long long>(resumed->steps),
+                tables.empty() ? "" : ", the replay of ", tables.c_str());
+  }
+
+  LearnerHost host("engram-apex", o, replay_chunks(o, o.capacity), params, tables);
   host.create_tables(replay_table(o, shape));
-  int64_t version = 1;
+  int64_t version = resumed ? resumed->version + 1 : 1;
   host.publish(version, flatten_parameters(*online));
   api::Client& c = host.client();
   std::optional<api::Table> replay(c.open_table(kReplayTable));
 
   host.start_actors();
-  double t0 = wall_s();
-  Progress progress(o.out, t0, "eps<=0.01");
+  std::optional<CurveResume> from;
+  if (resumed) from = CurveResume{resumed->wall_s, resumed->steps, resumed->updates};
+  double t0 = wall_s() - (resumed ? resumed->wall_s : 0);
+  Progress progress(o.out, t0, "eps<=0.01", from ? &*from : nullptr);
   std::printf("engram-apex: %s, %d actors x %d envs, learner batch %d; curve in %s/curve.csv\n", o.env.c_str(), o.actors,
               o.envs_per_actor, o.batch, o.out.c_str());
   if (!o.listen.empty())
@@ -231,16 +260,30 @@ int run_learner(const Options& o) {
     std::printf("engram-apex: --actors 0: waiting for actors to connect to %s (e.g. "
                 "bindings/python/examples/apex_actor.py --socket %s)\n", host.socket().c_str(), host.socket().c_str());
 
-  Curve curve;
+  Curve curve = resumed ? resumed->curve : Curve();
   CallClock in_engram;  // the main thread's engram calls
   double cpu0 = thread_cpu_s();
-  uint64_t updates = 0;
+  uint64_t updates = resumed ? resumed->updates : 0;
   bool solved = false;
-  int64_t steps = 0;
+  int64_t steps = resumed ? resumed->steps : 0;
   // Env steps are the replay's inserts, and steps_before those of a server
-  // that went away since (its restored counters run from its checkpoint):
-  // the curve's steps never go back.
-  int64_t steps_before = 0;
+  // that went away since (its restored counters run from its checkpoint)
+  // or of the run resumed: the curve's steps never go back.
+  int64_t steps_before = steps - static_cast<int64_t>(c.info(kReplayTable).inserts);
+  // The learner's state and the replay, taken one after the other between
+  // two updates (the table checkpoint first: the state names it).
+  double saved_at = wall_s();
+  auto save_state = [&] {
+    StateOut s;
+    RunState{updates, steps, wall_s() - t0, version, curve}.save(&s, "engram-apex", o, params);
+    s.put("online", flatten_parameters(*online));
+    s.put("target", flatten_parameters(*target));
+    s.put("adam", adam.moments());
+    s.put_value("adam_steps", adam.steps());
+    s.put_text("tables", in_engram([&] { return host.checkpoint_tables(); }));
+    states.save(s, updates);
+    saved_at = wall_s();
+  };
   std::deque<std::vector<float>> kept;  // the networks of the last progress lines, for best_network
   {
     std::optional<Batches> batches;
@@ -316,8 +359,9 @@ int run_learner(const Options& o) {
         });
         steps = steps_before + static_cast<int64_t>(info.inserts);
         solved = curve.low.size() >= 100 && Curve::mean(curve.low) >= o.solved;
-        done = solved || steps >= o.steps;
+        done = solved || steps >= o.steps || stop_asked();
         progress.report(now, steps, updates, curve, info.size, "replay", done);
+        if (o.checkpoint_every > 0 && (done || now - saved_at >= o.checkpoint_every)) save_state();
         kept.push_back(flatten_parameters(*online));
         if (kept.size() > kKeptNetworks) kept.pop_front();
       }

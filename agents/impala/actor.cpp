@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -23,6 +25,7 @@
 #include "agents/common/tables/params.hpp"
 #include "agents/impala/engram_port.hpp"
 #include "agents/impala/roles.hpp"
+#include "agents/impala/rollout_log.hpp"
 #include "agents/impala/tables.hpp"
 
 namespace engram::agents::impala {
@@ -43,6 +46,37 @@ struct Stream {
   std::vector<float> logits;
 };
 
+// Brings env stream `s` to the start of rollout `rollouts` by replaying
+// the logged actions (rollout_log.hpp): the env steps and its action
+// stream draws as acting did, without inference. Throws if the replay
+// does not end at the logged observation (another env's code or seed).
+void replay(Stream& s, const RolloutLog& log, int32_t rollouts, float* x, float* next) {
+  const size_t g = static_cast<size_t>(s.global), obs = static_cast<size_t>(log.obs_size);
+  for (int32_t k = 0; k < rollouts; ++k)
+    for (int64_t t = 0; t < log.unroll; ++t) {
+      (void)s.rng.uniform();  // the draw the action was sampled with
+      StepResult r = s.env->step(log.action(k, s.global, t), next);
+      s.ret += r.reward;
+      ++s.length;
+      if (r.terminated || r.truncated) {
+        s.ret = 0;
+        s.length = 0;
+        s.env->reset(x);
+      } else {
+        std::copy(next, next + obs, x);
+      }
+    }
+  if (rollouts == 0) return;
+  if (!std::equal(x, x + obs, log.carry_obs.begin() + static_cast<std::ptrdiff_t>(g * obs)))
+    throw std::runtime_error("env " + std::to_string(g) + " replayed to rollout " + std::to_string(rollouts) +
+                             " does not reach the state's observation: another --seed, env or build?");
+  s.action = log.carry_action[g];
+  s.reward = log.carry_reward[g];
+  s.discount = log.carry_discount[g];
+  std::copy_n(log.carry_logits.begin() + static_cast<std::ptrdiff_t>(g * static_cast<size_t>(log.actions)), log.actions,
+              s.logits.begin());
+}
+
 }  // namespace
 
 void act(const Options& o, ActorPort& port, ActorCounts* counts) {
@@ -59,8 +93,23 @@ void act(const Options& o, ActorPort& port, ActorCounts* counts) {
   const int actions = envs[0].env->num_actions();
   PolicyValue net(o.env, shape, actions);
   std::vector<float> params(parameter_count(*net));
-  int64_t version = in_port([&] { return port.parameters(0, 1, &params); });
-  if (port.stopped()) return;
+  // A reproducible run resumed (the learner passes its state file): the
+  // envs go on after the state's rollouts, acting with its parameters.
+  const bool resuming = o.reproducible && !o.resume.empty();
+  RolloutLog log(o.envs, o.unroll, static_cast<int64_t>(obs_size), actions);
+  int32_t rollout = 0;
+  int64_t version = 0;
+  if (resuming) {
+    std::string path;
+    StateIn in = LearnerStates("engram-impala actor", o).load(o.resume, [](const StateIn&) {}, &path);
+    rollout = static_cast<int32_t>(in.value<uint64_t>("updates"));
+    log.load(in, rollout);
+    params = in.get<float>("act_params", params.size());
+    version = std::max(1, rollout);
+  } else {
+    version = in_port([&] { return port.parameters(0, 1, &params); });
+    if (port.stopped()) return;
+  }
   load_parameters(*net, params.data(), params.size());
 
   std::vector<int64_t> batch_shape = {static_cast<int64_t>(m)};
@@ -74,7 +123,9 @@ void act(const Options& o, ActorPort& port, ActorCounts* counts) {
     s.logits.assign(static_cast<size_t>(actions), 0.0f);
   }
   std::vector<float> final_obs(obs_size), next(obs_size);
-  int32_t rollout = 0;
+  if (resuming) {
+    for (size_t j = 0; j < m; ++j) replay(envs[j], log, rollout, obs_p + j * obs_size, next.data());
+  }
   auto append = [&](size_t j, bool item) {
     const Stream& s = envs[j];
     port.step(j, obs_p + j * obs_size, s.action, s.reward, s.discount, s.logits.data(), s.global, rollout, item);

@@ -51,7 +51,11 @@ class EngramActorPort : public ActorPort {
 class EngramLearnerPort : public LearnerPort {
  public:
   EngramLearnerPort(const Options& o, const std::vector<int64_t>& shape, int actions, size_t params);
-  void start() override { host_.start_actors(); }
+  void start() override { host_.start_actors(extra_); }
+  void resume(int32_t updates, const std::vector<std::string>& extra) override {
+    source_->start_at(updates);
+    extra_ = extra;
+  }
   std::unique_ptr<Unrolls> next(const std::function<bool()>& stop) override;
   void publish(int64_t version, const std::vector<float>& flat) override;
   void poll(Curve* curve, int64_t* unrolls, uint64_t* queued) override;
@@ -63,6 +67,7 @@ class EngramLearnerPort : public LearnerPort {
   api::Table queue_;
   std::unique_ptr<UnrollSource> source_;
   CallClock in_engram_;
+  std::vector<std::string> extra_;  // the actors' flags besides the learner's
 };
 
 }  // namespace engram::agents::impala

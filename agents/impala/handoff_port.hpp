@@ -12,6 +12,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -136,6 +137,9 @@ class HandoffLearnerPort : public LearnerPort {
         c.wall = wall_s() - wall0;
         c.cpu = thread_cpu_s() - cpu0;
       });
+  }
+  void resume(int32_t, const std::vector<std::string>&) override {
+    throw std::runtime_error("--handoff 1 (actors as threads) does not resume a reproducible run; drop --handoff");
   }
   std::unique_ptr<Unrolls> next(const std::function<bool()>& stop) override {
     for (;;) {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "agents/common/host/call_clock.hpp"
@@ -54,6 +55,10 @@ class LearnerPort {
   // and those waiting now.
   virtual void poll(Curve* curve, int64_t* unrolls, uint64_t* queued) = 0;
   virtual void start() = 0;  // the actors
+  // A reproducible run resumed from the state of `updates` updates: the
+  // actors (started with `extra` flags) act rollout `updates` next, and the
+  // next batch is that rollout.
+  virtual void resume(int32_t updates, const std::vector<std::string>& extra) = 0;
   // Stops the actors; their counts summed (children.hpp, actor_counts).
   virtual ActorReport stop() = 0;
   // The learner's CPU seconds in this port's calls; 0 where they are not

@@ -22,6 +22,8 @@ class UnrollSource {
       : o_(o), t_(t), obs_size_(obs_size), actions_(actions) {}
   // The next batch, or nullptr if `stop()` said so while waiting.
   std::unique_ptr<Unrolls> next(const std::function<bool()>& stop);
+  // --reproducible, resumed: the next batch is rollout `k`'s.
+  void start_at(int32_t k) { rollout_ = k; }
 
  private:
   void place(Unrolls& batch, std::vector<bool>& have, const Unrolls& from, int64_t i, int64_t* filled);

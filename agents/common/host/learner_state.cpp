@@ -134,7 +134,7 @@ void RunState::save(StateOut* s, const char* program, const RunOptions& o, size_
   s->put_text("agent", program);
   s->put_text("env", o.env);
   s->put_value("seed", o.seed);
-  s->put_value("params", static_cast<uint64_t>(params));
+  s->put_value("param_count", static_cast<uint64_t>(params));
   s->put_value("updates", updates);
   s->put_value("steps", steps);
   s->put_value("wall_s", wall_s);
@@ -147,7 +147,7 @@ void RunState::save(StateOut* s, const char* program, const RunOptions& o, size_
 RunState RunState::load(const StateIn& in, const char* program, const RunOptions& o, size_t params) {
   std::string agent = in.text("agent"), env = in.text("env");
   auto seed = in.value<uint64_t>("seed");
-  auto n = in.value<uint64_t>("params");
+  auto n = in.value<uint64_t>("param_count");
   if (agent != program || env != o.env || seed != o.seed)
     throw std::runtime_error("a state of " + agent + " --env " + env + " --seed " + std::to_string(seed) +
                              "; this run is " + program + " --env " + o.env + " --seed " + std::to_string(o.seed));
