@@ -23,6 +23,10 @@ one of:
                     Rust binding's (bindings/rust/engram/examples/
                     apex_actor.rs, actor 1, built here with cargo --release);
                     each writes at least a quarter of the frames
+  learner-resume    the learner (--checkpoint-every 1) SIGKILLed at 60k env
+                    steps and run again with --resume: it goes on from its
+                    state, its curve never goes back and marks the resume,
+                    and it solves within cartpole-solves' 500k steps
   actors-reconnect  those two actors against an external engramd, SIGKILLed
                     at 20k steps and started again: each actor says the
                     outage once, reconnects, and counts on (their frames
@@ -97,6 +101,9 @@ def run(binary, args, out, kill_actor_at=None, python_actor=False, rust_actor_pa
             sys.exit(f"the run ended before {at_steps[0]} env steps:\n{before}")
     log, _ = p.communicate(timeout=600)
     log = before + log
+    if p.returncode == -signal.SIGKILL and killed == p.pid:  # at_steps' action was to kill the learner
+        print(log)
+        return None, log, killed
     frames = {}  # the bindings' actors' frames, from their last line ("... N frames ...")
     for name, proc in (("Python", actor), ("Rust", rust if rust_actor_path else None)):
         if proc is None:
@@ -123,6 +130,12 @@ def kill_one_actor(learner):
         sys.exit("found no actor process to kill")
     os.kill(pids[0], signal.SIGKILL)
     return pids[0]
+
+
+def kill_learner(learner):
+    """SIGKILLs the learner (its actors get SIGTERM from the kernel)."""
+    os.kill(learner, signal.SIGKILL)
+    return learner
 
 
 class Engramd:
@@ -281,6 +294,35 @@ def main():
             f = s["binding_frames"]
             if sum(f.values()) < 0.95 * s["env_steps"]:
                 sys.exit(f"the actors counted {f} frames, the learner {s['env_steps']} env steps: a count began anew")
+        elif case == "learner-resume":
+            # The learner saves its state every second; SIGKILLed at 60k
+            # env steps (its actors go with it), it is run again with
+            # --resume and must solve within cartpole-solves' 500k steps,
+            # its curve going on from the state.
+            for seed in ("1", "2", "3"):
+                d = os.path.join(out, f"seed{seed}")
+                args = ["--env", "cartpole", "--steps", "500000", "--seed", seed, "--checkpoint-every", "1"]
+                run(binary, args, d, at_steps=(60000, kill_learner))
+                states = [f for f in os.listdir(os.path.join(d, "checkpoints")) if f.endswith(".state")]
+                if not states:
+                    sys.exit("the learner saved no state before it was killed")
+                s, log, _ = run(binary, args + ["--resume", d], d)
+                if not re.search(r"^engram-apex: resuming from .*learner-\d+\.state: [1-9]\d* updates", log, re.M):
+                    sys.exit("the run did not say it resumed from a state of some updates")
+                with open(os.path.join(d, "curve.csv")) as f:
+                    rows = [line.strip().split(",") for line in list(f)[1:]]
+                wall = [float(r[0]) for r in rows]
+                steps = [int(r[1]) for r in rows]
+                marks = [i for i, r in enumerate(rows) if r[6] == "1"]
+                if any(b <= a for a, b in zip(wall, wall[1:])) or any(b < a for a, b in zip(steps, steps[1:])):
+                    sys.exit(f"the resumed curve goes back: wall {wall}, steps {steps}")
+                if len(marks) != 1 or marks[0] == 0 or steps[marks[0] - 1] > 60000 + 40000:
+                    sys.exit(f"want one resumed row after the rows before the kill; resumed rows at {marks} of {steps}")
+                if s["solved"]:
+                    break
+                print(f"seed {seed}: not solved within 500k steps (trailing-100 mean {s['mean100_low_epsilon']:.1f})")
+            if not s["solved"]:
+                sys.exit("no seed of three solved CartPole within 500k steps across a resume")
         elif case == "python-actor":
             learns(lambda seed: run(binary, ["--env", "cartpole", "--actors", "0", "--steps", "50000", "--seed", seed],
                                     out, python_actor=True)[0])

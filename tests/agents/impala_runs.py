@@ -8,6 +8,11 @@ Usage: impala_runs.py ENGRAM_IMPALA CASE, where CASE is one of
   reproducible      --reproducible: the parameter hashes of the first 20
                     updates are the same for K = 1, 2 and 4 actor processes
                     (8 envs), and for two runs with K = 2
+  reproducible-resume  --reproducible, SIGKILLed at a random update and
+                    resumed (--resume): the parameter hashes of 600 updates
+                    equal an uninterrupted run's for K = 1, 2 and 4; a
+                    damaged (K = 2) or foreign (K = 4) newest state is
+                    refused by name and the one before it used
   queue             against an engramd of the test's own: while the learner
                     is stopped (SIGSTOP) the queue stays full and no actor
                     inserts; then one of two actors is SIGKILLed mid-unroll
@@ -16,6 +21,8 @@ Usage: impala_runs.py ENGRAM_IMPALA CASE, where CASE is one of
                     the run)
 Needs ENGRAM_BUILD_DIR (for engramd and engramctl in the queue case)."""
 import json
+import random
+import re
 import os
 import shutil
 import signal
@@ -108,6 +115,78 @@ def queue_case(binary, out):
         daemon.wait(timeout=30)
 
 
+def killed_at_random_update(binary, args, out, rng):
+    """Runs ARGS with a state saved every 0.1 s and SIGKILLs it once a
+    state of at least a random number of updates is on disk, a random
+    fraction of a second later; the updates of the newest state then."""
+    at = rng.randrange(20, 300)
+    p = subprocess.Popen([binary, *args, "--checkpoint-every", "0.1", "--out", out], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.STDOUT)
+    states = os.path.join(out, "checkpoints")
+    newest = lambda: max([int(f[8:-6]) for f in os.listdir(states) if f.endswith(".state")] or [-1])
+    while p.poll() is None and not (os.path.isdir(states) and newest() >= at):
+        time.sleep(0.01)
+    if p.poll() is not None:
+        sys.exit(f"the run ended (status {p.returncode}) before a state of {at} updates")
+    time.sleep(rng.uniform(0, 0.1))
+    p.kill()
+    if p.wait() != -signal.SIGKILL:
+        sys.exit(f"the run ended (status {p.returncode}) before it was killed: it needs more --updates")
+    print(f"killed after a state of {newest()} updates (waited for {at})")
+    return newest()
+
+
+def reproducible_resume(binary, out):
+    """Cleanba's mode across a SIGKILL: resumed, a run ends with the
+    parameter hashes of an uninterrupted one for K = 1, 2 and 4 actor
+    processes. With K = 2 the newest state is damaged first, with K = 4 a
+    foreign file is the newest: each is refused by name and the one
+    before it is used, with the same result."""
+    rng = random.Random()
+    seed = rng.randrange(1 << 30)
+    print(f"random seed of the kill points: {seed}")
+    rng.seed(seed)
+    base = ["--env", "cartpole", "--reproducible", "1", "--envs", "8", "--micro-batch", "2", "--updates", "600",
+            "--seed", "5"]
+    whole = os.path.join(out, "whole")
+    run(binary, base + ["--actors", "1"], whole)
+    want = hashes(whole)
+    if len(want) != 601 or len(set(want)) < 600:
+        sys.exit(f"the uninterrupted run logged {len(want)} hashes, {len(set(want))} distinct; want 601")
+    for k, spoil in ((1, None), (2, "damaged"), (4, "foreign")):
+        d = os.path.join(out, f"K{k}")
+        args = base + ["--actors", str(k)]
+        at = killed_at_random_update(binary, args, d, rng)
+        newest = os.path.join(d, "checkpoints", f"learner-{at:012d}.state")
+        if spoil == "damaged":
+            with open(newest, "r+b") as f:
+                f.seek(os.path.getsize(newest) // 2)
+                b = f.read(1)
+                f.seek(-1, 1)
+                f.write(bytes([b[0] ^ 0x01]))
+        elif spoil == "foreign":
+            newest = os.path.join(d, "checkpoints", f"learner-{at + 1:012d}.state")
+            with open(newest, "w") as f:
+                f.write("not a learner state\n")
+        s, log = run(binary, args + ["--resume", d], d)
+        if spoil:
+            said = f"engram-impala: refusing {newest}: "
+            if said not in log or "trying the one before it" not in log:
+                sys.exit(f"K={k}: the {spoil} state {newest} was not refused by name")
+        m = re.search(r"^engram-impala: resuming from .*learner-(\d+)\.state: (\d+) updates", log, re.M)
+        if not m or (spoil is None and int(m.group(2)) != at) or (spoil and int(m.group(2)) >= at + (spoil == "foreign")):
+            sys.exit(f"K={k}: resumed from {m and m.group(0)}; want the state of {at} updates"
+                     f"{' or one before it' if spoil else ''}")
+        if int(m.group(2)) == 0:
+            print(f"K={k}: resumed from update 0 (the kill came early)")
+        got = hashes(d)
+        if got != want:
+            first = next((i for i in range(min(len(got), len(want))) if got[i] != want[i]), min(len(got), len(want)))
+            sys.exit(f"K={k}, killed after update {at}: the hashes differ from the uninterrupted run's from update "
+                     f"{first} on ({len(got)} lines, want {len(want)})")
+        print(f"K={k}: killed after update {at}, resumed from {m.group(2)}: the same {len(got)} hashes")
+
+
 def main():
     binary, case = sys.argv[1], sys.argv[2]
     out = tempfile.mkdtemp(prefix="engram-impala-test-")
@@ -147,6 +226,8 @@ def main():
                 if h != runs["K=1"]:
                     first = next(i for i in range(21) if h[i] != runs["K=1"][i])
                     sys.exit(f"{name} differs from K=1 from update {first} on")
+        elif case == "reproducible-resume":
+            reproducible_resume(binary, out)
         elif case == "queue":
             queue_case(binary, out)
         else:
