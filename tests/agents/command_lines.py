@@ -32,6 +32,12 @@ COMMON = [
     (["--role", "actors", "--upstream", "h:1", "--actor-id", "3", "--actors", "2", "--all-actors", "4"], 2,
      "--actor-id plus --actors is more than --all-actors"),
     (["--all-actors", "0"], 2, "--all-actors takes a whole number from 1"),
+    # Checkpoints and resuming (agents/README.md).
+    (["--checkpoint-every", "-1"], 2, "--checkpoint-every takes a finite number of at least 0"),
+    (["--resume", "/tmp", "--out", "/nonexistent/other"], 2, "--resume goes on in its run's directory (/tmp)"),
+    (["--role", "actors", "--upstream", "h:1", "--resume", "/tmp"], 2, "--resume is the learner's"),
+    (["--resume", "/nonexistent/run"], 1, "/nonexistent/run: No such file or directory (--resume takes a run's"),
+    (["--resume", "/"], 1, "no learner state (checkpoints/learner-N.state) in /: was the run started with --checkpoint-every?"),
     # An actor process's --actors is its learner's: actor 1 of 2 is let
     # through to connect (refused as "more than --all-actors" before, so
     # every learner's second actor exited at once).

@@ -217,6 +217,9 @@ StateIn LearnerStates::load(const std::string& where, const std::function<void(c
                             std::string* path) const {
   std::vector<std::string> candidates;
   bool one = !is_dir(where);
+  if (one && ::access(where.c_str(), R_OK) != 0)
+    throw std::runtime_error(where + ": " + std::strerror(errno) +
+                             " (--resume takes a run's --out directory, or one of its checkpoints/learner-N.state)");
   if (one) candidates = {where};
   else candidates = state_files(is_dir(where + "/checkpoints") ? where + "/checkpoints" : where);
   if (candidates.empty())
