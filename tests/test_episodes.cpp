@@ -42,9 +42,9 @@ TEST(Progress, LooksTenTimesASecondWritesARowOnceASecondAndForTheLastLook) {
   }
   std::vector<std::string> rows = lines_of(std::string(dir) + "/curve.csv");
   ASSERT_EQ(rows.size(), 3u) << "a header and two rows";
-  EXPECT_EQ(rows[0], "wall_s,env_steps,updates,episodes,mean100_low_epsilon,mean100_all");
-  EXPECT_EQ(rows[1], "1.08,9000,9,1,20,20");
-  EXPECT_EQ(rows[2], "1.5,12500,12,1,20,20") << "the last look's steps, not the last second's";
+  EXPECT_EQ(rows[0], "wall_s,env_steps,updates,episodes,mean100_low_epsilon,mean100_all,resumed");
+  EXPECT_EQ(rows[1], "1.08,9000,9,1,20,20,0");
+  EXPECT_EQ(rows[2], "1.5,12500,12,1,20,20,0") << "the last look's steps, not the last second's";
   std::system((std::string("rm -rf ") + dir).c_str());
 }
 

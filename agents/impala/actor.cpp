@@ -20,6 +20,7 @@
 #include "agents/common/env/rng.hpp"
 #include "agents/common/host/call_clock.hpp"
 #include "agents/common/host/children.hpp"
+#include "agents/common/host/reconnect.hpp"
 #include "agents/common/nets/nets.hpp"
 #include "agents/common/tables/episodes.hpp"
 #include "agents/common/tables/params.hpp"
@@ -136,7 +137,7 @@ void act(const Options& o, ActorPort& port, ActorCounts* counts) {
   });
 
   const int64_t micro = o.micro();
-  while (!port.stopped()) {
+  while (!port.stopped()) try {
     for (int t = 0; t < o.unroll && !port.stopped(); ++t) {
       // Inference in fixed micro-batches under --reproducible: LibTorch's
       // last bits depend on the batch's shape, which must not change with K.
@@ -205,15 +206,27 @@ void act(const Options& o, ActorPort& port, ActorCounts* counts) {
       if (v != version) load_parameters(*net, params.data(), params.size());
       version = v;
     }
+  } catch (const api::Error& e) {
+    // engramd went away (--socket): the envs go on where they are, each
+    // stream starts anew from its current step (as at the start), and
+    // the rollout being acted is lost. A reproducible run cannot lose a
+    // rollout: it resumes from the learner's state instead (--resume).
+    if (!server_gone(e) || o.reproducible) throw;
+    if (!port.reconnect("the unroll being written by each of " + std::to_string(m) +
+                        " envs, and the unrolls the server had not queued"))
+      break;
+    in_port([&] {
+      for (size_t j = 0; j < m; ++j) append(j, false);
+      port.started();
+    });
   }
 }
 
 int run_actor(const Options& o) {
   setup_process();
   ::signal(SIGTERM, on_term);
-  api::Client client = api::Client::connect(o.socket);
   std::unique_ptr<Env> probe = make_env(o.env);
-  EngramActorPort port(o, client, static_cast<size_t>(o.envs_per_actor()), *probe, &g_stop);
+  EngramActorPort port(o, static_cast<size_t>(o.envs_per_actor()), *probe, &g_stop);
   ActorCounts counts;
   double wall0 = wall_s(), cpu0 = thread_cpu_s();
   act(o, port, &counts);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "agents/common/host/reconnect.hpp"
 #include "agents/common/tables/episodes.hpp"
 #include "agents/impala/tables.hpp"
 
@@ -47,10 +48,11 @@ MachineTables machine_tables(const Options& o, const std::vector<int64_t>& shape
   return t;
 }
 
-EngramActorPort::EngramActorPort(const Options& o, api::Client& c, size_t envs, const Env& probe,
-                                 const volatile sig_atomic_t* stop)
-    : o_(o), stop_(stop), reader_(c), unrolls_(c.open_table(kUnrollTable)), episodes_(c.open_table(kEpisodesTable)),
-      bytes_(probe.observation_size()) {
+EngramActorPort::Session::Session(const Options& o, size_t envs, const Env& probe)
+    : client(api::Client::connect(o.socket)),
+      reader(client),
+      unrolls(client.open_table(kUnrollTable)),
+      episodes(client.open_table(kEpisodesTable)) {
   // Chunks of T steps end on an unroll's last step, so that an item
   // (T + 1 steps over two chunks) goes out the moment it is created:
   // the first chunk holds step 0 alone (started()).
@@ -58,14 +60,25 @@ EngramActorPort::EngramActorPort(const Options& o, api::Client& c, size_t envs, 
   wo.columns = unroll_columns(o, probe.observation_shape(), probe.num_actions());
   wo.chunk_length = static_cast<uint32_t>(o.unroll);
   wo.max_item_steps = static_cast<uint32_t>(o.unroll + 1);
-  for (size_t j = 0; j < envs; ++j) writers_.push_back(c.writer(wo));
+  for (size_t j = 0; j < envs; ++j) writers.push_back(client.writer(wo));
   api::WriterOptions eo;
   eo.columns = episode_columns();
-  episode_writer_ = c.writer(eo);
+  episode_writer = client.writer(eo);
+}
+
+EngramActorPort::EngramActorPort(const Options& o, size_t envs, const Env& probe, const volatile sig_atomic_t* stop)
+    : o_(o), envs_(envs), probe_(probe), stop_(stop), s_(std::make_unique<Session>(o, envs, probe)),
+      bytes_(probe.observation_size()) {}
+
+bool EngramActorPort::reconnect(const std::string& lost) {
+  s_.reset();
+  const std::string who = "engram-impala actor " + std::to_string(o_.actor_id);
+  return agents::reconnect(who.c_str(), lost, [&] { s_ = std::make_unique<Session>(o_, envs_, probe_); },
+                           [this] { return *stop_ != 0; });
 }
 
 int64_t EngramActorPort::parameters(int64_t have, int64_t want, std::vector<float>* out) {
-  return reader_.wait(have, std::max<int64_t>(want, 1), out, [this] { return *stop_ != 0; });
+  return s_->reader.wait(have, std::max<int64_t>(want, 1), out, [this] { return *stop_ != 0; });
 }
 
 void EngramActorPort::step(size_t j, const float* x, int32_t action, float reward, float discount, const float* logits,
@@ -75,12 +88,12 @@ void EngramActorPort::step(size_t j, const float* x, int32_t action, float rewar
     for (size_t k = 0; k < bytes_.size(); ++k) bytes_[k] = static_cast<uint8_t>(x[k]);
     ob = bytes_.data();
   }
-  writers_[j].append({ob, &action, &reward, &discount, logits, &env, &rollout});
-  if (item) writers_[j].create_item(unrolls_, static_cast<uint32_t>(o_.unroll + 1), 1.0);
+  s_->writers[j].append({ob, &action, &reward, &discount, logits, &env, &rollout});
+  if (item) s_->writers[j].create_item(s_->unrolls, static_cast<uint32_t>(o_.unroll + 1), 1.0);
 }
 
 void EngramActorPort::started() {
-  for (auto& w : writers_) w.flush(-1);  // step 0 alone in the first chunk
+  for (auto& w : s_->writers) w.flush(-1);  // step 0 alone in the first chunk
 }
 
 void EngramActorPort::unrolled() {
@@ -89,22 +102,21 @@ void EngramActorPort::unrolled() {
   // learner learns from data many updates old (CartPole rose to 250 and
   // fell back to 9). Each flush sends nothing new (the chunk ended with
   // the item) and returns once the item is in the queue.
-  for (auto& w : writers_) w.flush(-1);
+  for (auto& w : s_->writers) w.flush(-1);
 }
 
 void EngramActorPort::episode(int32_t env, float ret, int32_t length) {
   float eps = 0;
-  episode_writer_.append({&env, &eps, &ret, &length});
-  episode_writer_.create_item(episodes_, 1, 1.0);
+  s_->episode_writer.append({&env, &eps, &ret, &length});
+  s_->episode_writer.create_item(s_->episodes, 1, 1.0);
 }
 
 EngramLearnerPort::EngramLearnerPort(const Options& o, const std::vector<int64_t>& shape, int actions, size_t params)
-    : host_("engram-impala", o, unroll_chunks(o), params) {
+    : o_(o), actions_(actions), host_("engram-impala", o, unroll_chunks(o), params) {
   host_.create_tables(queue_table(o, shape, actions));
   queue_ = host_.client().open_table(kUnrollTable);
-  int64_t obs_size = 1;
-  for (int64_t d : shape) obs_size *= d;
-  source_ = std::make_unique<UnrollSource>(o, queue_, obs_size, actions);
+  for (int64_t d : shape) obs_size_ *= d;
+  source_ = std::make_unique<UnrollSource>(o, queue_, obs_size_, actions);
 }
 
 std::unique_ptr<Unrolls> EngramLearnerPort::next(const std::function<bool()>& stop) {
@@ -126,6 +138,15 @@ void EngramLearnerPort::poll(Curve* curve, int64_t* unrolls, uint64_t* queued) {
 
 // The actors' inserts first stop waiting for the queue: each sees SIGTERM
 // at its next step.
+bool EngramLearnerPort::reconnect() {
+  source_.reset();
+  queue_ = api::Table();
+  if (!host_.reconnect("the unrolls queued since the server's last checkpoint, and those being sampled", [] { return false; })) return false;
+  queue_ = host_.client().open_table(kUnrollTable);
+  source_ = std::make_unique<UnrollSource>(o_, queue_, obs_size_, actions_);
+  return true;
+}
+
 ActorReport EngramLearnerPort::stop() { return host_.stop_actors(kUnrollTable); }
 
 }  // namespace engram::agents::impala

@@ -8,6 +8,7 @@
 
 #include <csignal>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "agents/common/env/env.hpp"
@@ -24,10 +25,12 @@ namespace engram::agents::impala {
 MachineTables machine_tables(const Options& o, const std::vector<int64_t>& shape, int actions, size_t params);
 
 // An actor process's end: a writer per env into the queue. Stopped once
-// `*stop` is set (the actor's SIGTERM handler sets it).
+// `*stop` is set (the actor's SIGTERM handler sets it). When the server
+// goes away (engramd restarted), reconnect() connects again and opens a
+// new session; the unrolls being written are lost.
 class EngramActorPort : public ActorPort {
  public:
-  EngramActorPort(const Options& o, api::Client& c, size_t envs, const Env& probe, const volatile sig_atomic_t* stop);
+  EngramActorPort(const Options& o, size_t envs, const Env& probe, const volatile sig_atomic_t* stop);
   int64_t parameters(int64_t have, int64_t want, std::vector<float>* out) override;
   void step(size_t j, const float* x, int32_t action, float reward, float discount, const float* logits, int32_t env,
             int32_t rollout, bool item) override;
@@ -35,14 +38,23 @@ class EngramActorPort : public ActorPort {
   void unrolled() override;
   void episode(int32_t env, float ret, int32_t length) override;
   bool stopped() const override { return *stop_ != 0; }
+  bool reconnect(const std::string& lost) override;
 
  private:
+  // What the actor holds of engram; made anew after an outage.
+  struct Session {
+    api::Client client;
+    ParamReader reader;
+    api::Table unrolls, episodes;
+    std::vector<api::Writer> writers;
+    api::Writer episode_writer;
+    Session(const Options& o, size_t envs, const Env& probe);
+  };
   const Options& o_;
+  size_t envs_;
+  const Env& probe_;
   const volatile sig_atomic_t* stop_;
-  ParamReader reader_;
-  api::Table unrolls_, episodes_;
-  std::vector<api::Writer> writers_;
-  api::Writer episode_writer_;
+  std::unique_ptr<Session> s_;
   std::vector<uint8_t> bytes_;  // Breakout's planes as bytes
 };
 
@@ -52,6 +64,7 @@ class EngramLearnerPort : public LearnerPort {
  public:
   EngramLearnerPort(const Options& o, const std::vector<int64_t>& shape, int actions, size_t params);
   void start() override { host_.start_actors(extra_); }
+  bool reconnect() override;
   void resume(int32_t updates, const std::vector<std::string>& extra) override {
     source_->start_at(updates);
     extra_ = extra;
@@ -63,6 +76,8 @@ class EngramLearnerPort : public LearnerPort {
   double learner_cpu_s() const override { return in_engram_.cpu(); }
 
  private:
+  const Options& o_;
+  int64_t obs_size_ = 1, actions_;
   LearnerHost host_;
   api::Table queue_;
   std::unique_ptr<UnrollSource> source_;

@@ -17,6 +17,7 @@
 #include "agents/common/host/call_clock.hpp"
 #include "agents/common/host/learner_host.hpp"
 #include "agents/common/host/learner_state.hpp"
+#include "agents/common/host/reconnect.hpp"
 #include "agents/common/nets/evaluate.hpp"
 #include "agents/common/nets/flat_adam.hpp"
 #include "agents/common/nets/nets.hpp"
@@ -132,7 +133,9 @@ int run_learner(const Options& o) {
   double cpu0 = thread_cpu_s();
   bool solved = false;
   int64_t steps = resumed ? resumed->steps : 0;
-  const int64_t steps_before = steps;  // the queue's inserts count on from there
+  // The queue's inserts count on from steps_before: the state resumed,
+  // or the steps before an engramd that went away came back.
+  int64_t steps_before = steps;
   const int64_t T = o.unroll, B = o.batch;
   std::vector<int64_t> obs_shape = {B, T + 1};
   obs_shape.insert(obs_shape.end(), shape.begin(), shape.end());
@@ -175,7 +178,7 @@ int run_learner(const Options& o) {
     if (o.checkpoint_every > 0 && now - saved_at >= o.checkpoint_every) save_state();
   };
 
-  while (!done()) {
+  while (!done()) try {
     std::unique_ptr<Unrolls> u = port->next([&] {
       report();
       return done();
@@ -217,6 +220,16 @@ int run_learner(const Options& o) {
     port->publish(static_cast<int64_t>(updates) + 1, flat);
     if (o.reproducible) hashes << updates << ' ' << std::hex << param_hash(flat) << std::dec << '\n';
     report();
+  } catch (const api::Error& e) {
+    // engramd went away (--socket): its queue comes back from its
+    // checkpoint, or empty; the network and the curve are the learner's.
+    // A reproducible run cannot skip unrolls: it resumes (--resume).
+    if (!server_gone(e) || o.reproducible || !port->reconnect()) throw;
+    int64_t unrolls = 0;
+    uint64_t queued = 0;
+    port->poll(&curve, &unrolls, &queued);
+    steps_before = steps - unrolls * T;
+    port->publish(static_cast<int64_t>(updates) + 1, flat);
   }
   hashes.close();
   if (o.checkpoint_every > 0) save_state();  // the end, SIGTERM's included

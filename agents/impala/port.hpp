@@ -42,6 +42,14 @@ class ActorPort {
   virtual void unrolled() {}
   virtual void episode(int32_t env, float ret, int32_t length) = 0;
   virtual bool stopped() const = 0;
+  // After a call threw ENGRAM_E_DISCONNECTED (the port's server went
+  // away): connects again (reconnect.hpp, saying what was `lost`) and
+  // starts every env's stream anew. False if stopped first, or if this
+  // port has no server to lose.
+  virtual bool reconnect(const std::string& lost) {
+    (void)lost;
+    return false;
+  }
 };
 
 // The learner's end; it also starts and stops the actors.
@@ -64,6 +72,10 @@ class LearnerPort {
   // The learner's CPU seconds in this port's calls; 0 where they are not
   // measured (the handoff's are waits on its queue).
   virtual double learner_cpu_s() const { return 0; }
+  // After a call threw ENGRAM_E_DISCONNECTED: connects again (only to an
+  // engramd of --socket's; an embedded server goes only with the learner),
+  // opens the queue again. False if there is nothing to reconnect to.
+  virtual bool reconnect() { return false; }
 };
 
 struct ActorCounts {

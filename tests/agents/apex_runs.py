@@ -41,7 +41,7 @@ import sys
 import tempfile
 import time
 
-from processes import actor_pids, finished
+from processes import Engramd, actor_pids, finished
 
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -136,58 +136,6 @@ def kill_learner(learner):
     """SIGKILLs the learner (its actors get SIGTERM from the kernel)."""
     os.kill(learner, signal.SIGKILL)
     return learner
-
-
-class Engramd:
-    """An engramd of the test's own in DIR, with the arena the README gives
-    for CartPole and a checkpoint every second, restored when it starts."""
-
-    def __init__(self, d):
-        self.dir, self.socket, self.proc = d, os.path.join(d, "engram.sock"), None
-        self.config = os.path.join(d, "engramd.toml")
-        with open(self.config, "w") as f:
-            f.write(f'socket = "{self.socket}"\n[arena]\nclasses = [ {{ block_size = 512, count = 120000 }}, '
-                    '{ block_size = 1024, count = 16384 }, { block_size = "128KiB", count = 64 } ]\n'
-                    f'[checkpoint]\ndir = "{d}/checkpoints"\ninterval_s = 1\n')
-        self.start()
-
-    def start(self):
-        n = len([f for f in os.listdir(self.dir) if f.startswith("engramd-")])
-        self.log = os.path.join(self.dir, f"engramd-{n}.log")
-        self.proc = subprocess.Popen([os.environ["ENGRAMD"], "--config", self.config],
-                                     stdout=open(self.log, "w"), stderr=subprocess.STDOUT)
-        for _ in range(600):
-            if "serving " in open(self.log).read():
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        sys.exit(f"engramd did not come up:\n{open(self.log).read()}")
-
-    def restart(self, _learner):
-        """SIGKILL, then start again: what a crash under systemd looks like.
-        First waits for the next checkpoint, so that the one restored holds
-        what the run wrote until now."""
-        since = len(open(self.log).read())
-        for _ in range(200):
-            text = open(self.log).read()
-            if re.search(r"checkpoint \S+/ckpt-", text[since:]):
-                break
-            time.sleep(0.05)
-        else:
-            sys.exit(f"engramd wrote no checkpoint within 10 s:\n{text}")
-        self.proc.kill()
-        self.proc.wait()
-        self.start()
-        restored = re.search(r"restored checkpoint .*: 3 tables.*", open(self.log).read())
-        print("engramd restarted;", restored.group(0) if restored else "no checkpoint of the 3 tables restored:\n" +
-              open(self.log).read())
-        return restored is not None
-
-    def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(timeout=30)
 
 
 def learns(run_seed):

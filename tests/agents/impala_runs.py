@@ -8,6 +8,11 @@ Usage: impala_runs.py ENGRAM_IMPALA CASE, where CASE is one of
   reproducible      --reproducible: the parameter hashes of the first 20
                     updates are the same for K = 1, 2 and 4 actor processes
                     (8 envs), and for two runs with K = 2
+  engramd-restart   against an engramd of the test's own, SIGKILLed at 40k env
+                    steps and started again (restoring its checkpoint): the
+                    learner and both actors say the outage once, reconnect
+                    and go on; the curve's steps never go back, and the run
+                    learns as cartpole-learns asks
   reproducible-resume  --reproducible, SIGKILLed at a random update and
                     resumed (--resume): the parameter hashes of 600 updates
                     equal an uninterrupted run's for K = 1, 2 and 4; a
@@ -19,7 +24,8 @@ Usage: impala_runs.py ENGRAM_IMPALA CASE, where CASE is one of
                     and training goes on (the learner refuses any item that
                     is not one env's whole unroll, so a half unroll fails
                     the run)
-Needs ENGRAM_BUILD_DIR (for engramd and engramctl in the queue case)."""
+Needs ENGRAM_BUILD_DIR (for engramd and engramctl in the queue case) and
+ENGRAMD (engramd-restart)."""
 import json
 import random
 import re
@@ -31,7 +37,7 @@ import sys
 import tempfile
 import time
 
-from processes import actor_pids, finished
+from processes import Engramd, actor_pids, finished
 
 
 def run(binary, args, out, timeout=600):
@@ -187,6 +193,55 @@ def reproducible_resume(binary, out):
         print(f"K={k}: killed after update {at}, resumed from {m.group(2)}: the same {len(got)} hashes")
 
 
+def engramd_restart(binary, out):
+    """Against an engramd of the test's own, SIGKILLed once the run passes
+    40k env steps and started again (restoring its newest checkpoint): the
+    learner and each actor say the outage once, reconnect and go on; the
+    run reaches its end (400k steps, or solved) with its env steps never
+    going back, and learns as cartpole-learns asks (120 within 400k steps,
+    in one of three seeds)."""
+    d = Engramd(out, classes="{ block_size = 512, count = 20000 }, { block_size = 2048, count = 4096 }, "
+                             "{ block_size = 131072, count = 16 }")
+    try:
+        for seed in ("1", "2", "3"):
+            run_out = os.path.join(out, f"seed{seed}")
+            p = subprocess.Popen([binary, "--env", "cartpole", "--actors", "2", "--envs", "16", "--steps", "400000",
+                                  "--seed", seed, "--socket", d.socket, "--out", run_out],
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            before, restored = "", None
+            for line in p.stdout:
+                before += line
+                m = re.search(r"\bsteps\s+(\d+)\s", line)
+                if m and int(m.group(1)) >= 40000:
+                    restored = d.restart(p.pid)
+                    break
+            log, _ = p.communicate(timeout=600)
+            log = before + log
+            print(log)
+            if restored is None:
+                sys.exit("the run ended before 40k env steps")
+            if not restored:
+                sys.exit("engramd restored no checkpoint of the learner's tables")
+            s = finished("engram-impala", p.returncode, run_out)
+            for who in ("engram-impala", "engram-impala actor 0", "engram-impala actor 1"):
+                said = re.findall(rf"^{who}: the server went away at .*$", log, re.M)
+                if len(said) != 1:
+                    sys.exit(f"{who} said the outage {len(said)} times; want once")
+            with open(os.path.join(run_out, "curve.csv")) as f:
+                steps = [int(line.split(",")[1]) for line in list(f)[1:]]
+            if any(b < a for a, b in zip(steps, steps[1:])):
+                sys.exit(f"the curve's env steps go back: {steps}")
+            if not s["solved"] and s["env_steps"] < 400000:
+                sys.exit(f"training stopped at {s['env_steps']} steps after the restart, unsolved")
+            if s["mean100"] >= 120:
+                break
+            print(f"seed {seed}: trailing-100 mean {s['mean100']:.1f} after 400k steps")
+        else:
+            sys.exit("no seed of three reached a trailing-100 mean of 120 within 400k steps across the restart")
+    finally:
+        d.stop()
+
+
 def main():
     binary, case = sys.argv[1], sys.argv[2]
     out = tempfile.mkdtemp(prefix="engram-impala-test-")
@@ -226,6 +281,8 @@ def main():
                 if h != runs["K=1"]:
                     first = next(i for i in range(21) if h[i] != runs["K=1"][i])
                     sys.exit(f"{name} differs from K=1 from update {first} on")
+        elif case == "engramd-restart":
+            engramd_restart(binary, out)
         elif case == "reproducible-resume":
             reproducible_resume(binary, out)
         elif case == "queue":

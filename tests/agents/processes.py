@@ -1,7 +1,10 @@
 """The agents' processes and their results as the test scripts see them."""
 import json
 import os
+import re
+import subprocess
 import sys
+import time
 
 
 def finished(program, returncode, out):
@@ -31,3 +34,58 @@ def actor_pids(learner):
         if ppid == learner and "actor" in cmdline:
             pids.append(int(pid))
     return pids
+
+
+class Engramd:
+    """An engramd of the test's own in DIR (ENGRAMD: its binary), with a
+    checkpoint every second, restored when it starts. Its arena: `classes`
+    (TOML), by default the one the README gives for Ape-X CartPole."""
+
+    APEX = ('{ block_size = 512, count = 120000 }, { block_size = 1024, count = 16384 }, '
+            '{ block_size = "128KiB", count = 64 }')
+
+    def __init__(self, d, classes=APEX):
+        self.dir, self.socket, self.proc = d, os.path.join(d, "engram.sock"), None
+        self.config = os.path.join(d, "engramd.toml")
+        with open(self.config, "w") as f:
+            f.write(f'socket = "{self.socket}"\n[arena]\nclasses = [ {classes} ]\n'
+                    f'[checkpoint]\ndir = "{d}/checkpoints"\ninterval_s = 1\n')
+        self.start()
+
+    def start(self):
+        n = len([f for f in os.listdir(self.dir) if f.startswith("engramd-")])
+        self.log = os.path.join(self.dir, f"engramd-{n}.log")
+        self.proc = subprocess.Popen([os.environ["ENGRAMD"], "--config", self.config],
+                                     stdout=open(self.log, "w"), stderr=subprocess.STDOUT)
+        for _ in range(600):
+            if "serving " in open(self.log).read():
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        sys.exit(f"engramd did not come up:\n{open(self.log).read()}")
+
+    def restart(self, _learner):
+        """SIGKILL, then start again: what a crash under systemd looks like.
+        First waits for the next checkpoint, so that the one restored holds
+        what the run wrote until now."""
+        since = len(open(self.log).read())
+        for _ in range(200):
+            text = open(self.log).read()
+            if re.search(r"checkpoint \S+/ckpt-", text[since:]):
+                break
+            time.sleep(0.05)
+        else:
+            sys.exit(f"engramd wrote no checkpoint within 10 s:\n{text}")
+        self.proc.kill()
+        self.proc.wait()
+        self.start()
+        restored = re.search(r"restored checkpoint .*: 3 tables.*", open(self.log).read())
+        print("engramd restarted;", restored.group(0) if restored else "no checkpoint of the 3 tables restored:\n" +
+              open(self.log).read())
+        return restored is not None
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=30)
