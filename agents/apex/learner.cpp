@@ -370,13 +370,22 @@ int run_learner(const Options& o) {
       // checkpoint, or empty; the network and the curve are the
       // learner's, and go on.
       if (!server_gone(e)) throw;
-      batches.reset();
-      replay.reset();
-      if (!host.reconnect("the batches drawn ahead and the priorities not yet sent", [] { return false; })) throw;
-      replay.emplace(c.open_table(kReplayTable));
-      steps_before = steps - static_cast<int64_t>(c.info(kReplayTable).inserts);
-      if (o.train) batches.emplace(o, *replay, host.socket(), obs_size);
-      host.publish(++version, flatten_parameters(*online));
+      // Until the session is whole again: the server may go away again
+      // while the learner reopens what it holds.
+      for (bool whole = false; !whole;) {
+        batches.reset();
+        replay.reset();
+        if (!host.reconnect("the batches drawn ahead and the priorities not yet sent", [] { return false; })) throw;
+        try {
+          replay.emplace(c.open_table(kReplayTable));
+          steps_before = steps - static_cast<int64_t>(c.info(kReplayTable).inserts);
+          if (o.train) batches.emplace(o, *replay, host.socket(), obs_size);
+          host.publish(++version, flatten_parameters(*online));
+          whole = true;
+        } catch (const api::Error& again) {
+          if (!server_gone(again)) throw;
+        }
+      }
     }
   }
   RunEnd end;

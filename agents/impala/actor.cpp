@@ -212,13 +212,20 @@ void act(const Options& o, ActorPort& port, ActorCounts* counts) {
     // the rollout being acted is lost. A reproducible run cannot lose a
     // rollout: it resumes from the learner's state instead (--resume).
     if (!server_gone(e) || o.reproducible) throw;
-    if (!port.reconnect("the unroll being written by each of " + std::to_string(m) +
-                        " envs, and the unrolls the server had not queued"))
-      break;
-    in_port([&] {
-      for (size_t j = 0; j < m; ++j) append(j, false);
-      port.started();
-    });
+    bool back = false;  // and the streams started anew: the server may go away again meanwhile
+    while (!back && port.reconnect("the unroll being written by each of " + std::to_string(m) +
+                                   " envs, and the unrolls the server had not queued")) {
+      try {
+        in_port([&] {
+          for (size_t j = 0; j < m; ++j) append(j, false);
+          port.started();
+        });
+        back = true;
+      } catch (const api::Error& again) {
+        if (!server_gone(again)) throw;
+      }
+    }
+    if (!back) break;  // stopped
   }
 }
 

@@ -224,12 +224,22 @@ int run_learner(const Options& o) {
     // engramd went away (--socket): its queue comes back from its
     // checkpoint, or empty; the network and the curve are the learner's.
     // A reproducible run cannot skip unrolls: it resumes (--resume).
-    if (!server_gone(e) || o.reproducible || !port->reconnect()) throw;
-    int64_t unrolls = 0;
-    uint64_t queued = 0;
-    port->poll(&curve, &unrolls, &queued);
-    steps_before = steps - unrolls * T;
-    port->publish(static_cast<int64_t>(updates) + 1, flat);
+    if (!server_gone(e) || o.reproducible) throw;
+    // Until the session is whole again: the server may go away again
+    // while the learner reopens what it holds.
+    for (bool whole = false; !whole;) {
+      if (!port->reconnect()) throw;
+      try {
+        int64_t unrolls = 0;
+        uint64_t queued = 0;
+        port->poll(&curve, &unrolls, &queued);
+        steps_before = steps - unrolls * T;
+        port->publish(static_cast<int64_t>(updates) + 1, flat);
+        whole = true;
+      } catch (const api::Error& again) {
+        if (!server_gone(again)) throw;
+      }
+    }
   }
   hashes.close();
   if (o.checkpoint_every > 0) save_state();  // the end, SIGTERM's included
