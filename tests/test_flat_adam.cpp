@@ -87,5 +87,18 @@ TEST(FlatAdam, ARestoredOptimiserStepsAsTheSavedOne) {
   EXPECT_THROW(fb.restore(std::vector<float>(3), 1), std::runtime_error);
 }
 
+// A learner's state holds LibTorch's generator: restored, it draws again
+// what it drew after it was saved.
+TEST(TorchRng, ARestoredGeneratorDrawsWhatTheSavedOneDrew) {
+  torch::manual_seed(11);
+  (void)torch::randn({5});
+  std::vector<uint8_t> state = torch_rng_state();
+  torch::Tensor first = torch::randn({64});
+  (void)torch::randn({7});
+  set_torch_rng_state(state);
+  EXPECT_TRUE(torch::equal(first, torch::randn({64})));
+  EXPECT_ANY_THROW(set_torch_rng_state(std::vector<uint8_t>(3)));
+}
+
 }  // namespace
 }  // namespace engram::agents

@@ -233,6 +233,7 @@ int run_learner(const Options& o) {
     load_parameters(*online, p.data(), p.size());
     load_parameters(*target, t.data(), t.size());
     adam.restore(in.get<float>("adam"), in.value<int64_t>("adam_steps"));
+    set_torch_rng_state(in.get<uint8_t>("torch_rng"));
     if (o.socket.empty()) tables = in.text("tables");
     std::printf("engram-apex: resuming from %s: %llu updates, %lld env steps%s%s\n", path.c_str(),
                 static_cast<unsigned long long>(resumed->updates), static_cast<long long>(resumed->steps),
@@ -280,6 +281,7 @@ int run_learner(const Options& o) {
     s.put("target", flatten_parameters(*target));
     s.put("adam", adam.moments());
     s.put_value("adam_steps", adam.steps());
+    s.put("torch_rng", torch_rng_state());
     s.put_text("tables", in_engram([&] { return host.checkpoint_tables(); }));
     states.save(s, updates);
     saved_at = wall_s();

@@ -91,6 +91,7 @@ int run_learner(const Options& o) {
     flat = in.get<float>("params", params);
     load_parameters(*net, flat.data(), flat.size());
     adam.restore(in.get<float>("adam"), in.value<int64_t>("adam_steps"));
+    set_torch_rng_state(in.get<uint8_t>("torch_rng"));
     if (o.reproducible) {
       log.load(in, static_cast<int64_t>(resumed->updates));
       acting = in.get<float>("act_params", params);
@@ -156,6 +157,7 @@ int run_learner(const Options& o) {
     s.put("params", flat);
     s.put("adam", adam.moments());
     s.put_value("adam_steps", adam.steps());
+    s.put("torch_rng", torch_rng_state());
     s.put_value("reproducible", static_cast<uint8_t>(o.reproducible));
     if (o.reproducible) {
       s.put_value("envs", static_cast<int64_t>(o.envs));

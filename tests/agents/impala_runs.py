@@ -17,7 +17,9 @@ Usage: impala_runs.py ENGRAM_IMPALA CASE, where CASE is one of
                     resumed (--resume): the parameter hashes of 600 updates
                     equal an uninterrupted run's for K = 1, 2 and 4; a
                     damaged (K = 2) or foreign (K = 4) newest state is
-                    refused by name and the one before it used
+                    refused by name and the one before it used; and a run
+                    stopped by SIGTERM saves its state as it ends and
+                    resumes from it to the same hashes
   queue             against an engramd of the test's own: while the learner
                     is stopped (SIGSTOP) the queue stays full and no actor
                     inserts; then one of two actors is SIGKILLed mid-unroll
@@ -121,10 +123,11 @@ def queue_case(binary, out):
         daemon.wait(timeout=30)
 
 
-def killed_at_random_update(binary, args, out, rng):
+def killed_at_random_update(binary, args, out, rng, sig=signal.SIGKILL):
     """Runs ARGS with a state saved every 0.1 s and SIGKILLs it once a
     state of at least a random number of updates is on disk, a random
-    fraction of a second later; the updates of the newest state then."""
+    fraction of a second later; the updates of the newest state then.
+    With SIGTERM, the learner saves its state and ends the run (status 0)."""
     at = rng.randrange(20, 300)
     p = subprocess.Popen([binary, *args, "--checkpoint-every", "0.1", "--out", out], stdout=subprocess.DEVNULL,
                          stderr=subprocess.STDOUT)
@@ -135,9 +138,14 @@ def killed_at_random_update(binary, args, out, rng):
     if p.poll() is not None:
         sys.exit(f"the run ended (status {p.returncode}) before a state of {at} updates")
     time.sleep(rng.uniform(0, 0.1))
-    p.kill()
-    if p.wait() != -signal.SIGKILL:
-        sys.exit(f"the run ended (status {p.returncode}) before it was killed: it needs more --updates")
+    p.send_signal(sig)
+    if p.wait() != (0 if sig == signal.SIGTERM else -sig):
+        sys.exit(f"the run ended with status {p.returncode} after signal {sig} (or before it: more --updates?)")
+    if sig == signal.SIGTERM:
+        with open(os.path.join(out, "summary.json")) as f:
+            ended = json.load(f)["updates"]
+        if ended != newest() or ended >= 600:
+            sys.exit(f"stopped by SIGTERM after {ended} updates; its newest state is of {newest()}")
     print(f"killed after a state of {newest()} updates (waited for {at})")
     return newest()
 
@@ -147,7 +155,9 @@ def reproducible_resume(binary, out):
     parameter hashes of an uninterrupted one for K = 1, 2 and 4 actor
     processes. With K = 2 the newest state is damaged first, with K = 4 a
     foreign file is the newest: each is refused by name and the one
-    before it is used, with the same result."""
+    before it is used, with the same result. Last, a run with K = 2 is
+    stopped by SIGTERM instead: it saves its state as it ends (status 0),
+    and resumed from it ends with the same hashes too."""
     rng = random.Random()
     seed = rng.randrange(1 << 30)
     print(f"random seed of the kill points: {seed}")
@@ -159,10 +169,12 @@ def reproducible_resume(binary, out):
     want = hashes(whole)
     if len(want) != 601 or len(set(want)) < 600:
         sys.exit(f"the uninterrupted run logged {len(want)} hashes, {len(set(want))} distinct; want 601")
-    for k, spoil in ((1, None), (2, "damaged"), (4, "foreign")):
-        d = os.path.join(out, f"K{k}")
+    for k, spoil in ((1, None), (2, "damaged"), (4, "foreign"), (2, "sigterm")):
+        d = os.path.join(out, f"K{k}{spoil or ''}")
         args = base + ["--actors", str(k)]
-        at = killed_at_random_update(binary, args, d, rng)
+        at = killed_at_random_update(binary, args, d, rng, signal.SIGTERM if spoil == "sigterm" else signal.SIGKILL)
+        if spoil == "sigterm":
+            spoil = None  # its newest state is the one it saved as it stopped
         newest = os.path.join(d, "checkpoints", f"learner-{at:012d}.state")
         if spoil == "damaged":
             with open(newest, "r+b") as f:

@@ -1,5 +1,9 @@
 #include "agents/common/nets/nets.hpp"
 
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <mutex>
+
 #include <malloc.h>
 
 #include <cstring>
@@ -98,6 +102,20 @@ EnvShape start_learner(const std::string& env, uint64_t seed) {
   setup_process();
   torch::manual_seed(seed);
   return env_shape(env);
+}
+
+std::vector<uint8_t> torch_rng_state() {
+  torch::Tensor t = at::detail::getDefaultCPUGenerator().get_state();
+  const uint8_t* p = t.data_ptr<uint8_t>();
+  return std::vector<uint8_t>(p, p + t.numel());
+}
+
+void set_torch_rng_state(const std::vector<uint8_t>& state) {
+  torch::Tensor t = torch::empty({static_cast<int64_t>(state.size())}, torch::kUInt8);
+  std::copy(state.begin(), state.end(), t.data_ptr<uint8_t>());
+  at::Generator g = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(g.mutex());
+  g.set_state(t);  // throws (naming what is wrong) on a state of the wrong size
 }
 
 }  // namespace engram::agents

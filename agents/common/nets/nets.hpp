@@ -80,5 +80,11 @@ void setup_process();
 // A learner's first step: setup_process, LibTorch's generator seeded with
 // `seed`; returns env `env`'s sizes.
 EnvShape start_learner(const std::string& env, uint64_t seed);
+// LibTorch's CPU generator, for a learner's state (learner_state.hpp):
+// what it draws after a resume is what it would have drawn. The agents'
+// learners draw from it only to initialise their networks today; saved
+// so that one that draws later (dropout, noise) resumes all the same.
+std::vector<uint8_t> torch_rng_state();
+void set_torch_rng_state(const std::vector<uint8_t>& state);
 
 }  // namespace engram::agents
