@@ -39,7 +39,7 @@ import sys
 import tempfile
 import time
 
-from processes import Engramd, actor_pids, finished
+from processes import Engramd, actor_pids, curve_rows, finished, said_outage_once
 
 
 def run(binary, args, out, timeout=600):
@@ -235,14 +235,8 @@ def engramd_restart(binary, out):
             if not restored:
                 sys.exit("engramd restored no checkpoint of the learner's tables")
             s = finished("engram-impala", p.returncode, run_out)
-            for who in ("engram-impala", "engram-impala actor 0", "engram-impala actor 1"):
-                said = re.findall(rf"^{who}: the server went away at .*$", log, re.M)
-                if len(said) != 1:
-                    sys.exit(f"{who} said the outage {len(said)} times; want once")
-            with open(os.path.join(run_out, "curve.csv")) as f:
-                steps = [int(line.split(",")[1]) for line in list(f)[1:]]
-            if any(b < a for a, b in zip(steps, steps[1:])):
-                sys.exit(f"the curve's env steps go back: {steps}")
+            said_outage_once(log, ("engram-impala", "engram-impala actor 0", "engram-impala actor 1"))
+            curve_rows(run_out)
             if not s["solved"] and s["env_steps"] < 400000:
                 sys.exit(f"training stopped at {s['env_steps']} steps after the restart, unsolved")
             if s["mean100"] >= 120:

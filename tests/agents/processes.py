@@ -17,6 +17,25 @@ def finished(program, returncode, out):
     return summary
 
 
+def said_outage_once(log, who):
+    """Each of WHO said one outage (reconnect.hpp's line) in LOG."""
+    for w in who:
+        said = re.findall(rf"^{w}: the server went away at .*$", log, re.M)
+        if len(said) != 1:
+            sys.exit(f"{w} said the outage {len(said)} times; want once")
+
+
+def curve_rows(out):
+    """OUT/curve.csv's rows (header dropped), each a list of fields; exits
+    if its env steps ever go back."""
+    with open(os.path.join(out, "curve.csv")) as f:
+        rows = [line.strip().split(",") for line in list(f)[1:]]
+    steps = [int(r[1]) for r in rows]
+    if any(b < a for a, b in zip(steps, steps[1:])):
+        sys.exit(f"the curve's env steps go back: {steps}")
+    return rows
+
+
 def actor_pids(learner):
     """The pids of the learner's actor processes (children whose command
     line has the word "actor")."""
