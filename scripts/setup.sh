@@ -9,7 +9,8 @@ set -euo pipefail
 # the reference agents: LibTorch 1.13 (CPU) with OpenBLAS (9-13x faster than
 # the reference BLAS it links otherwise); the Debian packages and the test
 # under systemd: dpkg-dev, debootstrap, systemd-container (systemd-nspawn);
-# the Python binding's tests: Debian's numpy and pytest; engramd's peers
+# the Python binding's tests: Debian's numpy, pytest and PyTorch (engram.torch,
+# the PyTorch learner; the CPU build of the LibTorch above); engramd's peers
 # (remote/): gRPC 1.51 and protobuf 3.21 (gRPC's CMake config comes with
 # libgrpc-dev), openssl for the remote tests' certificates, iproute2 (ip,
 # tc) for the tests across network namespaces.
@@ -19,7 +20,7 @@ packages=(cmake g++ make pkg-config python3
           redis-server libhiredis-dev gnuplot-nox liburing-dev libzstd-dev libxxhash-dev
           libtorch-dev libopenblas0-pthread mandoc
           dpkg-dev debootstrap systemd-container
-          python3-numpy python3-pytest
+          python3-numpy python3-pytest python3-torch
           libgrpc++-dev libgrpc-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc openssl iproute2)
 
 # Rust: any cargo on PATH (rustup's, or Debian's 1.63 toolchain, installed

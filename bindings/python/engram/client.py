@@ -151,13 +151,17 @@ class Client(_Handle):
                                                      ctypes.byref(_limiter_arg(rate_limiter))))
 
     def table_info(self, name):
-        """The table's size, counters and settings, as a dict."""
+        """The table's size, counters and settings, as a dict; its sampler
+        and remover by name ("prioritized"), as create_table takes them."""
         i = _ffi.TableInfo()
         lib.engram_table_info_init(ctypes.byref(i))
         with self._core:
             _check(lib.engram_table_info_get(self._ptr(), _text("a table name", name), ctypes.byref(i)))
         out = {f: getattr(i, f) for f, _ in _ffi.TableInfo._fields_ if f not in ("struct_size", "rate_limiter")}
         out["name"] = i.name.decode()
+        # By name, as create_table takes them (an unknown code stays a number).
+        names = {code: name for name, code in _SELECTORS.items()}
+        out["sampler"], out["remover"] = names.get(out["sampler"], out["sampler"]), names.get(out["remover"], out["remover"])
         out["rate_limiter"] = {f: getattr(i.rate_limiter, f) for f, _ in _ffi.RateLimiter._fields_}
         return out
 
