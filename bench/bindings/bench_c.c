@@ -1,8 +1,9 @@
 /* The C side of bench/bindings.sh: the same work as bench_py.py and the
  * Rust example `bench`, through the C API directly. Writes N items of one
  * step (a uint8 payload of BYTES) into TABLE, then samples N items in
- * batches of 64, copied out; prints one JSON object with items/s of each.
- * Usage: bench_c SOCKET TABLE BYTES N */
+ * batches of 64 (or BATCH: bench/torch.sh's 256), copied out into plain
+ * buffers; prints one JSON object with items/s of each.
+ * Usage: bench_c SOCKET TABLE BYTES N [BATCH] */
 #define _POSIX_C_SOURCE 200809L
 #include <engram/engram.h>
 #include <stdio.h>
@@ -17,12 +18,17 @@ static double now(void) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 5) {
-    fprintf(stderr, "usage: bench_c SOCKET TABLE BYTES N\n");
+  if (argc != 5 && argc != 6) {
+    fprintf(stderr, "usage: bench_c SOCKET TABLE BYTES N [BATCH]\n");
     return 2;
   }
   uint32_t bytes = (uint32_t)atoi(argv[3]);
   long n = atol(argv[4]);
+  uint32_t batch = argc == 6 ? (uint32_t)atoi(argv[5]) : 64;
+  if (batch < 1 || batch > 4096) {
+    fprintf(stderr, "bench_c: BATCH is 1..4096\n");
+    return 2;
+  }
   engram_connect_options co;
   engram_connect_options_init(&co);
   co.socket_path = argv[1];
@@ -35,7 +41,7 @@ int main(int argc, char** argv) {
   wo.columns = &col;
   wo.num_columns = 1;
   uint8_t* step = malloc(bytes);
-  uint8_t* out = malloc((size_t)bytes * 64);
+  uint8_t* out = malloc((size_t)bytes * batch);
   memset(step, 7, bytes);
   if (engram_connect(&co, &c) || engram_table_open(c, argv[2], &t) || engram_writer_open(c, &wo, &w)) goto fail;
   double t0 = now();
@@ -47,10 +53,10 @@ int main(int argc, char** argv) {
   double t1 = now();
   engram_sample_options so;
   engram_sample_options_init(&so);
-  so.batch_size = 64;
+  so.batch_size = batch;
   so.num_steps = 1;
   so.timeout_ms = 10000;
-  for (long got = 0; got < n; got += 64) {
+  for (long got = 0; got < n; got += batch) {
     void* bufs[1] = {out};
     uint32_t k = 0;
     if (engram_sample(t, &so, bufs, NULL, &k)) goto fail;
