@@ -11,7 +11,9 @@ their n-step return and discount), a target network copied every 100
 updates, parameters published every 20, new priorities sent after each
 update, and a SampleToInsertRatio rate limiter (8 samples per insert)
 tying learning to acting. Batches come from engram.torch's Prefetcher,
-drawn while the previous one trains.
+drawn while the previous one trains, and the new priorities go back
+through it (its thread sends them with its next sample, so the learner
+does not wake the server once per update).
 
     agents/python/apex_learner.py --actors 2 --out /tmp/pyapex
 
@@ -68,17 +70,20 @@ def flat(net):
 
 
 class Clock:
-    """Wall seconds spent in engram calls (waits for batches included)."""
+    """Seconds spent in calls: wall (waits included: for the server, for a
+    rate limiter that holds the learner back, for the CPU on a busy
+    machine) and this thread's CPU (what the calls cost it)."""
 
     def __init__(self):
-        self.s = 0.0
+        self.s = self.cpu = 0.0
 
     def __call__(self, f, *a, **k):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.thread_time()
         try:
             return f(*a, **k)
         finally:
             self.s += time.perf_counter() - t
+            self.cpu += time.thread_time() - c
 
 
 def arena(capacity, actors, params):
@@ -165,7 +170,8 @@ def main():
     publisher = client.writer([("version", np.int64, ()), ("params", np.float32, (n_params,))])
     version = 0
 
-    in_engram = Clock()
+    in_engram = Clock()  # engram's calls but the batches'
+    waiting = Clock()    # the batches': drawn in the learner's thread, or waited for from the prefetcher
 
     def publish():
         nonlocal version
@@ -213,10 +219,10 @@ def main():
     last_line = last_look = t0
     steps = updates = 0
     solved = False
-    cpu0 = time.process_time()
+    cpu0 = time.thread_time()
     try:
         while True:
-            b = in_engram(next_batch)
+            b = waiting(next_batch)
             obs, nxt = b.data["obs"][:, 0], b.data["next_obs"][:, 0]
             action = b.data["action"][:, 0].long()
             reward, discount = b.data["reward"][:, 0], b.data["discount"][:, 0]
@@ -233,7 +239,10 @@ def main():
             updates += 1
             prio = td.detach().abs() + 1e-6
             prio[~torch.isfinite(prio)] = 1.0
-            in_engram(et.update_priorities_async, replay, b.keys, prio)
+            if a.prefetch:  # sent by the prefetcher's thread with its next sample
+                in_engram(source.update_priorities, b.keys, prio)
+            else:
+                in_engram(et.update_priorities_async, replay, b.keys, prio)
             if updates % a.target_every == 0:
                 target.load_state_dict(online.state_dict())
             if updates % a.publish_every == 0:
@@ -255,7 +264,7 @@ def main():
                     break
     finally:
         wall = time.monotonic() - t0
-        cpu = time.process_time() - cpu0
+        cpu = time.thread_time() - cpu0  # the learner's thread's
         # The actors' inserts first stop waiting for the learner, so that
         # each sees SIGTERM at its next step (LearnerHost::stop_actors).
         try:
@@ -279,12 +288,17 @@ def main():
     summary = {"learner": "pytorch", "env": "cartpole", "seed": a.seed, "actors": a.actors, "solved": solved,
                "env_steps": steps, "updates": updates, "wall_s": wall, "episodes": n_episodes, "actor_frames": frames,
                "prefetch": bool(a.prefetch), "mean100_low_epsilon": mean(low), "mean100_all": mean(all_),
-               "learner_engram_wall_share": in_engram.s / max(wall, 1e-9), "learner_cpu_s": cpu}
+               "learner_engram_wall_share": (in_engram.s + waiting.s) / max(wall, 1e-9),
+               "learner_calls_wall_share": in_engram.s / max(wall, 1e-9),
+               "learner_batch_wall_share": waiting.s / max(wall, 1e-9), "learner_cpu_s": cpu,
+               "learner_engram_cpu_share": (in_engram.cpu + waiting.cpu) / max(cpu, 1e-9)}
     with open(os.path.join(a.out, "summary.json"), "w") as f:
         json.dump(summary, f)
     torch.save(online.state_dict(), os.path.join(a.out, "model.pt"))
-    print(f"apex_learner: time in engram calls (waits for batches included): {100 * summary['learner_engram_wall_share']:.1f}% "
-          f"of wall", flush=True)
+    print(f"apex_learner: time in engram calls: {100 * summary['learner_engram_cpu_share']:.1f}% of the learner's "
+          f"CPU; {100 * summary['learner_engram_wall_share']:.1f}% of wall: "
+          f"{100 * summary['learner_batch_wall_share']:.1f}% getting batches (rate limiter waits included), "
+          f"{100 * summary['learner_calls_wall_share']:.1f}% in the other calls", flush=True)
     print(f"apex_learner: {'solved' if solved else 'stopped'} after {steps} env steps, {updates} updates, {wall:.1f} s; "
           f"trailing-100 mean {mean(low):.1f} (eps<=0.01)", flush=True)
     client.close()

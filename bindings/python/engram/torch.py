@@ -3,13 +3,12 @@ updates and deletes from tensors, a background prefetcher and a
 torch.utils.data.IterableDataset. Needs PyTorch (Debian: python3-torch);
 the rest of the binding does not.
 
-    import engram, engram.torch as et
-    client = engram.connect(sock)
+    import engram.torch as et
     with et.Prefetcher(sock, "replay", batch_size=256) as batches:
         for b in batches:                       # b.data["obs"]: [256, 1, *shape]
             loss = (b.importance_weights(beta=0.4) * td(b) ** 2).mean()
             ...
-            et.update_priorities(table, b.keys, td(b).abs())
+            batches.update_priorities(b.keys, td(b).abs())   # sent by the prefetcher
 
 A TensorBatch owns its tensors: sampling copies each column once, from
 shared memory into the tensors' own storage, so a tensor never reads
@@ -191,13 +190,20 @@ def _kind(t):
     return "float" if t.dtype.is_floating_point else ("complex" if t.dtype.is_complex else "int")
 
 
-def _priority_array(priorities, n):
+def _priority_array(priorities, n, check=False):
+    """Priorities as the float64 array C takes. check: refuse NaN, infinite
+    and negative ones here, by index, as the library would (for updates
+    that the library sees only later: Prefetcher.update_priorities)."""
     p = _cpu("priorities", priorities)
     if _kind(p) not in ("int", "float"):
         raise TypeError(f"priorities must be a real tensor, not {p.dtype}")
     p = np.ascontiguousarray(p.reshape(-1).to(torch.float64).numpy())
     if p.size != n:
         raise ValueError(f"{n} keys but {p.size} priorities")
+    if check:
+        bad = np.flatnonzero(~(np.isfinite(p) & (p >= 0)))
+        if bad.size:
+            raise ValueError(f"priority {bad[0]} is {p[bad[0]]}: priorities must be finite and >= 0")
     return p
 
 
@@ -261,11 +267,24 @@ class Prefetcher:
             self._client.close()
             raise
         self._ready = queue.Queue(maxsize=depth)
+        self._updates = queue.SimpleQueue()  # (keys, priorities) for the thread to send
         self._handed = None  # the batch handed out last, given back at the next next()
         self._stop = threading.Event()
         self._finished = False
         self._thread = threading.Thread(target=self._run, name=f"engram-prefetch-{table}", daemon=True)
         self._thread.start()
+
+    def _send_updates(self):
+        keys, prios = [], []
+        while True:
+            try:
+                k, p = self._updates.get_nowait()
+            except queue.Empty:
+                break
+            keys.append(k)
+            prios.append(p)
+        if keys:
+            self._table.update_priorities_async(np.concatenate(keys), np.concatenate(prios))
 
     def _run(self):
         try:
@@ -273,6 +292,7 @@ class Prefetcher:
                 b = self._free.get()
                 if b is None:
                     return
+                self._send_updates()
                 sample(self._table, *self._args, out=b)
                 while not self._stop.is_set():
                     try:
@@ -293,6 +313,18 @@ class Prefetcher:
                 return
             except queue.Full:
                 pass
+
+    def update_priorities(self, keys, priorities):
+        """Queues new priorities by key (tensors, as update_priorities
+        takes) for the prefetcher's thread, which sends them, with any
+        queued since, just before its next sample, as one
+        update_priorities_async: the learner's thread pays for the
+        conversion and the checks (NaN, infinite and negative priorities
+        are refused here, by index), not for waking the server. Keys of
+        items gone meanwhile are skipped; an error the server reports is
+        raised by a later next()."""
+        k = _key_array(keys)
+        self._updates.put((k, _priority_array(priorities, k.size, check=True)))
 
     def __iter__(self):
         return self
@@ -326,6 +358,10 @@ class Prefetcher:
         self._free.put(None)
         self._client.interrupt()
         self._thread.join()
+        try:
+            self._send_updates()  # what the learner queued last
+        except Exception:  # the server gone: nothing to send them to
+            pass
         self._client.close()
         self._finished = True
 

@@ -205,6 +205,31 @@ def test_the_prefetcher_hands_out_batches_in_order_and_releases_the_gil(client, 
     assert time.monotonic() - start < 2, "close() ends a sample that waits, at once"
 
 
+def test_priorities_given_to_the_prefetcher_are_sent_with_its_next_sample(client, server):
+    cols = [("x", np.int64, ())]
+    client.create_table("t", cols, max_size=100, sampler="prioritized")
+    fill(client, "t", cols, {"x": np.arange(8)})
+    with et.Prefetcher(server.socket, "t", batch_size=8, no_repeats=True) as p:
+        b = next(p)
+        p.update_priorities(b.keys, b.data["x"][:, 0].to(torch.float32) + 10)
+        with pytest.raises(ValueError, match=r"priority 1 is nan: priorities must be finite and >= 0"):
+            p.update_priorities(b.keys[:2], torch.tensor([1.0, float("nan")]))
+        with pytest.raises(ValueError, match="priority 0 is -2.0"):
+            p.update_priorities(b.keys[:1], torch.tensor([-2.0]))
+        next(p)
+        next(p)  # the thread has sampled since: the update went before
+        items = client.items("t")
+        assert sorted(items["priority"].tolist()) == [10.0 + x for x in range(8)]
+        p.update_priorities(b.keys, torch.ones(8))
+    # close() sends what was queued last (on its own connection: looked
+    # for until it is applied).
+    for _ in range(100):
+        if client.items("t")["priority"].tolist() == [1.0] * 8:
+            break
+        time.sleep(0.02)
+    assert client.items("t")["priority"].tolist() == [1.0] * 8
+
+
 def test_the_prefetcher_waits_for_a_rate_limiter_then_goes_on(client, server):
     cols = [("x", np.int64, ())]
     client.create_table("t", cols, max_size=100, rate_limiter=engram.min_size(20))
