@@ -16,7 +16,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import engram  # noqa: E402
 import engram.torch as et  # noqa: E402
 
-from test_engram import DTYPES, values  # noqa: E402
+from test_engram import DTYPES, ROOT, values  # noqa: E402
 
 
 @pytest.fixture
@@ -305,3 +305,19 @@ def test_every_public_name_has_a_docstring():
                     if not m.startswith("_") and (callable(f) or isinstance(f, property))
                     and not (getattr(f, "__doc__", None) or "").strip()]
     assert not missing, f"no docstring: {missing}"
+
+
+def test_the_readme_learner_snippet_runs(server):
+    """README's "Learners in Python", after its Python snippet made the table."""
+    import re
+    with open(os.path.join(ROOT, "README.md")) as f:
+        blocks = re.findall(r"```python\n(.*?)```", f.read(), re.S)
+    assert len(blocks) >= 2, "README.md has the Python snippet and the learner's"
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "bindings", "python"), ENGRAM_SOCKET=server.socket,
+               PYTHONDONTWRITEBYTECODE="1")
+    for block in blocks[:2]:
+        r = subprocess.run([sys.executable, "-c", block], env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+    with engram.connect(server.socket) as c:
+        assert c.table_info("py_replay")["samples"] >= 32 * 100 + 32, "the learner sampled 100 batches"
+        assert len(set(c.items("py_replay")["priority"].tolist())) > 2, "and sent priorities back"
