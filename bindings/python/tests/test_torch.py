@@ -16,21 +16,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import engram  # noqa: E402
 import engram.torch as et  # noqa: E402
 
-from test_engram import DTYPES, ROOT, values  # noqa: E402
-
-
-@pytest.fixture
-def server(tmp_path):
-    sock = str(tmp_path / "engram.sock")
-    with engram.Server(socket=sock) as s:
-        s.socket = sock
-        yield s
-
-
-@pytest.fixture
-def client(server):
-    with engram.connect(server.socket) as c:
-        yield c
+from test_engram import DTYPES, ROOT, client, server, values  # noqa: E402,F401 (client, server: fixtures)
 
 
 def fill(client, table, columns, rows, priorities=None):
