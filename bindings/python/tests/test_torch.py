@@ -172,21 +172,23 @@ def test_the_prefetcher_hands_out_batches_in_order_and_releases_the_gil(client, 
     cols = [("x", np.int64, ())]
     client.create_table("t", cols, max_size=1000, sampler="fifo", max_times_sampled=1)
     fill(client, "t", cols, {"x": np.arange(100)})
+
+    def count(seconds):
+        n, end = 0, time.monotonic() + seconds
+        while time.monotonic() < end:
+            n += 1
+        return n
+    alone = count(0.3)  # no prefetcher yet
     with et.Prefetcher(server.socket, "t", batch_size=10, depth=2) as p:
         got = [next(p).data["x"][:, 0].tolist() for _ in range(10)]
         assert got == [list(range(i, i + 10)) for i in range(0, 100, 10)]
-
-        # The queue is empty: the thread waits inside libengram. Python's own
-        # work goes on at its full pace meanwhile (a held GIL would stop it).
-        def count(seconds):
-            n, end = 0, time.monotonic() + seconds
-            while time.monotonic() < end:
-                n += 1
-            return n
-        alone = count(0.3)
+        # The table is empty: the thread waits inside libengram for the next
+        # batch. Python's own work goes on meanwhile; a thread that held the
+        # GIL while it waits would stop it (a count near 0). A third: room
+        # for a loaded machine.
         time.sleep(0.2)
         beside = count(0.3)
-        assert beside > 0.5 * alone, f"{beside} counts beside the waiting prefetcher, {alone} alone"
+        assert beside > alone / 3, f"{beside} counts beside the waiting prefetcher, {alone} without it"
         start = time.monotonic()
     assert time.monotonic() - start < 2, "close() ends a sample that waits, at once"
 
@@ -202,10 +204,15 @@ def test_priorities_given_to_the_prefetcher_are_sent_with_its_next_sample(client
             p.update_priorities(b.keys[:2], torch.tensor([1.0, float("nan")]))
         with pytest.raises(ValueError, match="priority 0 is -2.0"):
             p.update_priorities(b.keys[:1], torch.tensor([-2.0]))
-        next(p)
-        next(p)  # the thread has sampled since: the update went before
-        items = client.items("t")
-        assert sorted(items["priority"].tolist()) == [10.0 + x for x in range(8)]
+        # Sent before the thread's next sample, which waits for a batch to
+        # be given back (next()), and applied by the table soon after.
+        want = [10.0 + x for x in range(8)]
+        for _ in range(100):
+            next(p)
+            if sorted(client.items("t")["priority"].tolist()) == want:
+                break
+            time.sleep(0.02)
+        assert sorted(client.items("t")["priority"].tolist()) == want
         p.update_priorities(b.keys, torch.ones(8))
     # close() sends what was queued last (on its own connection: looked
     # for until it is applied).
