@@ -389,8 +389,10 @@ class Dataset(torch.utils.data.IterableDataset):
     own, and counts against the table's rate limiter as another sampler
     does (every worker's samples are counted, so a SampleToInsertRatio
     limiter holds them all together). A worker's batches travel to the
-    learner through DataLoader's shared memory: one copy more than
-    Prefetcher, which is why num_workers=0 is advised."""
+    learner through DataLoader's shared memory, pickled: each is a dict of
+    tensors the worker cloned ("data", "keys", "probabilities",
+    "table_sizes"), not a TensorBatch, one copy more than Prefetcher,
+    which is why num_workers=0 is advised."""
 
     def __init__(self, socket, table, batch_size, num_steps=1, depth=2, timeout_ms=-1, no_repeats=False):
         super().__init__()
