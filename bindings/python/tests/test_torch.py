@@ -199,6 +199,7 @@ def test_priorities_given_to_the_prefetcher_are_sent_with_its_next_sample(client
     fill(client, "t", cols, {"x": np.arange(8)})
     with et.Prefetcher(server.socket, "t", batch_size=8, no_repeats=True) as p:
         b = next(p)
+        keys = b.keys.clone()  # b is sampled into again after the next next()
         p.update_priorities(b.keys, b.data["x"][:, 0].to(torch.float32) + 10)
         with pytest.raises(ValueError, match=r"priority 1 is nan: priorities must be finite and >= 0"):
             p.update_priorities(b.keys[:2], torch.tensor([1.0, float("nan")]))
@@ -213,7 +214,7 @@ def test_priorities_given_to_the_prefetcher_are_sent_with_its_next_sample(client
                 break
             time.sleep(0.02)
         assert sorted(client.items("t")["priority"].tolist()) == want
-        p.update_priorities(b.keys, torch.ones(8))
+        p.update_priorities(keys, torch.ones(8))
     # close() sends what was queued last (on its own connection: looked
     # for until it is applied).
     for _ in range(100):
