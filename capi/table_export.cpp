@@ -5,9 +5,6 @@
 // arena, column by column, decoding compressed ones, and writes the file
 // itself, with the caller's permissions, at its own pace. The server never
 // reads the chunks for it, and the table goes on meanwhile.
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstring>
 #include <numeric>
@@ -16,6 +13,7 @@
 
 #include "capi/client.hpp"
 #include "capi/transfer.hpp"
+#include "core/durable_file.hpp"
 #include "core/futex.hpp"
 #include "core/npz.hpp"
 
@@ -44,23 +42,14 @@ constexpr int64_t kKeepAliveNs = 2'000'000'000;   // well inside the server's kE
 // look costs tens of ns, and 64 items of 1 MiB take some 60 ms to copy.
 constexpr uint64_t kTickItems = 64;
 
-Status file_error(const std::string& what, const std::string& path) {
-  return {Errc::system, what + " " + path + ": " + std::strerror(errno)};
-}
-
 // The file: written in one pass under path.partial, each member's CRC-32
-// taken on the way, the local headers' CRCs patched at the end, fsynced,
-// then renamed to path.
+// taken on the way, the local headers' CRCs patched at the end, then
+// committed whole to path (core/durable_file.hpp).
 class ExportFile {
  public:
-  ~ExportFile() { abandon(); }
   Status open(const std::string& path) {
-    path_ = path;
-    tmp_ = path + ".partial";
-    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) return file_error("cannot create", tmp_);
     buf_.resize(kBuffer);
-    return Status::Ok();
+    return file_.create(path, ".partial");
   }
   // Starts an .npy member of `data_bytes` bytes of data after its header.
   Status begin_npy(const std::string& name, const char* descr, const std::vector<uint64_t>& shape, uint64_t data_bytes) {
@@ -96,32 +85,19 @@ class ExportFile {
   void end_member() { zip_.end_member(crc_); }
   uint64_t written() const noexcept { return offset_; }
 
-  // The central directory, the CRCs, fsync, rename.
+  // The central directory, the CRCs, then the file whole (DurableFile).
   Status finish() {
     std::string tail = zip_.finish(offset_);
     if (Status s = raw(tail.data(), tail.size()); !s.ok()) return s;
     if (Status s = flush(); !s.ok()) return s;
     for (auto [at, crc] : zip_.local_crc_patches()) {
       unsigned char le[4] = {uint8_t(crc), uint8_t(crc >> 8), uint8_t(crc >> 16), uint8_t(crc >> 24)};
-      if (::pwrite(fd_, le, 4, static_cast<off_t>(at)) != 4) return file_error("cannot write", tmp_);
+      if (Status s = file_.write_at(le, 4, at); !s.ok()) return s;
     }
-    if (::fsync(fd_) != 0) return file_error("cannot fsync", tmp_);
-    if (::close(fd_) != 0) {
-      fd_ = -1;
-      return file_error("cannot close", tmp_);
-    }
-    fd_ = -1;
-    if (::rename(tmp_.c_str(), path_.c_str()) != 0) return file_error("cannot rename " + tmp_ + " to", path_);
-    tmp_.clear();
-    return Status::Ok();
+    return file_.commit();
   }
-  // Closes and removes what was written (a failed export leaves no file).
-  void abandon() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-    if (!tmp_.empty()) ::unlink(tmp_.c_str());
-    tmp_.clear();
-  }
+  // Removes what was written (a failed export leaves no file).
+  void abandon() { file_.abandon(); }
 
  private:
   Status raw(const void* p, size_t n) {  // bytes outside any member's CRC
@@ -131,18 +107,12 @@ class ExportFile {
     return s;
   }
   Status flush() {
-    for (size_t at = 0; at < used_;) {
-      ssize_t w = ::write(fd_, buf_.data() + at, used_ - at);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) return file_error("cannot write", tmp_);
-      at += static_cast<size_t>(w);
-    }
+    Status s = file_.write(buf_.data(), used_);
     used_ = 0;
-    return Status::Ok();
+    return s;
   }
 
-  std::string path_, tmp_;
-  int fd_ = -1;
+  DurableFile file_;
   std::vector<char> buf_;
   size_t used_ = 0;
   uint64_t offset_ = 0;

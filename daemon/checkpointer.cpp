@@ -13,6 +13,7 @@
 
 #include "core/chunk_format.hpp"
 #include "core/codec.hpp"
+#include "core/durable_file.hpp"
 
 namespace engram {
 namespace fs = std::filesystem;
@@ -30,16 +31,6 @@ std::string ckpt_name(uint64_t seq) {
 }
 
 Status sys(const std::string& what) { return {Errc::system, what + ": " + std::strerror(errno)}; }
-
-Status fsync_dir(const std::string& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return sys("opening " + dir);
-  int r = ::fsync(fd);
-  int e = errno;
-  ::close(fd);
-  errno = e;
-  return r == 0 ? Status::Ok() : sys("fsync of " + dir);
-}
 
 Status write_file(const std::string& path, IoMode mode, const std::string& bytes) {
   auto w = FileWriter::open(path, mode, false, nullptr);

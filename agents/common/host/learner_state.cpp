@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/durable_file.hpp"
 #include "core/fnv.hpp"
 
 namespace engram::agents {
@@ -58,10 +59,6 @@ std::vector<std::string> state_files(const std::string& dir) {
   std::vector<std::string> out;
   for (auto& f : found) out.push_back(f.second);
   return out;
-}
-
-[[noreturn]] void io_error(const std::string& what, const std::string& path) {
-  throw std::runtime_error("cannot " + what + " " + path + ": " + std::strerror(errno));
 }
 
 volatile sig_atomic_t g_stop = 0;
@@ -172,29 +169,13 @@ std::string LearnerStates::save(const StateOut& s, uint64_t updates) {
   ::mkdir(dir_.c_str(), 0755);  // EEXIST is fine; a real failure shows at open
   char name[64];
   std::snprintf(name, sizeof name, "%s%012llu%s", kPrefix, static_cast<unsigned long long>(updates), kSuffix);
-  const std::string path = dir_ + "/" + name, tmp = path + ".tmp";
+  const std::string path = dir_ + "/" + name;
   const std::string bytes = s.bytes();
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) io_error("create", tmp);
-  for (size_t at = 0; at < bytes.size();) {
-    ssize_t n = ::write(fd, bytes.data() + at, bytes.size() - at);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      ::close(fd);
-      io_error("write", tmp);
-    }
-    at += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    ::close(fd);
-    io_error("fsync", tmp);
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) io_error("rename to " + path, tmp);
-  if (int d = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); d >= 0) {
-    ::fsync(d);
-    ::close(d);
-  }
+  DurableFile f;
+  Status st = f.create(path, ".tmp");
+  if (st.ok()) st = f.write(bytes.data(), bytes.size());
+  if (st.ok()) st = f.commit();
+  if (!st.ok()) throw std::runtime_error(st.message());
   std::vector<std::string> all = state_files(dir_);
   for (size_t i = kKeptStates; i < all.size(); ++i) ::unlink(all[i].c_str());
   return path;

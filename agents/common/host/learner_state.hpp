@@ -8,9 +8,9 @@
 //   "ENGRAMLS" | u32 format (kStateFormat) | u32 sections
 //   sections, each: u32 name bytes | name | u64 bytes | bytes
 //   u64 FNV-1a of every byte before it
-// Invariants: written as NAME.tmp, fsynced, renamed, the directory fsynced,
-// so a file under its final name was whole once; the checksum catches one
-// damaged since. A reader checks every length against what is left before
+// Invariants: written as NAME.tmp, fsynced, renamed, the directory fsynced
+// (core/durable_file.hpp), so a file under its final name was whole once;
+// the checksum catches one damaged since. A reader checks every length against what is left before
 // it reads, so a damaged or foreign file is refused with a message, never
 // read past its end.
 #pragma once
