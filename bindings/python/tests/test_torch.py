@@ -1,6 +1,7 @@
 """engram.torch against a real server: tensors straight from shared memory,
 updates from tensors, the prefetcher and the IterableDataset. Needs
 PyTorch (Debian: python3-torch, which scripts/setup.sh installs)."""
+import faulthandler
 import os
 import signal
 import subprocess
@@ -168,7 +169,7 @@ def test_a_tensor_never_reads_memory_engram_reuses(client):
         assert torch.equal(a.data["x"][:, 0], torch.from_numpy(first))
 
 
-def test_the_prefetcher_hands_out_batches_in_order_and_releases_the_gil(client, server):
+def test_the_prefetcher_hands_out_batches_in_order_and_releases_the_gil(client, server, capfd):
     cols = [("x", np.int64, ())]
     client.create_table("t", cols, max_size=1000, sampler="fifo", max_times_sampled=1)
     fill(client, "t", cols, {"x": np.arange(100)})
@@ -179,17 +180,28 @@ def test_the_prefetcher_hands_out_batches_in_order_and_releases_the_gil(client, 
             n += 1
         return n
     alone = count(0.3)  # no prefetcher yet
-    with et.Prefetcher(server.socket, "t", batch_size=10, depth=2) as p:
-        got = [next(p).data["x"][:, 0].tolist() for _ in range(10)]
-        assert got == [list(range(i, i + 10)) for i in range(0, 100, 10)]
-        # The table is empty: the thread waits inside libengram for the next
-        # batch. Python's own work goes on meanwhile; a thread that held the
-        # GIL while it waits would stop it (a count near 0). A third: room
-        # for a loaded machine.
-        time.sleep(0.2)
-        beside = count(0.3)
-        assert beside > alone / 3, f"{beside} counts beside the waiting prefetcher, {alone} without it"
-        start = time.monotonic()
+    # A wait that held the GIL would stop this thread for good once the
+    # table is empty (seen: with the sample called through ctypes.PyDLL the
+    # test hangs): faulthandler's watchdog, a C thread that needs no GIL,
+    # then ends the process with every thread's traceback rather than
+    # leaving it to ctest's timeout (pytest's capture set aside: it would
+    # keep what the watchdog writes).
+    with capfd.disabled():
+        faulthandler.dump_traceback_later(30, exit=True)
+        try:
+            with et.Prefetcher(server.socket, "t", batch_size=10, depth=2) as p:
+                got = [next(p).data["x"][:, 0].tolist() for _ in range(10)]
+                assert got == [list(range(i, i + 10)) for i in range(0, 100, 10)]
+                # The table is empty: the thread waits inside libengram for
+                # the next batch, and Python's own work goes on meanwhile. A
+                # wait that held the GIL in part would slow the count: a
+                # tenth of the count without it, room for a loaded machine.
+                time.sleep(0.2)
+                beside = count(0.3)
+                assert beside > alone / 10, f"{beside} counts beside the waiting prefetcher, {alone} alone"
+                start = time.monotonic()
+        finally:
+            faulthandler.cancel_dump_traceback_later()
     assert time.monotonic() - start < 2, "close() ends a sample that waits, at once"
 
 
