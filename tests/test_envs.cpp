@@ -4,6 +4,7 @@
 // one seed, one trajectory.
 #include <gtest/gtest.h>
 
+#include <set>
 #include <vector>
 
 #include "agents/common/env/breakout.hpp"
@@ -235,6 +236,21 @@ TEST(Rng, UniformAndBelowStayInRange) {
   for (uint32_t c : counts) EXPECT_NEAR(c, 10000, 400);
   EXPECT_NE(Rng::derive(1, 0), Rng::derive(1, 1));
   EXPECT_NE(Rng::derive(1, 0), Rng::derive(2, 0));
+}
+
+// A run's start keeps its seed; actors started later (a resumed run) draw
+// their envs' streams from seeds none of the start's streams share.
+TEST(Rng, ActorsStartedLaterPlayOtherEpisodes) {
+  EXPECT_EQ(actor_seed(7, 1), 7u);
+  EXPECT_EQ(actor_seed(7, 0), 7u) << "no parameters yet counts as the start";
+  std::set<uint64_t> start;
+  for (uint64_t i = 0; i < 4096; ++i) start.insert(Rng::derive(actor_seed(7, 1), i));
+  std::set<uint64_t> seeds;
+  for (int64_t v = 2; v < 200; ++v) {
+    ASSERT_TRUE(seeds.insert(actor_seed(7, v)).second) << "version " << v << "'s seed repeats another's";
+    for (uint64_t i = 0; i < 4096; i += 97) ASSERT_FALSE(start.count(Rng::derive(actor_seed(7, v), i))) << v << " " << i;
+  }
+  EXPECT_NE(actor_seed(7, 5), actor_seed(8, 5));
 }
 
 }  // namespace

@@ -103,7 +103,6 @@ int run_actor(const Options& o) {
   const std::vector<int64_t> shape = envs[0]->observation_shape();
   const size_t obs_size = envs[0]->observation_size();
   const int actions = envs[0]->num_actions();
-  Rng rng(Rng::derive(o.seed, 1000003 + static_cast<uint64_t>(o.actor_id)));
 
   DuelingQ net(o.env, shape, actions);
   std::optional<Session> s(std::in_place, o, shape);
@@ -113,13 +112,15 @@ int run_actor(const Options& o) {
   if (g_stop) return 0;
   load_parameters(*net, params.data(), params.size());
   const std::string who = "engram-apex actor " + std::to_string(o.actor_id);
+  const uint64_t seed = actor_seed(o.seed, version);
+  Rng rng(Rng::derive(seed, 1000003 + static_cast<uint64_t>(o.actor_id)));
 
   std::vector<int64_t> batch_shape = {static_cast<int64_t>(m)};
   batch_shape.insert(batch_shape.end(), shape.begin(), shape.end());
   torch::Tensor obs = torch::zeros(batch_shape);
   float* obs_p = obs.data_ptr<float>();
   for (size_t j = 0; j < m; ++j)
-    envs[j]->reset(Rng::derive(o.seed, static_cast<uint64_t>(o.actor_id) * m + j), obs_p + j * obs_size);
+    envs[j]->reset(Rng::derive(seed, static_cast<uint64_t>(o.actor_id) * m + j), obs_p + j * obs_size);
   std::vector<float> next(obs_size), ret(m, 0.0f);
   std::vector<int32_t> len(m, 0);
   std::vector<Transition> done;

@@ -112,6 +112,7 @@ void act(const Options& o, ActorPort& port, ActorCounts* counts) {
     if (port.stopped()) return;
   }
   load_parameters(*net, params.data(), params.size());
+  const uint64_t seed = o.reproducible ? o.seed : actor_seed(o.seed, version);
 
   std::vector<int64_t> batch_shape = {static_cast<int64_t>(m)};
   batch_shape.insert(batch_shape.end(), shape.begin(), shape.end());
@@ -119,8 +120,8 @@ void act(const Options& o, ActorPort& port, ActorCounts* counts) {
   float* obs_p = obs.data_ptr<float>();
   for (size_t j = 0; j < m; ++j) {
     Stream& s = envs[j];
-    s.env->reset(Rng::derive(o.seed, static_cast<uint64_t>(s.global)), obs_p + j * obs_size);
-    s.rng.reseed(Rng::derive(o.seed, (1ULL << 32) + static_cast<uint64_t>(s.global)));
+    s.env->reset(Rng::derive(seed, static_cast<uint64_t>(s.global)), obs_p + j * obs_size);
+    s.rng.reseed(Rng::derive(seed, (1ULL << 32) + static_cast<uint64_t>(s.global)));
     s.logits.assign(static_cast<size_t>(actions), 0.0f);
   }
   std::vector<float> final_obs(obs_size), next(obs_size);

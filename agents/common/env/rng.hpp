@@ -55,4 +55,16 @@ class Rng {
   uint64_t s_[4];
 };
 
+// The seed an actor draws its episodes and its exploration from, given
+// the version of the first parameters it acts with. Version 1, a run's
+// start: the run's seed itself, so that one seed gives one run. A later
+// version, an actor started while the run is under way (the run resumed
+// from a learner's state, an actor machine restarted): a seed derived from
+// that version, so that it does not play the run's first episodes, with
+// their exploration draws, again into a replay that may still hold them.
+// Cleanba's reproducible mode keeps the run's seed (its actors replay).
+inline uint64_t actor_seed(uint64_t seed, int64_t first_version) {
+  return first_version <= 1 ? seed : Rng::derive(seed, (uint64_t{1} << 48) + static_cast<uint64_t>(first_version));
+}
+
 }  // namespace engram::agents
