@@ -223,10 +223,13 @@ def main():
                 d.stop()
         elif case == "actors-reconnect":
             # The bindings' actors (Python's and Rust's) across an engramd
-            # restart: each says the outage once and goes on counting.
+            # restart: each says the outage once and goes on counting. 150k
+            # steps (some 5 s): the learner's first progress line, at 1 s,
+            # is the cue, and the run must outlast the restart that follows
+            # (60k steps ended before the learner saw it, in a CI run).
             d = Engramd(out)
             try:
-                s, log, restored = run(binary, ["--env", "cartpole", "--actors", "0", "--steps", "60000", "--seed", "1",
+                s, log, restored = run(binary, ["--env", "cartpole", "--actors", "0", "--steps", "150000", "--seed", "1",
                                          "--socket", d.socket], os.path.join(out, "run"), python_actor=True,
                                 rust_actor_path=rust_actor(), at_steps=(20000, d.restart), socket=d.socket)
             finally:
