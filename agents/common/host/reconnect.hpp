@@ -57,9 +57,10 @@ bool reconnect(const char* who, const std::string& lost, Open open, Stopped stop
     std::this_thread::sleep_for(wait);
     wait = std::min(wait * 2, std::chrono::milliseconds(2000));
   }
+  // UTC, as every actor's line (Rust's example has no time zones).
   char clock[16] = "?";
-  tm local{};
-  if (::localtime_r(&began_at, &local)) std::strftime(clock, sizeof clock, "%H:%M:%S", &local);
+  tm utc{};
+  if (::gmtime_r(&began_at, &utc)) std::strftime(clock, sizeof clock, "%H:%M:%S UTC", &utc);
   std::fprintf(stderr, "%s: the server went away at %s; back after %.1f s (%d tries); lost %s\n", who, clock,
                wall_s() - began_s, tries, lost.c_str());
   return true;

@@ -117,7 +117,7 @@ def reconnect(client, args, stop, lost):
     """After the server went away: connects again and opens the tables,
     trying every 50 ms, doubling up to 2 s, for args.reconnect_s seconds;
     then one line on stderr for the outage. The new Session, or None."""
-    began, at, wait, tries = time.monotonic(), time.strftime("%H:%M:%S"), 0.05, 0
+    began, at, wait, tries = time.monotonic(), time.strftime("%H:%M:%S UTC", time.gmtime()), 0.05, 0
     while not stop and time.monotonic() - began < args.reconnect_s:
         tries += 1
         try:
