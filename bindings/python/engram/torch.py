@@ -24,6 +24,7 @@ import torch
 
 from . import _ffi
 from ._ffi import lib
+from ._handles import _Handle
 from .client import Client
 from .errors import Disconnected, Interrupted, _check
 
@@ -232,7 +233,7 @@ def delete_items(table, keys):
     return table.delete_items(_key_array(keys))
 
 
-class Prefetcher:
+class Prefetcher(_Handle):
     """Samples the next batches of a table in a background thread, on a
     connection of its own, while the learner trains on the current one.
     Iterating (or next()) hands out TensorBatches in the order they were
@@ -365,18 +366,7 @@ class Prefetcher:
         self._client.close()
         self._finished = True
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
+    _finalize = close  # _Handle's finalizer: a prefetcher forgotten unclosed stops its thread
 
 
 class Dataset(torch.utils.data.IterableDataset):
