@@ -32,7 +32,9 @@ class DurableFile {
   Status write(const void* p, size_t n);
   // Writes n bytes at `offset` (a header patched once the rest is known).
   Status write_at(const void* p, size_t n, uint64_t offset);
-  // fsync, close, rename over PATH, fsync of PATH's directory.
+  // fsync, close, rename over PATH, fsync of PATH's directory. An error
+  // from that last fsync leaves the new file at PATH, whole but perhaps
+  // not yet durable.
   Status commit();
   // Closes and removes the temporary; nothing at PATH changes.
   void abandon() noexcept;
