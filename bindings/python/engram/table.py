@@ -14,6 +14,15 @@ from .batch import Batch
 from .errors import _check
 
 
+
+def _as_table(table):
+    """`table` if it is a Table, else TypeError saying what a table
+    argument must be (a name was an AttributeError from deep inside)."""
+    if not isinstance(table, Table):
+        got = f"the str {table!r}" if isinstance(table, str) else type(table).__name__
+        raise TypeError(f"table must be an engram.Table (client.table(name) opens one), not {got}")
+    return table
+
 class Table(_Child):
     """An open table of a client (Client.table(name) opens one;
     engram_table_open(3)): sampling, priority updates, deletes, export and

@@ -27,6 +27,7 @@ from ._ffi import lib
 from ._handles import _Handle
 from .client import Client
 from .errors import Disconnected, Interrupted, _check
+from .table import _as_table
 
 # engram's dtypes as torch's (in _columns._DTYPES' order); None where
 # torch 1.13 has none (uint16, uint32, uint64).
@@ -78,7 +79,7 @@ class TensorBatch:
     def __init__(self, table, batch_size, num_steps=1, pin_memory=False):
         if batch_size < 1 or num_steps < 1:
             raise ValueError(f"batch_size and num_steps must be at least 1, not {batch_size} and {num_steps}")
-        self.table_name, self.batch_size, self.num_steps = table.name, batch_size, num_steps
+        self.table_name, self.batch_size, self.num_steps = _as_table(table).name, batch_size, num_steps
         self.pin_memory = pin_memory
         self._columns = [(name, torch_dtype(table, name), shape) for name, _, shape in table.columns]
         self.data = {name: _empty((batch_size, num_steps) + tuple(shape), dt, pin_memory)
@@ -148,7 +149,7 @@ def sample(table, batch_size, num_steps=1, timeout_ms=-1, no_repeats=False, out=
     Blocks as Table.sample does (timeout_ms, rate limiters, Ctrl-C);
     no_repeats as there. pin_memory=True allocates pinned tensors, for
     asynchronous copies to a GPU (a CUDA build only: else RuntimeError)."""
-    o = table._options(batch_size, num_steps, timeout_ms, no_repeats)  # checks every argument
+    o = _as_table(table)._options(batch_size, num_steps, timeout_ms, no_repeats)  # checks every argument
     if out is None:
         out = TensorBatch(table, batch_size, num_steps, pin_memory)
     elif not isinstance(out, TensorBatch) or not out._fits(table, batch_size, num_steps):
@@ -216,7 +217,7 @@ def update_priorities(table, keys, priorities):
     their index. Returns per-key codes as a numpy int32 array (0, or
     E_STALE_KEY / E_UNKNOWN_KEY for items gone) (engram_update_priorities(3))."""
     k = _key_array(keys)
-    return table.update_priorities(k, _priority_array(priorities, k.size))
+    return _as_table(table).update_priorities(k, _priority_array(priorities, k.size))
 
 
 def update_priorities_async(table, keys, priorities):
@@ -224,13 +225,13 @@ def update_priorities_async(table, keys, priorities):
     (engram_update_priorities_async(3)): what a learner does after each
     update."""
     k = _key_array(keys)
-    table.update_priorities_async(k, _priority_array(priorities, k.size))
+    _as_table(table).update_priorities_async(k, _priority_array(priorities, k.size))
 
 
 def delete_items(table, keys):
     """Deletes items by key (an integer tensor) and waits; returns per-key
     codes as update_priorities does (engram_delete_items(3))."""
-    return table.delete_items(_key_array(keys))
+    return _as_table(table).delete_items(_key_array(keys))
 
 
 class Prefetcher(_Handle):

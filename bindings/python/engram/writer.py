@@ -9,6 +9,8 @@ from ._checks import _I32, _U32, _int, _real
 from ._columns import _Columns, _compression, _converted
 from ._handles import _Child
 from .errors import _check
+from .table import _as_table
+
 
 
 class Writer(_Child):
@@ -102,7 +104,7 @@ class Writer(_Child):
         with self._core:
             with _interrupt.waiting(self._core):
                 _check(lib.engram_writer_append_items(
-                    self._ptr(), self._ptrs, n, table._ptr(), num_steps,
+                    self._ptr(), self._ptrs, n, _as_table(table)._ptr(), num_steps,
                     None if pr is None else pr.ctypes.data_as(ctypes.POINTER(ctypes.c_double))))
         del keep
 
@@ -111,7 +113,7 @@ class Writer(_Child):
         num_steps, priority = _int("num_steps", num_steps, _U32), _real("priority", priority)
         with self._core:
             with _interrupt.waiting(self._core):
-                _check(lib.engram_writer_create_item(self._ptr(), table._ptr(), num_steps, priority))
+                _check(lib.engram_writer_create_item(self._ptr(), _as_table(table)._ptr(), num_steps, priority))
 
     def create_item_at_max(self, table, num_steps):
         """An item over the last num_steps steps, in `table`, at the table's
@@ -119,7 +121,7 @@ class Writer(_Child):
         num_steps = _int("num_steps", num_steps, _U32)
         with self._core:
             with _interrupt.waiting(self._core):
-                _check(lib.engram_writer_create_item_at_max(self._ptr(), table._ptr(), num_steps))
+                _check(lib.engram_writer_create_item_at_max(self._ptr(), _as_table(table)._ptr(), num_steps))
 
     def end_episode(self):
         """Ends the episode: later items never reach back into it; the

@@ -295,6 +295,11 @@ def test_integers_that_do_not_fit_c_are_refused_by_name(client):
                 t.sample(batch_size=bad)
         with pytest.raises(TypeError, match="priority must be a number"):
             w.create_item(t, num_steps=1, priority="high")
+        with pytest.raises(TypeError, match=r"table must be an engram.Table \(client.table\(name\) opens one\), "
+                                            "not the str 't'"):  # was an AttributeError
+            w.create_item("t", num_steps=1, priority=1.0)
+        with pytest.raises(TypeError, match="table must be an engram.Table .*, not NoneType"):
+            w.create_item_at_max(None, num_steps=1)
         with pytest.raises(ValueError, match="timeout_ms is"):
             w.flush(timeout_ms=2**31)
         w.create_item(t, num_steps=1, priority=1.0)

@@ -148,6 +148,10 @@ def test_careless_tensor_arguments_are_refused_by_name(client):
             et.update_priorities(t, b.keys, torch.empty(3, device="meta"))
         with pytest.raises(ValueError, match="batch_size is -1"):
             et.sample(t, -1)
+        with pytest.raises(TypeError, match="table must be an engram.Table .*, not the str 't'"):
+            et.sample("t", 2)
+        with pytest.raises(TypeError, match="table must be an engram.Table"):
+            et.update_priorities("t", b.keys, torch.ones(3))
         assert client.items("t")["priority"].tolist() == [1.0] * 3, "nothing refused was applied"
 
 
