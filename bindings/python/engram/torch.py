@@ -128,6 +128,8 @@ class TensorBatch:
         if not 0 <= beta <= 1:
             raise ValueError(f"beta must be in 0..1, not {beta}")
         w = (self.table_sizes.to(torch.float64) * self.probabilities).pow(-beta)
+        if w.numel() == 0:  # not sampled into yet: max() has nothing to reduce
+            return w.to(dtype)
         return (w / w.max()).to(dtype)
 
     def __len__(self):
