@@ -61,8 +61,8 @@ bool reconnect(const char* who, const std::string& lost, Open open, Stopped stop
   char clock[16] = "?";
   tm utc{};
   if (::gmtime_r(&began_at, &utc)) std::strftime(clock, sizeof clock, "%H:%M:%S UTC", &utc);
-  std::fprintf(stderr, "%s: the server went away at %s; back after %.1f s (%d tries); lost %s\n", who, clock,
-               wall_s() - began_s, tries, lost.c_str());
+  std::fprintf(stderr, "%s: the server went away at %s; back after %.1f s (%d %s); lost %s\n", who, clock,
+               wall_s() - began_s, tries, tries == 1 ? "try" : "tries", lost.c_str());
   return true;
 }
 

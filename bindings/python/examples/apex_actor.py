@@ -123,7 +123,7 @@ def reconnect(client, args, stop, lost):
         try:
             s = Session(client.reconnect())
             print(f"apex_actor {args.actor_id}: the server went away at {at}; back after "
-                  f"{time.monotonic() - began:.1f} s ({tries} tries); lost {lost}", file=sys.stderr, flush=True)
+                  f"{time.monotonic() - began:.1f} s ({tries} {'try' if tries == 1 else 'tries'}); lost {lost}", file=sys.stderr, flush=True)
             return s
         except (engram.Disconnected, engram.NotFound, engram.Closed, engram.Timeout):
             time.sleep(wait)

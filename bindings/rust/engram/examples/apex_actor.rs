@@ -168,8 +168,8 @@ fn reconnect(client: &mut Client, socket: &str, id: usize, limit: Duration, lost
         });
         match back {
             Ok(()) => {
-                eprintln!("apex_actor {}: the server went away at {}; back after {:.1} s ({} tries); lost {}", id, at,
-                          began.elapsed().as_secs_f64(), tries, lost);
+                eprintln!("apex_actor {}: the server went away at {}; back after {:.1} s ({} {}); lost {}", id, at,
+                          began.elapsed().as_secs_f64(), tries, if tries == 1 { "try" } else { "tries" }, lost);
                 return Ok(true);
             }
             Err(e) if not_back_yet(&e) => {
