@@ -26,6 +26,7 @@ reaches 475, or after --steps env steps.
 """
 import argparse
 import json
+import math
 import os
 import shutil
 import signal
@@ -108,10 +109,16 @@ def create_tables(client, a, params):
     client.create_table("params", [("version", np.int64, ()), ("params", np.float32, (params,))], max_size=1)
 
 
-def start_actors(a, socket):
+def actor_binary(a):
+    """engram-apex for the actors: --engram-apex, else the tree's build,
+    else the one on PATH; None if none is there to run."""
     binary = a.engram_apex or os.path.join(ROOT, "build", "release", "agents", "engram-apex")
-    if not os.path.exists(binary):
+    if not a.engram_apex and not os.path.exists(binary):
         binary = shutil.which("engram-apex") or binary
+    return binary if os.path.isfile(binary) and os.access(binary, os.X_OK) else None
+
+
+def start_actors(a, socket, binary):
     procs = []
     for k in range(a.actors):
         procs.append(subprocess.Popen([binary, "--env", "cartpole", "--role", "actor", "--actor-id", str(k),
@@ -145,6 +152,17 @@ def main():
                  "publish_every"):
         if getattr(a, name) < (0 if name == "actors" else 1):
             p.error(f"--{name.replace('_', '-')} must be at least {0 if name == 'actors' else 1}")
+    for name in ("lr", "samples_per_insert"):
+        if not math.isfinite(getattr(a, name)) or getattr(a, name) <= 0:
+            p.error(f"--{name.replace('_', '-')} must be a finite number above 0, not {getattr(a, name)}")
+    if a.seed < 0:
+        p.error(f"--seed must be at least 0, not {a.seed}")
+    binary = actor_binary(a) if a.actors else None
+    if a.actors and binary is None:
+        where = (f"--engram-apex {a.engram_apex} is not an executable file" if a.engram_apex else
+                 "no engram-apex in build/release/agents/ or on PATH")
+        p.error(f"{where}: build the tree (cmake --build --preset release), pass --engram-apex PATH, or pass"
+                " --actors 0 and start actors by hand")
 
     torch.set_num_threads(1)  # the actors need the other cores (AGENTS.md, section 4)
     torch.manual_seed(a.seed)
@@ -181,7 +199,7 @@ def main():
         publisher.flush(10000)
 
     in_engram(publish)
-    actors = start_actors(a, socket)
+    actors = start_actors(a, socket, binary)
     if a.actors == 0:
         print(f"apex_learner: --actors 0: waiting for actors on {socket}", flush=True)
 
@@ -307,4 +325,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except engram.EngramError as e:  # no server on --socket, a server gone: said, not a traceback
+        sys.exit(f"apex_learner: {e}")
