@@ -578,7 +578,9 @@ ENGRAM_API void engram_transfer_options_init(engram_transfer_options* o);
  * checkpoint) and this client copies the steps out at its own pace while
  * writers and samplers go on; the pins go when the call returns. The file
  * is written as path.partial and renamed to path once complete and
- * fsynced: a failed export leaves no file (and replaces none). *items
+ * fsynced: a failed export leaves no file (and replaces none), but for a
+ * failure to sync path's directory after the rename, which leaves the
+ * whole new file at path. *items
  * (may be NULL) is set to the items written. Writes
  * about steps x step bytes plus 40 bytes per item, and holds 32 bytes per
  * item and chunk reference in memory meanwhile. o may be NULL (defaults).
