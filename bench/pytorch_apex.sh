@@ -12,7 +12,7 @@
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=${ENGRAM_BUILD_DIR:-$src/build/release}
-seeds=("${@:-1 2 3}")
+seeds=("$@")
 [ $# -eq 0 ] && seeds=(1 2 3)
 cmake --build "$build" --target engram-apex engram engram_embedded >/dev/null
 tmp=$(mktemp -d /tmp/engram-pytorch-apex-XXXXXX)
@@ -32,9 +32,11 @@ for seed in "${seeds[@]}"; do
   done
 done
 python3 - "$tmp" "$src/bench/results/pytorch-apex.json" "$(git -C "$src" rev-parse --short HEAD)" "${seeds[@]}" <<'PY'
-import json, os, statistics, sys
+import json, os, sys
 tmp, out, git, seeds = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 runs = []
+share = lambda v: None if v is None else round(v, 4)
+pct = lambda v: "-" if v is None else f"{100 * v:.1f}%"
 for seed in seeds:
     for run in ("cpp", "pytorch", "pytorch-noprefetch"):
         s = json.load(open(os.path.join(tmp, f"{run}-{seed}", "summary.json")))
@@ -43,14 +45,15 @@ for seed in seeds:
                      "mean100": s["mean100_low_epsilon"],
                      "engram_wall_share": round(s["learner_engram_wall_share"], 4),
                      "engram_cpu_share": round(s["learner_engram_cpu_share"], 4),
-                     "batch_wall_share": round(s.get("learner_batch_wall_share", -1), 4),
-                     "calls_wall_share": round(s.get("learner_calls_wall_share", -1), 4)})
+                     # null for the C++ learner, whose summary does not split its share
+                     "batch_wall_share": share(s.get("learner_batch_wall_share")),
+                     "calls_wall_share": share(s.get("learner_calls_wall_share"))})
 json.dump({"git": git, "actors": "2 x 8 envs (C++)", "runs": runs}, open(out, "w"), indent=1)
 print(f"{'learner':20} {'seed':>4} {'solved':>6} {'env steps':>10} {'wall s':>7} {'updates/s':>9} "
       f"{'engram CPU':>10} {'engram wall':>11} {'batches':>8} {'calls':>6}")
 for r in runs:
     print(f"{r['run']:20} {r['seed']:>4} {str(r['solved']):>6} {r['env_steps']:>10,} {r['wall_s']:>7.1f} "
-          f"{r['updates'] / r['wall_s']:>9,.0f} {100 * r['engram_cpu_share']:>9.1f}% {100 * r['engram_wall_share']:>10.1f}% "
-          f"{100 * r['batch_wall_share']:>7.1f}% {100 * r['calls_wall_share']:>5.1f}%")
+          f"{r['updates'] / r['wall_s']:>9,.0f} {pct(r['engram_cpu_share']):>10} {pct(r['engram_wall_share']):>11} "
+          f"{pct(r['batch_wall_share']):>8} {pct(r['calls_wall_share']):>6}")
 print(f"pytorch_apex: wrote {out}")
 PY
