@@ -282,7 +282,8 @@ Status send_sample(engram_table* t, const engram_sample_options* o, uint64_t* id
   r.op = static_cast<uint32_t>(RequestOp::sample);
   r.flags = flags;
   if (ENGRAM_HAS_FIELD(o, engram_sample_options, flags) && (o->flags & ENGRAM_SAMPLE_NO_REPEATS)) r.flags |= kSampleDistinct;
-  r.payload.keys[0] = from;
+  r.payload.sample.from = from;
+  r.payload.sample.num_steps = o->num_steps;
   r.count = o->batch_size;
   r.id = t->client->next_id++;
   // A sample that waits for ever still carries a deadline (a year away):

@@ -29,6 +29,7 @@ int take_or_look(engram_table* t, uint32_t max_items, int32_t timeout_ms, uint32
   engram_sample_options_init(&o);
   o.batch_size = max_items;
   o.timeout_ms = timeout_ms;
+  o.num_steps = 0;  // items of any length: a take delivers them whole
   auto b = std::make_unique<engram_taken>();
   b->table = t;
   std::vector<uint32_t> plain_steps;

@@ -26,7 +26,7 @@ size_t request_bytes(const RequestRecord& r) noexcept {
   switch (static_cast<RequestOp>(r.op)) {
     case RequestOp::insert:
       return offsetof(RequestRecord, payload.insert.refs) + sizeof(ChunkRef) * std::min(r.count, kRecordRefs);
-    case RequestOp::sample: return (r.flags & kSampleNewest) ? head + sizeof(uint64_t) : head;  // keys[0]: from
+    case RequestOp::sample: return offsetof(RequestRecord, payload.sample) + sizeof r.payload.sample;
     case RequestOp::release: return head;
     case RequestOp::drop: return head + sizeof(BlockRef) * n;
     case RequestOp::update: return head + sizeof(KeyPriority) * std::min(r.count, kRecordUpdates);

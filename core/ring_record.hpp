@@ -83,7 +83,7 @@ struct ItemEntry {
 // the sequence with each as its delivery's.
 inline constexpr uint32_t kSampleSequences = 1;
 // RequestRecord::flags of a sample: not a draw but a look (Table::newest):
-// up to count of the newest items whose inserted_seq is payload.keys[0]
+// up to count of the newest items whose inserted_seq is payload.sample.from
 // or later, oldest of them first, answered at once and none if there are
 // none; nothing counts as sampled. A peer's mirror follows a table so.
 // A look never waits: its deadline must be 0.
@@ -132,6 +132,16 @@ struct RequestRecord {
       uint32_t want_spare;   // bit i: as insert's want_spare, for item i
       ItemEntry items[kRecordItems];
     } items;
+    struct {
+      uint64_t from;  // kSampleNewest: the first inserted_seq to look at; else 0
+      // Every item's steps over all its slices, as the caller will read
+      // them (engram_sample_options.num_steps), or 0 for items of any
+      // length (a take for delivery, a look). The owner refuses a batch
+      // with an item of another length before it counts anything
+      // (Table::sample), so that a refused sample takes no item.
+      uint32_t num_steps;
+      uint32_t pad_;
+    } sample;
     KeyPriority updates[kRecordUpdates];
     uint64_t keys[kRecordKeys];
     BlockRef blocks[kRecordKeys];

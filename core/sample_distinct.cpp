@@ -155,7 +155,7 @@ Status Selector::sample_distinct(uint32_t n, const uint32_t* certain, uint32_t n
   return Status::Ok();
 }
 
-Status Table::sample_distinct(uint32_t n, SampleBatch* out) {
+Status Table::sample_distinct(uint32_t n, SampleBatch* out, uint32_t num_steps) {
   if (h_->size < n)
     return {Errc::invalid_capacity, "table '" + std::string(h_->name) + "' holds " + std::to_string(h_->size) +
                                         " items, fewer than a batch of " + std::to_string(n) +
@@ -204,6 +204,7 @@ Status Table::sample_distinct(uint32_t n, SampleBatch* out) {
                                         " items have a nonzero priority than a batch of " + std::to_string(n) +
                                         " without repeats needs; sample fewer"};
   }
+  if (Status s = check_picks(picks.data(), n, num_steps); !s.ok()) return s;
   take_picks(picks.data(), n, out);
   // Items that reached max_times_sampled leave after the whole batch is
   // drawn: each is in it once, and the batch saw the table as it was.

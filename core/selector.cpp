@@ -224,6 +224,19 @@ Status Selector::insert_with_seq(uint32_t slot, double priority, uint64_t seq) {
   return Status::Ok();
 }
 
+Status Selector::put_back(uint32_t slot, double priority, uint64_t seq) {
+  if (kind() != SelectorKind::fifo) return insert_with_seq(slot, priority, seq);
+  if (slot >= h_->capacity || contains(slot))
+    return {Errc::invalid_argument, "slot " + std::to_string(slot) + " is outside capacity or already in the selector"};
+  order_[slot] = h_->head;  // at the head; order_ = next, back_ = prev
+  back_[slot] = kNone;
+  if (h_->head != kNone) back_[h_->head] = slot;
+  else h_->tail = slot;
+  h_->head = slot;
+  ++h_->count;
+  return Status::Ok();
+}
+
 Status Selector::update(uint32_t slot, double priority) {
   if (!contains(slot)) return {Errc::invalid_argument, "slot " + std::to_string(slot) + " is not in the selector"};
   if (Status s = check_weight(slot, priority); !s.ok()) return s;

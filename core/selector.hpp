@@ -135,6 +135,14 @@ class Selector {
   uint64_t seq_counter() const noexcept { return h_->seq; }
   void set_seq_counter(uint64_t seq) noexcept { h_->seq = seq; }
   Status insert_with_seq(uint32_t slot, double priority, uint64_t seq);
+  // Undoes remove(slot) of a member that sample() had just picked, when
+  // every member removed after it has been put back first (a table's
+  // refused sample, Table::sample_expiring): a FIFO's oldest goes back to
+  // the head, a LIFO's newest to the tail, a heap's member with its age
+  // `seq` (tie_seq before the remove); uniform and prioritized members as
+  // by insert, membership and weight being all they keep. The caller
+  // restores seq_counter() after the last one.
+  Status put_back(uint32_t slot, double priority, uint64_t seq);
 
  private:
   explicit Selector(SelectorHeader* h);

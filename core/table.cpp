@@ -255,33 +255,88 @@ Result<uint64_t> Table::insert(double priority, const ChunkRef* refs, uint32_t n
   return it.key;
 }
 
-Status Table::sample(uint32_t n, SampleBatch* out, bool distinct) {
+Status Table::sample(uint32_t n, SampleBatch* out, bool distinct, uint32_t num_steps) {
   if (n == 0) return {Errc::invalid_argument, "sample batch size must be at least 1"};
   if (!limiter_.can_sample(n)) {
     ++h_->stats.rate_limited;
     return {Errc::rate_limited, "table '" + std::string(h_->name) + "': the rate limiter does not allow sampling " +
                                     std::to_string(n) + " items now"};
   }
-  if (distinct) return sample_distinct(n, out);
-  if (h_->max_times_sampled == 0 && h_->size > 0) return sample_independent(n, out);
-  for (uint32_t i = 0; i < n && h_->size > 0; ++i) {
+  if (distinct) return sample_distinct(n, out, num_steps);
+  if (h_->max_times_sampled == 0 && h_->size > 0) return sample_independent(n, out, num_steps);
+  return sample_expiring(n, out, num_steps);
+}
+
+Status Table::check_steps(uint32_t slot, uint32_t num_steps) const {
+  if (num_steps == 0) return Status::Ok();
+  const ItemSlot& it = items_[slot];
+  const ChunkRef* r = refs(slot);
+  uint64_t steps = 0;
+  for (uint32_t k = 0; k < it.num_refs; ++k) steps += r[k].length;
+  if (steps == num_steps) return Status::Ok();
+  return {Errc::invalid_capacity, "item " + std::to_string(it.key) + " has " + std::to_string(steps) +
+                                      " steps; the sample options ask for num_steps " + std::to_string(num_steps) +
+                                      " (nothing was sampled)"};
+}
+
+Status Table::check_picks(const Sampled* picks, uint32_t n, uint32_t num_steps) const {
+  if (num_steps == 0) return Status::Ok();
+  for (uint32_t i = 0; i < n; ++i)
+    if (Status s = check_steps(picks[i].slot, num_steps); !s.ok()) return s;
+  return Status::Ok();
+}
+
+// With max_times_sampled, an item that reaches it leaves before the next
+// draw, so the draws are made one at a time. They are made in two passes
+// so that an item of the wrong length, found at any draw, leaves the
+// table as it was: the first takes each spent item out of the sampler
+// alone (so that it is not drawn again), and a refusal puts them back in
+// reverse order (Selector::put_back, exact); the second counts the
+// batch and removes the spent items from the rest of the table.
+Status Table::sample_expiring(uint32_t n, SampleBatch* out, uint32_t num_steps) {
+  static thread_local std::vector<uint32_t> picked, spent;
+  static thread_local std::vector<uint64_t> spent_seq;
+  picked.clear();
+  spent.clear();
+  spent_seq.clear();
+  const size_t first_item = out->items.size(), first_ref = out->refs.size();
+  const uint64_t seq_counter = sampler_.seq_counter();
+  Status refused = Status::Ok();
+  for (uint32_t i = 0; i < n && h_->size > spent.size(); ++i) {
     auto s = sampler_.sample(draw_for(sampler_));
-    if (!s.ok()) return s.status();
+    if (!s.ok()) {
+      refused = s.status();
+      break;
+    }
     uint32_t slot = s->slot;
+    if (refused = check_steps(slot, num_steps); !refused.ok()) break;
     ItemSlot& it = items_[slot];
     ++it.times_sampled;
-    SampledItem si{it.key,        it.priority,       s->probability,
-                   it.times_sampled, h_->size,       static_cast<uint32_t>(out->refs.size()),
-                   it.num_refs,      it.plain_steps, it.inserted_seq};
-    out->items.push_back(si);
+    picked.push_back(slot);
+    out->items.push_back({it.key, it.priority, s->probability, it.times_sampled,
+                          h_->size - static_cast<uint32_t>(spent.size()), static_cast<uint32_t>(out->refs.size()),
+                          it.num_refs, it.plain_steps, it.inserted_seq});
     const ChunkRef* r = refs(slot);
     out->refs.insert(out->refs.end(), r, r + it.num_refs);
-    ++h_->stats.samples;
-    limiter_.on_sample();
-    if (h_->max_times_sampled != 0 && it.times_sampled >= h_->max_times_sampled) {
-      erase_slot(slot);
-      ++h_->stats.expirations;
+    if (it.times_sampled >= h_->max_times_sampled) {
+      spent.push_back(slot);
+      spent_seq.push_back(sampler_.tie_seq(slot));
+      sampler_.remove(slot);
     }
+  }
+  if (!refused.ok()) {
+    for (size_t k = spent.size(); k-- > 0;) (void)sampler_.put_back(spent[k], items_[spent[k]].priority, spent_seq[k]);
+    sampler_.set_seq_counter(seq_counter);
+    for (uint32_t slot : picked) --items_[slot].times_sampled;
+    out->items.resize(first_item);
+    out->refs.resize(first_ref);
+    return refused;
+  }
+  h_->stats.samples += picked.size();
+  limiter_.on_sample(static_cast<uint32_t>(picked.size()));
+  for (uint32_t slot : spent) {
+    erase_slot(slot);
+    ++h_->stats.expirations;
   }
   sync_limiter();
   return Status::Ok();
@@ -314,7 +369,7 @@ Status Table::newest(uint32_t n, uint64_t from, SampleBatch* out) const {
 // Without max_times_sampled nothing leaves the table mid-batch, so the n
 // draws are independent: draw the same u's as the loop in sample() would,
 // pick all slots at once, then account for them in order.
-Status Table::sample_independent(uint32_t n, SampleBatch* out) {
+Status Table::sample_independent(uint32_t n, SampleBatch* out, uint32_t num_steps) {
   static thread_local SumTreeScratch scratch;
   static thread_local std::vector<double> u;
   static thread_local std::vector<Sampled> picks;
@@ -322,6 +377,7 @@ Status Table::sample_independent(uint32_t n, SampleBatch* out) {
   picks.resize(n);
   for (uint32_t i = 0; i < n; ++i) u[i] = draw_for(sampler_);
   if (Status s = sampler_.sample_batch(u.data(), picks.data(), n, scratch); !s.ok()) return s;
+  if (Status s = check_picks(picks.data(), n, num_steps); !s.ok()) return s;
   take_picks(picks.data(), n, out);
   sync_limiter();
   return Status::Ok();

@@ -299,7 +299,12 @@ class Table {
   // says how each sampler draws them and what their probabilities mean);
   // Errc::invalid_capacity when the table holds fewer than n that can be
   // drawn. Items reaching max_times_sampled then go after the batch.
-  Status sample(uint32_t n, SampleBatch* out, bool distinct = false);
+  // `num_steps`: every item's steps over its slices, or 0 for any; a draw
+  // of an item of another length refuses the whole sample
+  // (Errc::invalid_capacity, naming the item) and changes nothing: no
+  // count, no expiry, the limiter as it was. So a caller who asked for the
+  // wrong length loses no item.
+  Status sample(uint32_t n, SampleBatch* out, bool distinct = false, uint32_t num_steps = 0);
   // Looks, without drawing: appends up to n of the newest items whose
   // inserted_seq is `from` or later, oldest of them first, with probability
   // 0. Nothing counts: times_sampled, the rate limiter and
@@ -365,8 +370,13 @@ class Table {
   // The priority is valid, and its weight keeps both selectors' totals in
   // range with `slot` (a member, or Selector::kNone for a new item) given it.
   Status check_weight(double priority, uint32_t slot) const;
-  Status sample_independent(uint32_t n, SampleBatch* out);
-  Status sample_distinct(uint32_t n, SampleBatch* out);  // core/sample_distinct.cpp
+  Status sample_independent(uint32_t n, SampleBatch* out, uint32_t num_steps);
+  Status sample_expiring(uint32_t n, SampleBatch* out, uint32_t num_steps);  // with max_times_sampled
+  Status sample_distinct(uint32_t n, SampleBatch* out, uint32_t num_steps);  // core/sample_distinct.cpp
+  // Whether the item in `slot` (or each pick's) has num_steps steps over
+  // its slices (any, for 0): the one home of Table::sample's length check.
+  Status check_steps(uint32_t slot, uint32_t num_steps) const;
+  Status check_picks(const Sampled* picks, uint32_t n, uint32_t num_steps) const;
   // Counts n drawn slots as sampled (times_sampled, statistics, limiter)
   // and appends them to *out; the caller syncs the limiter.
   void take_picks(const Sampled* picks, uint32_t n, SampleBatch* out);

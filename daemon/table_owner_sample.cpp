@@ -53,7 +53,8 @@ TableOwner::Outcome TableOwner::sample(ChannelState& c, const RequestRecord& r) 
   if (!claim_sample(c, r)) return Outcome::done;
   batch_.clear();
   defer_releases_ = true;
-  Status sampled = look ? table_.newest(count, r.payload.keys[0], &batch_) : table_.sample(count, &batch_, distinct);
+  Status sampled = look ? table_.newest(count, r.payload.sample.from, &batch_)
+                        : table_.sample(count, &batch_, distinct, r.payload.sample.num_steps);
   defer_releases_ = false;
   struct Flush {  // after the pins below, whatever happens
     TableOwner* o;

@@ -226,6 +226,64 @@ TEST_F(CApi, SampledItemsOfOneAndTwoSlicesComeBackWhole) {
 
 // engram_client_interrupt: a blocked call returns ENGRAM_E_INTERRUPTED
 // within about 100 ms, and what it was waiting for is not lost.
+// A sample refused for a wrong num_steps takes nothing, however it was
+// asked (copied out, begun and ended, zero-copy): on a queue of
+// max_times_sampled 1, the items, their counts and the limiter stay, and
+// the right num_steps then gets them all. Before the owner checked the
+// length, the client found it after the owner had counted the batch: two
+// of three items expired, and nobody got them.
+TEST_F(CApi, ASampleOfTheWrongLengthTakesNothing) {
+  engram_table_options o = two_columns("q", 100);
+  o.max_times_sampled = 1;
+  o.sampler = ENGRAM_FIFO;
+  ASSERT_EQ(engram_rate_limiter_queue(&o.rate_limiter, 100), ENGRAM_OK);
+  ASSERT_EQ(engram_table_create(c_, &o), ENGRAM_OK) << last();
+  engram_table* t = open("q");
+  engram_writer* w = writer(cols_, 2, /*chunk_length=*/2);
+  for (int i = 0; i < 6; ++i) {
+    append(w, static_cast<uint8_t>(i));
+    if (i % 2 == 1) ASSERT_EQ(engram_writer_create_item(w, t, 2, 1.0), ENGRAM_OK) << last();
+  }
+  ASSERT_EQ(engram_writer_flush(w, 5000), ENGRAM_OK) << last();
+  engram_writer_close(w);
+  auto expect_untouched = [&](const char* how) {
+    engram_table_info i;
+    engram_table_info_init(&i);
+    ASSERT_EQ(engram_table_info_get(c_, "q", &i), ENGRAM_OK) << last();
+    EXPECT_EQ(i.size, 3u) << how;
+    EXPECT_EQ(i.samples, 0u) << how;
+    EXPECT_EQ(i.expirations, 0u) << how;
+    EXPECT_EQ(i.deletes, 0u) << how;
+  };
+  uint8_t obs[3 * 2 * 20];
+  float rew[3 * 2];
+  void* bufs[2] = {obs, rew};
+  uint32_t n = 9;
+  engram_sample_options so = batch_options(2, 1);
+  so.timeout_ms = 200;
+  EXPECT_EQ(engram_sample(t, &so, bufs, nullptr, &n), ENGRAM_E_RANGE);
+  EXPECT_NE(last().find("has 2 steps; the sample options ask for num_steps 1"), std::string::npos) << last();
+  EXPECT_EQ(n, 0u);
+  expect_untouched("after engram_sample");
+  ASSERT_EQ(engram_sample_begin(t, &so), ENGRAM_OK) << last();
+  EXPECT_EQ(engram_sample_end(t, bufs, nullptr, &n), ENGRAM_E_RANGE);
+  expect_untouched("after engram_sample_begin and _end");
+  engram_batch* b = nullptr;
+  EXPECT_EQ(engram_sample_view(t, &so, &b), ENGRAM_E_RANGE);
+  EXPECT_EQ(b, nullptr);
+  expect_untouched("after engram_sample_view");
+  so.batch_size = 3;
+  so.num_steps = 2;
+  std::vector<engram_sample_info> info(3);
+  ASSERT_EQ(engram_sample(t, &so, bufs, info.data(), &n), ENGRAM_OK) << last();
+  ASSERT_EQ(n, 3u);
+  for (uint32_t i = 0; i < n; ++i) {
+    EXPECT_EQ(obs[i * 40], 2 * i) << "item " << i << " in order, whole";
+    EXPECT_EQ(obs[i * 40 + 20], 2 * i + 1);
+  }
+  engram_table_close(t);
+}
+
 class CApiInterrupt : public CApi {
  protected:
   // A queue table "q" of `size` items and a writer for it.
