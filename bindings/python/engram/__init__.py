@@ -12,7 +12,7 @@ A thin layer over libengram's C ABI (engram/engram.h; man 3 engram_*):
             writer.flush()
             data, info = table.sample(batch_size=1)      # copies: data["obs"] is [1, 1, 4]
             with table.sample_view(batch_size=1) as batch:  # zero-copy, read-only
-                obs = batch.view(0, "obs")               # keeps the batch's data pinned
+                obs = batch.view(0, "obs")               # pins the batch's data while obs lives
 
 Every handle is a context manager and has close(); closing a client closes
 its tables, writers and batches. Errors raise EngramError (or a subclass)

@@ -5,15 +5,22 @@ import numpy as np
 
 from . import _ffi
 from ._ffi import lib
-from ._checks import _column_index, _index
+from ._checks import _closed, _column_index, _index
 from ._handles import _Child, _disconnect
 from .errors import _check
 
 
 class Batch(_Child):
     """A zero-copy sample. Views are read-only numpy arrays over shared
-    memory that keep this batch (and its pins) alive."""
+    memory. As a memoryview's buffer stays while arrays export it, the
+    batch's data stays pinned while any array over it lives (a slice or
+    view of one included; a copy is the caller's): close(), the end of a
+    with block, or the table's or client's close end the batch, and its
+    pins go when the last such array goes. So an array never shows bytes
+    that are not its item's."""
     _kind = "batch"
+    _exports = 0     # live arrays over this batch (_Pinned objects)
+    _closed = False  # ended by close(): no more views
 
     def __init__(self, table, p):
         self._adopt(table._client, p)
@@ -57,25 +64,40 @@ class Batch(_Child):
         return v[0]
 
     def close(self):
-        """Unpins the data: views still held then read memory that other
-        items may reuse (never unmapped memory: the client's connection
-        stays until the last Batch object is gone)."""
-        if self._p is None:
+        """Ends the batch: no more views of it. Its data is unpinned now,
+        or, while arrays over it live, when the last of them goes."""
+        self._closed = True
+        if self._exports == 0:
+            with self._core:
+                self._release()
+
+    def _ptr(self):
+        if self._closed:
+            raise _closed(self._kind)
+        return super()._ptr()
+
+    def _release(self):
+        """Unpins the data (the client's lock held), once; and closes the
+        table handle if its close waited for this batch."""
+        p, self._p = self._p, None
+        if p is None:
             return
-        with self._core:
-            p, self._p = self._p, None
-            if self._core.ptr is not None:
-                lib.engram_batch_release(p)
+        if self._core.ptr is not None:
+            lib.engram_batch_release(p)
+        self._table._batch_released()
+
+    def _export_gone(self):
+        self._exports -= 1
+        if self._exports == 0 and self._closed:
+            self._core.soon(self._release)  # a finalizer's: never waits for the lock
 
     def _finalize(self):
         core = self._core
-        p, self._p = self._p, None
         core.batches -= 1
         last = core.closing and core.batches == 0
 
         def release():
-            if p is not None and core.ptr is not None:
-                lib.engram_batch_release(p)
+            self._release()
             if last:
                 _disconnect(core)
         core.soon(release)
@@ -83,9 +105,14 @@ class Batch(_Child):
 
 class _Pinned:
     """The array interface of one view: numpy keeps this object, and with it
-    the batch, as the array's base."""
+    the batch, as the array's base (and the base of every array made from
+    it without a copy), and the batch counts it as an export."""
 
     def __init__(self, address, shape, dtype, batch):
         self.__array_interface__ = {"version": 3, "shape": shape, "typestr": np.dtype(dtype).str,
                                     "data": (address, True)}  # True: read-only
         self._batch = batch
+        batch._exports += 1
+
+    def __del__(self):
+        self._batch._export_gone()

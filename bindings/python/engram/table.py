@@ -40,17 +40,29 @@ class Table(_Child):
         self.columns = [(cols[i].name.decode(), _DTYPES[cols[i].dtype - 1],
                          tuple(cols[i].shape[k] for k in range(cols[i].rank))) for i in range(n.value)]
         self._batches = weakref.WeakSet()
+        self._closing = None  # the C handle, while close() waits for its batches' arrays
         self._begun = None  # (batch_size, num_steps) of the sample begun
 
     def close(self):
         """Closes the handle (not the table) and its batches
-        (engram_table_close(3)); a second close does nothing."""
+        (engram_table_close(3)); a second close does nothing. While
+        arrays over a batch of it live, the handle stays open for them,
+        and closes when the last goes (Batch)."""
         if self._p is None:
             return
         with self._core:
             for b in list(self._batches):
                 b.close()
-            p, self._p = self._p, None
+            self._closing, self._p = self._p, None
+            self._batch_released()
+
+    def _batch_released(self):
+        """Closes the handle whose close waited for its batches' arrays,
+        once the last batch holding data is released (the lock held)."""
+        if self._closing is None or any(b._p is not None for b in self._batches):
+            return
+        p, self._closing = self._closing, None
+        if self._core.ptr is not None:
             lib.engram_table_close(p)
 
     def _finalize(self):
@@ -117,8 +129,9 @@ class Table(_Child):
 
     def sample_view(self, batch_size, num_steps=1, timeout_ms=-1, no_repeats=False):
         """Samples a batch without copying (columns must not be compressed):
-        a Batch whose views are read-only arrays into shared memory, valid
-        while the batch lives (each view keeps it alive)."""
+        a Batch whose views are read-only arrays into shared memory. The
+        batch's data stays pinned while any of them lives, also past the
+        batch's close (Batch says how)."""
         o = self._options(batch_size, num_steps, timeout_ms, no_repeats)
         p = _ffi.Batch()
         with self._core:

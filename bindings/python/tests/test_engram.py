@@ -412,6 +412,60 @@ def test_priority_updates_and_deletes_report_each_key(client):
     assert (info["max_priority"], info["min_priority"]) == (1.0, 0.0), "the two items' priorities now"
 
 
+def _write(sock, cols, first, n):
+    with engram.connect(sock) as c, c.table("t") as t, c.writer(cols) as w:
+        for i in range(first, first + n):
+            w.append(obs=np.full(16, i))
+            w.create_item(t, 1, 1.0)
+        w.flush()
+
+
+@pytest.mark.parametrize("how", ["with", "close", "del", "table_close", "client_close"])
+def test_arrays_kept_past_their_batch_show_their_own_items(server, how):
+    """The Quick start's pattern, carelessly: arrays of a zero-copy batch
+    kept past its end, then every item evicted by new writes. The batch
+    stays pinned while an array over it lives, so each still shows its
+    own item's bytes (before, all of them showed other items' bytes)."""
+    cols = [("obs", np.int64, (16,))]
+    c = engram.connect(server.socket)
+    c.create_table("t", cols, max_size=8)
+    _write(server.socket, cols, 0, 8)
+    t = c.table("t")
+    if how == "with":
+        with t.sample_view(batch_size=8, no_repeats=True) as b:
+            kept = [(b.info(i)["key"], b.view(i, "obs")) for i in range(len(b))]
+    else:
+        b = t.sample_view(batch_size=8, no_repeats=True)
+        kept = [(b.info(i)["key"], b.view(i, "obs")[:, 2:]) for i in range(len(b))]  # a slice keeps it too
+        if how == "close":
+            b.close()
+            with pytest.raises(engram.EngramError):
+                b.view(0, "obs")  # closed: no new views
+        elif how == "del":
+            del b
+        elif how == "table_close":
+            t.close()
+        else:
+            c.close()
+        gc.collect()
+    values = {key: int(v.flat[0]) for key, v in kept}
+    assert sorted(values.values()) == sorted(set(values.values())) and len(values) == 8
+    # Each of the 8 evicted, and every block of the arena's class written
+    # again: their chunks are free but for the pins.
+    _write(server.socket, cols, 100, 5000)
+    with engram.connect(server.socket) as c2:
+        assert c2.table_info("t")["evictions"] == 5000
+    for key, v in kept:
+        assert (v == values[key]).all(), f"item {key}'s array changed to {v.flat[0]}"
+    del kept, v
+    b = None
+    gc.collect()
+    if how in ("table_close", "client_close"):  # the handle's close, put off, came with the last array
+        with engram.connect(server.socket) as c2:
+            assert c2.table_info("t")["clients"] == 0
+    c.close()
+
+
 def test_views_outlive_every_python_reference_to_their_batch(server):
     cols = [("x", np.float64, (8,))]
     c = engram.connect(server.socket)

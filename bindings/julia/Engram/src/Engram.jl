@@ -16,7 +16,7 @@ create_item!(w, table, 1, 1.0)
 flush!(w)
 data, infos = sample(table, 32)                # data[1] is 4×1×32 (column-major: shape, steps, batch)
 batch = sample_view(table, 32)
-obs = view_column(batch, 1, 1)                 # zero-copy; keeps `batch` alive
+obs = view_column(batch, 1, 1)                 # zero-copy; keeps `batch` pinned while obs lives
 close(client)
 ```
 
@@ -25,7 +25,9 @@ Ownership: a `Table` and a `Writer` hold their `Client`, a `Batch` its
 collector never frees a parent before a child. Finalizers never call into
 libengram themselves (a close may wait for the server): they queue the
 handle, and the next call into this module on that client closes it;
-`close` closes at once. A closed client's children answer `EngramError`
+`close` closes at once, but for a batch that handed out arrays (and its
+table and client), whose chunks stay pinned until the collector takes the
+last array (see `Batch`). A closed client's children answer `EngramError`
 (`ENGRAM_E_CLOSED`). One client and its handles may be used by one task
 at a time; `interrupt(client)` (any thread) ends a blocking call.
 """

@@ -30,7 +30,14 @@ mutable struct Client
     ptr::Ptr{engram_client}
     lock::Threads.SpinLock                 # guards `pending` only; taken without waiting in finalizers
     pending::Vector{Any}                   # handles finalized unclosed: closed by the next call
+    pinned::Int                            # its batches that handed out arrays and are not released yet
+    closed::Bool                           # close(c) asked; disconnected once pinned is 0
 end
+
+# Clients closed while arrays over their batches may live: each is
+# disconnected by a later call into this module (any client's, or
+# connect) once the collector has taken the last of those arrays.
+const CLOSING_CLIENTS = Client[]
 
 function connect(socket::Union{Nothing,AbstractString} = nothing; timeout_ms::Integer = 10_000)
     s = socket === nothing ? nothing : Base.cconvert(Cstring, socket)
@@ -40,7 +47,8 @@ function connect(socket::Union{Nothing,AbstractString} = nothing; timeout_ms::In
                                    Int32(timeout_ms))
         check(engram_connect(o, out))
     end
-    c = Client(out[], Threads.SpinLock(), Any[])
+    drain_closing()
+    c = Client(out[], Threads.SpinLock(), Any[], 0, false)
     finalizer(c) do x
         # engram_disconnect may wait for a writer's acks: never here. The
         # process's exit closes the socket, and the server reclaims.
@@ -51,16 +59,29 @@ end
 
 const ORPHAN_CLIENTS = Ptr{engram_client}[]
 
+# Closes what finalizers queued on c.
+function drain(c::Client)
+    isempty(c.pending) && return nothing
+    lock(c.lock)
+    todo = c.pending
+    c.pending = Any[]
+    unlock(c.lock)
+    foreach(close, todo)
+    nothing
+end
+
+function drain_closing()
+    isempty(CLOSING_CLIENTS) && return nothing
+    foreach(drain, copy(CLOSING_CLIENTS))
+    filter!(x -> x.ptr != C_NULL, CLOSING_CLIENTS)
+    nothing
+end
+
 # The client's pointer for a call, after closing what finalizers queued.
 function live(c::Client)
-    c.ptr == C_NULL && throw(closed("client"))
-    if !isempty(c.pending)
-        lock(c.lock)
-        todo = c.pending
-        c.pending = Any[]
-        unlock(c.lock)
-        foreach(close, todo)
-    end
+    (c.ptr == C_NULL || c.closed) && throw(closed("client"))
+    drain_closing()
+    drain(c)
     c.ptr
 end
 
@@ -74,8 +95,17 @@ function defer_close(c::Client, handle)
     end
 end
 
-"""Closes every table, writer and batch of the client, then the connection."""
+"""Closes every table, writer and batch of the client, then the connection;
+while arrays from `view_column` over its batches live, that waits for the
+collector to take the last of them (see `Batch`)."""
 function Base.close(c::Client)
+    (c.ptr == C_NULL || c.closed) && return nothing
+    c.closed = true
+    c.pinned == 0 ? disconnect_now(c) : push!(CLOSING_CLIENTS, c)
+    nothing
+end
+
+function disconnect_now(c::Client)
     c.ptr == C_NULL && return nothing
     p = c.ptr
     c.ptr = C_NULL
@@ -99,6 +129,8 @@ mutable struct Table
     name::String
     columns::Vector{Column}
     begun::Tuple{Int,Int}  # batch_size and num_steps of the sample begun; (0, 0): none
+    pinned::Int            # its batches that handed out arrays and are not released yet
+    closed::Bool           # close(t) asked; the handle is closed once pinned is 0
 end
 
 """
@@ -117,28 +149,54 @@ end
     Batch
 
 A zero-copy sample (`sample_view`; engram_sample_view(3)): its items' chunks
-stay pinned in shared memory until `close(b)`; read them with `view_column`
-and `batch_info`.
+stay pinned in shared memory; read them with `view_column` and
+`batch_info`. `close(b)` unpins them at once if no array was taken with
+`view_column`. Once one was, the arrays hold the batch, and its chunks
+stay pinned until the garbage collector has taken the batch and every
+array over it: `close(b)`, `close(table)` and `close(client)` then end
+them for new calls and leave the unpinning (and the handle's close, and
+the connection's) to that moment, so an array never shows bytes that are
+not its item's. Copy what you keep (`copy(view_column(...))`) to let the
+chunks go at `close`.
 """
 mutable struct Batch
     ptr::Ptr{engram_batch}
     table::Table
+    arrays::Bool  # view_column handed out an array over it
+    closed::Bool  # close(b) asked
 end
+
+# What a finalizer of a Batch queues: its release, done by the next call.
+mutable struct Release
+    batch::Batch
+end
+Base.close(r::Release) = release!(r.batch)
 
 # A child is usable while it and its client are open (engram_disconnect
 # freed the children of a closed client).
-function live(t::Union{Table,Writer})
+function live(t::Writer)
     live(t.client)
-    t.ptr == C_NULL && throw(closed(t isa Table ? "table" : "writer"))
+    t.ptr == C_NULL && throw(closed("writer"))
+    t.ptr
+end
+function live(t::Table)
+    live(t.client)
+    (t.ptr == C_NULL || t.closed) && throw(closed("table"))
     t.ptr
 end
 function live(b::Batch)
     live(b.table)
-    b.ptr == C_NULL && throw(closed("batch"))
+    (b.ptr == C_NULL || b.closed) && throw(closed("batch"))
     b.ptr
 end
 
 function Base.close(t::Table)
+    t.closed = true
+    t.pinned == 0 && close_now(t)
+    nothing
+end
+
+function close_now(t::Table)
     if t.ptr != C_NULL && t.client.ptr != C_NULL
         engram_table_close(t.ptr)  # also releases the table's batches
     end
@@ -151,11 +209,30 @@ function Base.close(w::Writer)
     nothing
 end
 function Base.close(b::Batch)
-    b.ptr != C_NULL && b.table.ptr != C_NULL && b.table.client.ptr != C_NULL && engram_batch_release(b.ptr)
+    b.closed = true
+    b.arrays || release!(b)  # else the collector's, with the last array (see Batch)
+    nothing
+end
+
+# Unpins b, once; then closes the table handle and the connection whose
+# close waited for it, if it was their last batch with arrays.
+function release!(b::Batch)
+    b.ptr == C_NULL && return nothing
+    t, c = b.table, b.table.client
+    t.ptr != C_NULL && c.ptr != C_NULL && engram_batch_release(b.ptr)
     b.ptr = C_NULL
+    if b.arrays
+        t.pinned -= 1
+        c.pinned -= 1
+        t.closed && t.pinned == 0 && close_now(t)
+        c.closed && c.pinned == 0 && disconnect_now(c)
+    end
     nothing
 end
 
 function adopt(h, c::Client)
     finalizer(x -> (x.ptr == C_NULL || defer_close(c, x)), h)
+end
+function adopt(b::Batch, c::Client)
+    finalizer(x -> (x.ptr == C_NULL || defer_close(c, Release(x))), b)
 end

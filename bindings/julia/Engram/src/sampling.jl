@@ -61,7 +61,7 @@ end
 function sample_view(t::Table, batch_size::Integer; num_steps::Integer = 1, timeout_ms::Integer = -1, no_repeats::Bool = false)
     out = Ref{Ptr{engram_batch}}(C_NULL)
     check(engram_sample_view(live(t), sample_options(batch_size, num_steps, timeout_ms, no_repeats), out))
-    adopt(Batch(out[], t), t.client)
+    adopt(Batch(out[], t, false, false), t.client)
 end
 
 Base.length(b::Batch) = Int(engram_batch_size(live(b)))
@@ -77,8 +77,10 @@ end
     view_column(batch, item, column) -> array
 
 Item `item`'s column `column` (1-based) as an array of size (shape..., steps)
-over shared memory, if the item lies in one chunk. The array keeps `batch`
-alive; treat it as read-only (the memory is shared with other clients).
+over shared memory, if the item lies in one chunk. The array keeps `batch`,
+and its chunks pinned, until the collector takes both, also past
+`close(batch)` (see `Batch`); treat it as read-only (the memory is shared
+with other clients).
 """
 function view_column(b::Batch, item::Integer, column::Integer)
     views = Vector{engram_view}(undef, 8)
@@ -87,8 +89,15 @@ function view_column(b::Batch, item::Integer, column::Integer)
     n[] == 1 || throw(ArgumentError("item $item spans $(n[]) chunks"))
     col = b.table.columns[column]
     a = unsafe_wrap(Array, Ptr{col.eltype}(views[1].data), (col.shape..., Int(views[1].steps)); own = false)
-    # The array must not outlive the batch's pin: tie the batch to it.
+    # The array must not outlive the batch's pin: tie the batch to it,
+    # and count the batch as pinned for arrays (close leaves its release
+    # to the batch's finalizer).
     finalizer(_ -> (b; nothing), a)
+    if !b.arrays
+        b.arrays = true
+        b.table.pinned += 1
+        b.table.client.pinned += 1
+    end
     a
 end
 

@@ -46,7 +46,7 @@ function open_table(c::Client, name::AbstractString)
     rc = engram_table_columns(out[], cols, UInt32(length(cols)), n)
     rc == ENGRAM_OK || (engram_table_close(out[]); check(rc))
     columns = [Column(unsafe_string(k.name), DTYPES[k.dtype], Tuple(Int.(k.shape[1:k.rank]))) for k in cols[1:n[]]]
-    adopt(Table(out[], c, String(name), columns, (0, 0)), c)
+    adopt(Table(out[], c, String(name), columns, (0, 0), 0, false), c)
 end
 
 """Deletes table `name` and its items; open handles then fail with ENGRAM_E_CLOSED."""

@@ -34,6 +34,30 @@ const server = Engram.Server(SOCKET)
         close(table)
     end
 
+    @testset "an array kept past close(batch) shows its own item" begin
+        create_table(client, "kept", cols; max_size = 4)
+        table = open_table(client, "kept")
+        w = writer(client, cols)
+        for i in 0:3
+            append!(w, fill(Float32(i), 4), Int64(i))
+            create_item!(w, table, 1, 1.0)
+        end
+        flush!(w)
+        batch = sample_view(table, 1)
+        v = view_column(batch, 1, 1)
+        mine = v[1]
+        close(batch)
+        @test_throws EngramError view_column(batch, 1, 1)
+        for i in 100:5099  # every item evicted, every block of its class written again
+            append!(w, fill(Float32(i), 4), Int64(i))
+            create_item!(w, table, 1, 1.0)
+        end
+        flush!(w)
+        @test all(v .== mine)
+        close(w)
+        close(table)
+    end
+
     @testset "errors carry the code and the message" begin
         err = try open_table(client, "missing"); nothing catch e; e end
         @test err isa EngramError && err.code == Engram.ENGRAM_E_NOT_FOUND

@@ -297,6 +297,21 @@ impl Sample {
 /// }
 /// # Ok(()) }
 /// ```
+///
+/// A slice cannot outlive its batch, so it never shows bytes that are not
+/// its item's: the compiler refuses a view kept past the batch's drop.
+///
+/// ```compile_fail,E0597
+/// # fn main() -> Result<(), engram::Error> {
+/// # let client = engram::Client::connect(None)?;
+/// # let table = client.open_table("replay")?;
+/// let kept: &[f32] = {
+///     let batch = table.sample_view(&engram::SampleOptions::new(1))?;
+///     batch.views::<f32>(0, 0)?[0]
+/// }; // batch dropped (unpinned) here: `batch` does not live long enough
+/// # let _ = kept;
+/// # Ok(()) }
+/// ```
 pub struct Batch<'t> {
     pub(crate) ptr: *mut sys::engram_batch,
     pub(crate) columns: &'t [Column],
