@@ -58,6 +58,7 @@ Result<CheckedTableOptions> Table::check(TableOptions o) {
   if (Status s = Selector::validate(o.sampler); !s.ok()) return Status{s.code(), t + "sampler: " + s.message()};
   if (Status s = Selector::validate(o.remover); !s.ok()) return Status{s.code(), t + "remover: " + s.message()};
   if (Status s = o.rate_limiter.validate(); !s.ok()) return Status{s.code(), t + s.message()};
+  if (Status s = check_limiter_fits(o.rate_limiter, o.capacity); !s.ok()) return Status{s.code(), t + s.message()};
   if (Status s = validate_signature(o.signature.data(), o.signature.size()); !s.ok())
     return Status{s.code(), t + "signature: " + s.message()};
   return CheckedTableOptions(std::move(o));
@@ -549,8 +550,29 @@ Status Table::restore(const TableState& s, const std::function<uint32_t(const Ch
   return Status::Ok();
 }
 
+Status Table::check_limiter_fits(const RateLimiterConfig& c, uint64_t capacity) {
+  if (c.min_size_to_sample > 0 && static_cast<uint64_t>(c.min_size_to_sample) > capacity)
+    return {Errc::invalid_argument, "rate_limiter min_size " + std::to_string(c.min_size_to_sample) +
+                                        " is more than max_size " + std::to_string(capacity) +
+                                        ": the table can never hold that many items, so every sample would wait for "
+                                        "ever; make min_size at most max_size, or max_size at least min_size"};
+  // A queue (the preset's shape: spi 1, min_size 1, min_diff 0) holds its
+  // writers once max_diff items wait unsampled; past max_size the table
+  // evicts them first, and the writers are never held.
+  const bool queue = c.samples_per_insert == 1.0 && c.min_size_to_sample == 1 && c.min_diff == 0.0;
+  if (queue && c.max_diff > static_cast<double>(capacity))
+    return {Errc::invalid_argument, "rate_limiter: a queue of size " + std::to_string(static_cast<uint64_t>(c.max_diff)) +
+                                        " on a table of max_size " + std::to_string(capacity) +
+                                        " would evict items nobody sampled instead of holding the writers when "
+                                        "full; make the queue's size at most max_size, or max_size at least the size"};
+  return Status::Ok();
+}
+
 Status Table::set_rate_limiter(const RateLimiterConfig& c) {
-  if (Status s = limiter_.reconfigure(c); !s.ok()) return {s.code(), "table '" + std::string(h_->name) + "': " + s.message()};
+  Status s = c.validate();
+  if (s.ok()) s = check_limiter_fits(c, h_->capacity);
+  if (s.ok()) s = limiter_.reconfigure(c);
+  if (!s.ok()) return {s.code(), "table '" + std::string(h_->name) + "': " + s.message()};
   h_->limiter_config = c;
   return Status::Ok();
 }

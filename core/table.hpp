@@ -325,7 +325,15 @@ class Table {
   // delivery marks stay (a producer's items sent again after a reset are
   // still the ones it sent before).
   void reset();
+  // Errc::invalid_argument (nothing changed) for a config that
+  // check_limiter_fits refuses on this table, as Table::check would.
   Status set_rate_limiter(const RateLimiterConfig& c);
+  // Whether a valid limiter can do what it promises on a table of this
+  // capacity: min_size at most the capacity (else every sample waits for
+  // ever), and a queue no larger (else the table evicts what the queue
+  // should hold its writers back for). Table::check's and
+  // set_rate_limiter's; the message names the keys to change.
+  static Status check_limiter_fits(const RateLimiterConfig& c, uint64_t capacity);
   // Adds a newly referenced chunk's sizes to the statistics.
   void count_chunk(uint64_t raw, uint64_t stored) noexcept {
     h_->stats.bytes_raw += raw;

@@ -390,6 +390,39 @@ TEST(Table, OptionValidation) {
   EXPECT_EQ(with([](TableOptions& o) { o.max_refs_per_item = 9; }).code(), Errc::invalid_argument);
 }
 
+// A limiter that cannot do what it promises on a table of this capacity
+// is refused where tables are made (check; a restore's options come
+// through it too) and at run time (set_rate_limiter, which keeps the old
+// one): a queue larger than the table, a min_size above it.
+TEST(Table, LimitersThatCannotHoldOnTheirTableAreRefused) {
+  auto base = options({SelectorKind::fifo, 1}, {SelectorKind::fifo, 1}, 10, 1);
+  auto with = [&](RateLimiterConfig c) {
+    TableOptions o = base;
+    o.rate_limiter = c;
+    return Table::check(o).status();
+  };
+  EXPECT_TRUE(with(RateLimiterConfig::queue(10).value()).ok()) << "a queue as large as the table holds writers";
+  Status s = with(RateLimiterConfig::queue(11).value());
+  EXPECT_EQ(s.code(), Errc::invalid_argument);
+  EXPECT_NE(s.message().find("a queue of size 11 on a table of max_size 10"), std::string::npos) << s.message();
+  EXPECT_TRUE(with(RateLimiterConfig::min_size(10).value()).ok());
+  s = with(RateLimiterConfig::min_size(11).value());
+  EXPECT_EQ(s.code(), Errc::invalid_argument);
+  EXPECT_NE(s.message().find("min_size 11 is more than max_size 10"), std::string::npos) << s.message();
+  EXPECT_EQ(with(RateLimiterConfig::sample_to_insert_ratio(2.0, 11, 4.0).value()).code(), Errc::invalid_argument);
+  EXPECT_TRUE(with(RateLimiterConfig::sample_to_insert_ratio(1.0, 1, 20.0).value()).ok())
+      << "a replay's ratio limiter may let writers run past the table: it evicts by design";
+
+  OwnedTable f(base);
+  ASSERT_TRUE(f.table.set_rate_limiter(RateLimiterConfig::queue(10).value()).ok());
+  s = f.table.set_rate_limiter(RateLimiterConfig::queue(100).value());
+  EXPECT_EQ(s.code(), Errc::invalid_argument);
+  EXPECT_NE(s.message().find("table 'replay': rate_limiter: a queue of size 100"), std::string::npos) << s.message();
+  EXPECT_EQ(f.table.limiter().config().max_diff, 10.0) << "the old limiter stays";
+  EXPECT_EQ(f.table.set_rate_limiter(RateLimiterConfig::min_size(11).value()).code(), Errc::invalid_argument);
+  EXPECT_EQ(f.table.limiter().config().min_size_to_sample, 1);
+}
+
 TEST(Table, QueueDeliversEachItemOnceAndRateLimits) {
   auto o = options({SelectorKind::fifo, 1}, {SelectorKind::fifo, 1}, 10, 1);
   o.rate_limiter = RateLimiterConfig::queue(3).value();

@@ -242,7 +242,9 @@ TEST_F(CApi, ASampleOfTheWrongLengthTakesNothing) {
   engram_writer* w = writer(cols_, 2, /*chunk_length=*/2);
   for (int i = 0; i < 6; ++i) {
     append(w, static_cast<uint8_t>(i));
-    if (i % 2 == 1) ASSERT_EQ(engram_writer_create_item(w, t, 2, 1.0), ENGRAM_OK) << last();
+    if (i % 2 == 1) {
+      ASSERT_EQ(engram_writer_create_item(w, t, 2, 1.0), ENGRAM_OK) << last();
+    }
   }
   ASSERT_EQ(engram_writer_flush(w, 5000), ENGRAM_OK) << last();
   engram_writer_close(w);

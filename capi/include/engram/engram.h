@@ -226,8 +226,9 @@ ENGRAM_API int engram_rate_limiter_sample_to_insert_ratio(engram_rate_limiter* o
  * to be sampled; inserts wait while the queue is full, samples while it is
  * empty. Pair it with a FIFO sampler and max_times_sampled 1.
  *  - out: the limiter to fill. Not NULL.
- *  - size: the most items that wait to be sampled, 1 or more; the table's max_size should be at
- *    least this.
+ *  - size: the most items that wait to be sampled, 1 or more, and at most the table's max_size
+ *    (a larger queue would see its items evicted before it held a writer: engram_table_create
+ *    refuses it).
  * Errors:
  * ENGRAM_E_INVALID (out is NULL, or size < 1). */
 ENGRAM_API int engram_rate_limiter_queue(engram_rate_limiter* out, int64_t size);
@@ -329,7 +330,9 @@ ENGRAM_API void engram_table_options_init(engram_table_options* o);
  *    (engram_connect_options(3type)). Not NULL.
  *  - o: the table's settings (engram_table_options(3type)), read during the call only. Not NULL.
  * Errors: ENGRAM_E_INVALID (c or o is NULL, an
- * older struct_size, or a bad field: the message names it),
+ * older struct_size, or a bad field: the message names it; also a rate
+ * limiter that cannot hold on this table: a min_size above max_size, or
+ * a queue larger than max_size),
  * ENGRAM_E_RANGE (a name too long, max_size, num_columns or a column's
  * shape out of range, or the server holds 64 tables, the most it can),
  * ENGRAM_E_EXISTS (a table of that name exists),
@@ -387,8 +390,9 @@ ENGRAM_API int engram_table_reset(engram_client* c, const char* name);
  *  - r: the new limiter (engram_rate_limiter(3type), from a preset), read during the call only. Not
  *    NULL.
  * Errors:
- * ENGRAM_E_INVALID (c, name or r is NULL, or r is no valid limiter),
- * ENGRAM_E_RANGE (name too long), ENGRAM_E_NOT_FOUND, ENGRAM_E_TIMEOUT,
+ * ENGRAM_E_INVALID (c, name or r is NULL, r is no valid limiter, or r
+ * cannot hold on the table, as engram_table_create refuses; the old limiter
+ * stays), ENGRAM_E_RANGE (name too long), ENGRAM_E_NOT_FOUND, ENGRAM_E_TIMEOUT,
  * ENGRAM_E_DISCONNECTED. */
 ENGRAM_API int engram_table_set_rate_limiter(engram_client* c, const char* name, const engram_rate_limiter* r);
 
