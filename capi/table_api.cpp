@@ -72,7 +72,7 @@ int engram_table_create(engram_client* c, const engram_table_options* o) {
     return set_error(s);
   NameRequest n;
   if (Status s = name_request(o->name, &n); !s.ok()) return set_error(s);
-  // Only converted here: the server checks the options (Table::check).
+  // Converted here; the server checks the options again (Table::check).
   TableOptions t;
   t.name = o->name;
   t.capacity = o->max_size;
@@ -84,6 +84,8 @@ int engram_table_create(engram_client* c, const engram_table_options* o) {
                     o->rate_limiter.max_diff};
   const engram_compression* comp = ENGRAM_HAS_FIELD(o, engram_table_options, compression) ? o->compression : nullptr;
   if (Status s = columns_from_c(o->columns, o->num_columns, comp, &t.signature); !s.ok()) return set_error(s);
+  // The server's own check, first: to_spec cuts what the wire form has no room for.
+  if (auto checked = Table::check(t); !checked.ok()) return set_error(checked.status());
   TableSpec spec = to_spec(t);
   return set_error(c->control(ControlType::create_table, &spec, sizeof spec, nullptr));
   ENGRAM_GUARD_END

@@ -239,6 +239,10 @@ struct ClientStatus {
 // The hello of a client built from this tree: its protocol and layouts.
 HelloRequest hello_request() noexcept;
 
+// The wire form of options that fit it: a name and columns within
+// Table::check's bounds. It cuts what does not fit, so every caller with
+// options not yet checked (a client's) runs Table::check first, and
+// nothing narrows a field before the check sees it.
 TableSpec to_spec(const TableOptions& o);
 TableOptions from_spec(const TableSpec& s);
 // A C string from a fixed array that may lack its NUL.

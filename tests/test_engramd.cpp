@@ -720,5 +720,44 @@ TEST(Engramctl, ABadTableIsRefusedInTheSameWordsWhereverItComesFrom) {
   engram_disconnect(c);
 }
 
+// A name or a column count past the wire form's room is refused by
+// engramctl create-table as by the config, never cut to fit (issue 58.5:
+// a 70-byte name made a table of its first 63 bytes, 40 columns one of 32,
+// and both exited 0).
+TEST(Engramctl, CreateTableRefusesWhatTheWireFormWouldCut) {
+  Daemon d(table_toml("replay", "max_size = 50"));
+  const std::string ctl = ENGRAMCTL_PATH, s = "--socket";
+  // n float32 columns, as [[column]] (a snippet) or [[table.column]] (a config) entries.
+  auto columns = [](const std::string& key, int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) out += "[[" + key + "]]\nname = \"c" + std::to_string(i) + "\"\ndtype = \"float32\"\n";
+    return out;
+  };
+  struct Case {
+    std::string name;
+    int columns;
+    std::string words;
+  };
+  const Case cases[] = {
+      {std::string(70, 'n'), 1, "is 70 bytes long"},
+      {"wide", 40, "40 columns"},
+  };
+  std::string out;
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.words);
+    std::ofstream(d.file("snippet.toml")) << "name = \"" << k.name << "\"\nmax_size = 5\n" << columns("column", k.columns);
+    EXPECT_EQ(run({ctl, s, d.socket(), "create-table", d.file("snippet.toml")}, &out, d.dir()), 1) << out;
+    EXPECT_NE(out.find(k.words), std::string::npos) << out;
+    std::ofstream(d.file("bad.toml")) << "[[table]]\nname = \"" << k.name << "\"\nmax_size = 5\n"
+                                      << columns("table.column", k.columns);
+    std::string config_out;
+    EXPECT_EQ(run({ENGRAMD_PATH, "--check-config", "--config", d.file("bad.toml")}, &config_out, d.dir()), 1);
+    EXPECT_NE(config_out.find(k.words), std::string::npos) << config_out;
+  }
+  EXPECT_EQ(run({ctl, s, d.socket(), "tables"}, &out, d.dir()), 0) << out;
+  EXPECT_EQ(out.find("wide"), std::string::npos) << out;
+  EXPECT_EQ(out.find(std::string(63, 'n')), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace engram::test
