@@ -7,7 +7,8 @@
 #             upstream table, drained from rx's table by a learner, in
 #             plaintext and with mutual TLS: items/s, bytes/s as a fraction
 #             of TCP's, each engramd's CPU seconds per GB against TCP's,
-#             and the writer's and the learner's (the clients' share)
+#             and the writer's and the learner's (the clients' share); each
+#             at chunk lengths 1 (the writer's default) and 16 (the agents')
 #   mirror    parameters of CartPole's size (70 KB) and Breakout's (530 KB)
 #             published on rx every 20 ms, read on tx from a mirrored table
 #             by a reader polling every 50 us: publish-to-read latency p50
@@ -15,8 +16,10 @@
 # Each measurement runs ENGRAM_REMOTE_REPS times (default 3) and reports the
 # median and the spread. Writes bench/results/remote.json and its plot,
 # remote.png (bench/remote.gp); --quick: small counts, one repetition, into
-# scratch files (CI runs it so that it does not rot). Exit 77 (skipped)
-# where namespaces cannot be made.
+# scratch files (CI runs it so that it does not rot). ENGRAM_REMOTE_SIZES,
+# ENGRAM_REMOTE_CHUNKS and ENGRAM_REMOTE_SECURITY narrow the upstream runs
+# (for a look at one case; the plot wants plain and tls). Exit 77
+# (skipped) where namespaces cannot be made.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 src=$PWD
@@ -110,11 +113,8 @@ say "tcp: $(python3 -c "print(f'{$tcp_median / 1e9:.2f}')") GB/s"
 json_tcp="{\"bytes_per_s\": {$(median_spread "${tcp_rate[@]}")}, \"cpu_s_per_gb\": {\"send\": {$(median_spread "${tcp_send_cpu[@]}")}, \"recv\": {$(median_spread "${tcp_recv_cpu[@]}")}}}"
 
 # --- upstream items ---
-upstream_run() {  # size, tls|plain, items: "items/s send_cpu_s recv_cpu_s writer_cpu_s learner_cpu_s" into $dir/run.txt
-  local size=$1 sec=$2 n=$3 chunk block
-  chunk=$((65536 / size))
-  [ $chunk -lt 1 ] && chunk=1
-  [ $chunk -gt 256 ] && chunk=256
+upstream_run() {  # size, tls|plain, items, chunk length: "items/s send_cpu_s recv_cpu_s writer_cpu_s learner_cpu_s" into $dir/run.txt
+  local size=$1 sec=$2 n=$3 chunk=$4 block
   block=$(pow2_at_least $((chunk * size + 4096)))
   cat >"$dir/rx.toml" <<TOML
 socket = "$dir/rx.sock"
@@ -156,8 +156,9 @@ TOML
   stop rx
 }
 json_up=""
-for sec in plain tls; do
-  for size in 400 4096 28672 409600; do
+for sec in ${ENGRAM_REMOTE_SECURITY:-plain tls}; do
+  for size in ${ENGRAM_REMOTE_SIZES:-400 4096 28672 409600}; do
+  for chunk in ${ENGRAM_REMOTE_CHUNKS:-1 16}; do
     bytes=$((1 << 30))
     [ $quick = 1 ] && bytes=$((16 << 20))
     n=$((bytes / size))
@@ -165,7 +166,7 @@ for sec in plain tls; do
     [ $n -lt 1000 ] && n=1000
     rates=() fractions=() scpu=() rcpu=() wcpu=() lcpu=()
     for r in $(seq "$reps"); do
-      upstream_run "$size" "$sec" "$n"
+      upstream_run "$size" "$sec" "$n" "$chunk"
       read -r rate s_cpu r_cpu w_cpu l_cpu <"$dir/run.txt"
       rates+=("$rate")
       fractions+=("$(python3 -c "print($rate * $size / $tcp_median)")")
@@ -174,8 +175,9 @@ for sec in plain tls; do
       wcpu+=("$(python3 -c "print($w_cpu / ($n * $size / 1e9))")")
       lcpu+=("$(python3 -c "print($l_cpu / ($n * $size / 1e9))")")
     done
-    say "upstream $sec $size B: ${rates[*]} items/s"
-    json_up+="${json_up:+, }{\"item_bytes\": $size, \"security\": \"$sec\", \"items\": $n, \"items_per_s\": {$(median_spread "${rates[@]}")}, \"fraction_of_tcp\": {$(median_spread "${fractions[@]}")}, \"engramd_cpu_s_per_gb\": {\"send\": {$(median_spread "${scpu[@]}")}, \"recv\": {$(median_spread "${rcpu[@]}")}}, \"client_cpu_s_per_gb\": {\"writer\": {$(median_spread "${wcpu[@]}")}, \"learner\": {$(median_spread "${lcpu[@]}")}}}"
+    say "upstream $sec $size B, chunk_length $chunk: ${rates[*]} items/s"
+    json_up+="${json_up:+, }{\"item_bytes\": $size, \"chunk_length\": $chunk, \"security\": \"$sec\", \"items\": $n, \"items_per_s\": {$(median_spread "${rates[@]}")}, \"fraction_of_tcp\": {$(median_spread "${fractions[@]}")}, \"engramd_cpu_s_per_gb\": {\"send\": {$(median_spread "${scpu[@]}")}, \"recv\": {$(median_spread "${rcpu[@]}")}}, \"client_cpu_s_per_gb\": {\"writer\": {$(median_spread "${wcpu[@]}")}, \"learner\": {$(median_spread "${lcpu[@]}")}}}"
+  done
   done
 done
 
@@ -245,14 +247,18 @@ png=${out%.json}.png
 python3 - "$out" >"$dir/plot.dat" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
-up = {(u["item_bytes"], u["security"]): u for u in d["upstream"]}
+up = {(u["item_bytes"], u["security"], u["chunk_length"]): u for u in d["upstream"]}
 tcp = d["tcp"]
 for size in sorted({k[0] for k in up}):
-    p, t = up[(size, "plain")], up[(size, "tls")]
-    gbps = lambda u: u["items_per_s"]["median"] * size / 1e9
-    cpu = lambda u, side: u["engramd_cpu_s_per_gb"][side]["median"]
+    chunks = sorted({k[2] for k in up if k[0] == size})
+    lo, hi = chunks[0], chunks[-1]  # 1 and 16 unless ENGRAM_REMOTE_CHUNKS said otherwise
+    row = lambda sec, chunk: up.get((size, sec, chunk))
+    gbps = lambda u: u["items_per_s"]["median"] * size / 1e9 if u else float("nan")
+    cpu = lambda u, side: u["engramd_cpu_s_per_gb"][side]["median"] if u else float("nan")
+    p, t = row("plain", hi), row("tls", hi)
     print(size, gbps(p), gbps(t), tcp["bytes_per_s"]["median"] / 1e9, cpu(p, "send"), cpu(p, "recv"),
-          cpu(t, "send"), cpu(t, "recv"), tcp["cpu_s_per_gb"]["send"]["median"], tcp["cpu_s_per_gb"]["recv"]["median"])
+          cpu(t, "send"), cpu(t, "recv"), tcp["cpu_s_per_gb"]["send"]["median"], tcp["cpu_s_per_gb"]["recv"]["median"],
+          gbps(row("plain", lo)), gbps(row("tls", lo)))
 PY
 gnuplot -e "data='$dir/plot.dat'; out='$png'" "$src/bench/remote.gp"
 say "wrote $out and $png"

@@ -2,6 +2,7 @@
 
 #include <deque>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "capi/relay.h"
 #include "remote/local_table.hpp"
@@ -41,6 +42,19 @@ class Delivery {
   grpc::Status apply(const DeliverRequest& rq, bool first) {
     if (!first && (!rq.table().empty() || rq.producer() != 0 || rq.signature() != 0))
       return bad_field("DeliverRequest.table, producer and signature belong to the stream's first request only");
+    // Forgets of chunks held before this request that none of its items
+    // name go first, so that the chunks held are those a sender bounds by
+    // kMaxHeldChunks (what it has on the stream, less what it forgets);
+    // the rest (chunks this request sends or names) after its items.
+    named_.clear();
+    for (const auto& it : rq.items())
+      for (const auto& sl : it.slices()) named_.insert(sl.chunk());
+    early_.assign(static_cast<size_t>(rq.forget_size()), false);
+    for (int i = 0; i < rq.forget_size(); ++i)
+      if (held_.count(rq.forget(i)) && !named_.count(rq.forget(i))) {
+        if (grpc::Status s = forget(i, rq.forget(i)); !s.ok()) return s;
+        early_[static_cast<size_t>(i)] = true;
+      }
     // The request's chunks go into blocks as the first item over each
     // needs it, not all before the first item: one client may reserve only
     // a share of each size class, and a chunk's block leaves that share
@@ -91,14 +105,9 @@ class Delivery {
     for (int i = 0; i < rq.chunks_size(); ++i)  // for later requests' items
       if (arriving_.count(rq.chunks(i).id()))
         if (grpc::Status s = take_in(rq, i); !s.ok()) return s;
-    for (int i = 0; i < rq.forget_size(); ++i) {
-      auto h = held_.find(rq.forget(i));
-      if (h == held_.end())
-        return bad_field("DeliverRequest.forget[" + std::to_string(i) + "] names chunk " + std::to_string(rq.forget(i)) +
-                   ", which this stream does not hold");
-      if (int e = engram_private_relay_forget(local_.relay, h->second); e != ENGRAM_OK) return status_of(e, "forget");
-      held_.erase(h);
-    }
+    for (int i = 0; i < rq.forget_size(); ++i)
+      if (!early_[static_cast<size_t>(i)])
+        if (grpc::Status s = forget(i, rq.forget(i)); !s.ok()) return s;
     // Every item of the request answered before the next is read: while
     // the rate limiter holds them, the peer's stream waits (backpressure).
     while (!order_.empty()) {
@@ -109,6 +118,16 @@ class Delivery {
   }
 
  private:
+  grpc::Status forget(int i, uint64_t id) {
+    auto h = held_.find(id);
+    if (h == held_.end())
+      return bad_field("DeliverRequest.forget[" + std::to_string(i) + "] names chunk " + std::to_string(id) +
+                       ", which this stream does not hold");
+    if (int e = engram_private_relay_forget(local_.relay, h->second); e != ENGRAM_OK) return status_of(e, "forget");
+    held_.erase(h);
+    return grpc::Status::OK;
+  }
+
   static std::string chunk_at(const DeliverRequest& rq, int i) {
     return "DeliverRequest.chunks[" + std::to_string(i) + "] (id " + std::to_string(rq.chunks(i).id()) + ")";
   }
@@ -177,6 +196,8 @@ class Delivery {
   uint64_t producer_ = 0;
   std::unordered_map<uint64_t, uint64_t> held_;
   std::unordered_map<uint64_t, int> arriving_;  // this request's chunks not yet in blocks: id -> index
+  std::unordered_set<uint64_t> named_;          // the chunks this request's items name
+  std::vector<bool> early_;                     // this request's forgets applied before its items
   std::deque<Sent> order_;
   uint64_t taken_ = 0;  // relayed items counted off order_
   uint64_t last_sequence_ = 0, answered_sequence_ = 0;

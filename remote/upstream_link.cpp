@@ -11,6 +11,7 @@
 #include "daemon/log.hpp"
 #include "remote/local_table.hpp"
 #include "remote/peer.grpc.pb.h"
+#include "remote/deliver.hpp"
 #include "remote/peer_link.hpp"
 #include "remote/wire_items.hpp"
 
@@ -26,12 +27,17 @@ constexpr int32_t kTakeSliceMs = 100;  // a take waits this long before the link
 constexpr size_t kWindow = 2;
 constexpr int64_t kStopWaitMs = 5000;  // at a clean stop, for the peer to answer what is in flight
 
-// Items taken together, in one request: pinned until the peer answered
-// them all.
+// Items taken together: pinned until the peer answered them all. They go
+// in one request, or, where their new chunks would pass what the peer
+// holds for a stream (kMaxHeldChunks), in several: `next` is the first
+// not yet on this stream.
 struct Batch {
   engram_taken* taken = nullptr;
-  uint64_t last_sequence = 0;    // the highest delivery sequence in it
+  uint32_t count = 0;            // its items
+  uint32_t next = 0;             // items put on this stream so far (0 again after a reconnect)
+  uint64_t last_sequence = 0;    // the highest delivery sequence of those
   std::vector<uint64_t> chunks;  // the chunk names its items use
+  bool sent() const noexcept { return next == count; }
 };
 
 }  // namespace
@@ -99,22 +105,37 @@ struct UpstreamLink::Impl final : PeerLink {
     local.close();
   }
 
-  // The request that sends b: its chunks not on the stream yet, its items.
-  // b.last_sequence becomes the last item that went: an item left out (its
-  // chunk failed its check) is never answered, and must not hold b.
-  void add_batch(Batch& b, pb::DeliverRequest* rq, uint64_t* bytes) {
-    b.last_sequence = 0;
-    for (uint32_t i = 0, n = engram_private_taken_count(b.taken); i < n; ++i) {
+  // Puts b's items from b.next into rq while the chunks the peer would
+  // hold after it (those on the stream, less this request's forgets, plus
+  // its new chunks) stay within kMaxHeldChunks; at least one item when
+  // nothing is in flight, where the forgets leave the peer all but empty.
+  // b.last_sequence becomes the last item that went: an item left out
+  // (its chunk failed its check) is never answered, and must not hold b.
+  // False if not one item fits now (the caller waits for a reply).
+  bool add_batch(Batch& b, pb::DeliverRequest* rq, uint64_t* bytes, bool in_flight) {
+    // What this request forgets: stream() keeps every chunk of b held.
+    std::unordered_set<uint64_t> forgotten(to_forget.begin(), to_forget.end());
+    for (uint64_t c : b.chunks) forgotten.erase(c);
+    size_t fresh = 0;  // this request's new chunks
+    bool added = false;
+    for (; b.next < b.count; ++b.next) {
       engram_private_item it;
-      if (engram_private_taken_item(b.taken, i, &it) != ENGRAM_OK) continue;  // a slice outside the arena: not sent
+      if (engram_private_taken_item(b.taken, b.next, &it) != ENGRAM_OK) continue;  // a slice outside the arena: not sent
+      size_t more = 0;
+      for (uint32_t k = 0; k < it.num_slices; ++k) more += on_stream.count(it.slices[k].chunk) == 0;
+      // Slices of one item may repeat a chunk: an over-count, safe.
+      if (on_stream.size() - forgotten.size() + fresh + more > kMaxHeldChunks && (added || in_flight)) break;
       Status s = add_wire_item(it, local, &on_stream, rq->mutable_chunks(), rq->mutable_items(), bytes);
       if (s.ok()) {
         b.last_sequence = it.sequence + 1;
+        fresh += more;
+        added = true;
       } else {  // a local writer rewrote its sealed chunk: the item cannot go
         log_warn("remote: upstream " + o.table + ": a chunk fails its check and its items are not sent: " +
                  s.message());
       }
     }
+    return added || b.sent();
   }
 
   Batch take(int32_t timeout_ms) {
@@ -126,12 +147,13 @@ struct UpstreamLink::Impl final : PeerLink {
         throw std::runtime_error("this server's table " + o.table + " went away");
       return b;
     }
-    if (engram_private_taken_count(b.taken) == 0) {
+    b.count = engram_private_taken_count(b.taken);
+    if (b.count == 0) {
       engram_private_taken_free(b.taken);
       b.taken = nullptr;
       return b;
     }
-    for (uint32_t i = 0, n = engram_private_taken_count(b.taken); i < n; ++i) {
+    for (uint32_t i = 0, n = b.count; i < n; ++i) {
       engram_private_item it;
       if (engram_private_taken_item(b.taken, i, &it) != ENGRAM_OK) continue;
       for (uint32_t k = 0; k < it.num_slices; ++k) b.chunks.push_back(it.slices[k].chunk);
@@ -144,7 +166,7 @@ struct UpstreamLink::Impl final : PeerLink {
   void answered(const pb::DeliverReply& r) {
     std::unordered_set<uint64_t> released;
     uint64_t items = 0;
-    while (!pending.empty() && pending.front().last_sequence <= r.answered()) {
+    while (!pending.empty() && pending.front().sent() && pending.front().last_sequence <= r.answered()) {
       items += engram_private_taken_count(pending.front().taken);
       for (uint64_t c : pending.front().chunks) released.insert(c);
       engram_private_taken_free(pending.front().taken);
@@ -171,9 +193,9 @@ struct UpstreamLink::Impl final : PeerLink {
     auto rw = stub->Deliver(&context);
     on_stream.clear();
     to_forget.clear();
+    for (Batch& b : pending) b.next = 0;  // what the last stream left unanswered goes again, in order
     set_state("connecting to " + o.peer);
     bool first = true;
-    size_t resend = pending.size();
     struct Sent {
       int items;
       uint64_t bytes;
@@ -189,11 +211,11 @@ struct UpstreamLink::Impl final : PeerLink {
           rq.set_producer(o.producer);
           rq.set_signature(local.signature);
         }
+        auto unsent = std::find_if(pending.begin(), pending.end(), [](const Batch& b) { return !b.sent(); });
         const Batch* sent = nullptr;
-        if (resend > 0) {  // what the last stream left unanswered, in order
-          sent = &pending[pending.size() - resend];
-          add_batch(pending[pending.size() - resend], &rq, &bytes);
-          --resend;
+        if (unsent != pending.end()) {
+          if (!add_batch(*unsent, &rq, &bytes, !in_flight.empty())) break;  // the peer holds enough: a reply first
+          sent = &*unsent;
         } else {
           if (stopping()) {
             stop = true;
@@ -207,14 +229,18 @@ struct UpstreamLink::Impl final : PeerLink {
             break;
           }
           if (b.taken) {
-            add_batch(b, &rq, &bytes);
-            size_next_take(engram_private_taken_count(b.taken), bytes);
             pending.push_back(std::move(b));
-            sent = &pending.back();
+            Batch& added = pending.back();
+            if (!add_batch(added, &rq, &bytes, !in_flight.empty()) && rq.chunks_size() == 0 && !first &&
+                to_forget.empty())
+              break;  // taken, sent with the next request
+            size_next_take(added.next, bytes);
+            sent = &added;
           }
         }
         // A chunk this request's items name again stays held: forgetting it
         // here and sending it anew would name one id twice on the stream.
+        // The peer forgets before it takes this request's chunks in.
         for (uint64_t c : to_forget)
           if (!sent || std::find(sent->chunks.begin(), sent->chunks.end(), c) == sent->chunks.end()) {
             rq.add_forget(c);

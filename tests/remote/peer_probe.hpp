@@ -109,7 +109,7 @@ inline std::vector<int64_t> drain_items(const std::string& socket, const char* t
 
 // A writer of kProcColumns' shape (obs uint8 [10, 30], meta int64 [2]) that
 // writes items whose meta[0] counts from `first`.
-inline void write_items(const std::string& socket, const char* table, int64_t first, int n) {
+inline void write_items(const std::string& socket, const char* table, int64_t first, int n, uint32_t chunk_length = 8) {
   engram_client* c = connect_c(socket);
   ASSERT_NE(c, nullptr);
   engram_table* t = nullptr;
@@ -119,7 +119,7 @@ inline void write_items(const std::string& socket, const char* table, int64_t fi
   engram_writer_options_init(&wo);
   wo.columns = cols;
   wo.num_columns = 2;
-  wo.chunk_length = 8;
+  wo.chunk_length = chunk_length;
   engram_writer* w = nullptr;
   ASSERT_EQ(engram_writer_open(c, &wo, &w), ENGRAM_OK) << engram_last_error();
   for (int i = 0; i < n; ++i) {
