@@ -394,6 +394,7 @@ Result<ServerConfig> parse_config(std::string_view text, const std::string& sour
       if (!r.ok()) return wrap(r.status());
       c.remote = *r;
     }
+    c.remote.state_dir = c.checkpoint.dir;
     if (const toml::node* tn = root.get("table")) {
       const toml::array* arr = tn->as_array();
       if (!arr) return wrap(bad("table", "must be an array of tables: use [[table]]"));

@@ -40,8 +40,12 @@ struct RemoteConfig {
   // said loudly (the log, engramctl status).
   bool insecure = false;
   // This server among its peers: names its upstream streams (the
-  // producer of each); "" = the host name.
+  // producer of each); "" = the host name and an id of this installation
+  // (remote/identity.hpp).
   std::string name;
+  // Where the id of that default name is kept: the [checkpoint] dir
+  // (the parser fills it), "" for none.
+  std::string state_dir;
   // Deliver streams served at once: each is a client of this server, of
   // its own uid, so the bound sits below [server] max_connections_per_uid.
   uint32_t max_streams = 64;

@@ -1,6 +1,7 @@
 #include "remote/deliver.hpp"
 
 #include <deque>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -207,9 +208,21 @@ class Delivery {
 
 }  // namespace
 
-grpc::Status serve_deliver(DeliverStream* stream, const PeerCall& peer, const std::string& socket) {
+grpc::Status serve_deliver(DeliverStream* stream, const PeerCall& peer, const std::string& socket,
+                           ProducerClaims* claims) {
   DeliverRequest rq;
   if (!stream->Read(&rq)) return grpc::Status::OK;
+  if (rq.sender().size() > kMaxSenderName)
+    return bad_field("DeliverRequest.sender must be at most " + std::to_string(kMaxSenderName) + " bytes");
+  std::optional<ProducerClaims::Held> held;  // for as long as this stream lives
+  if (claims && rq.producer() != 0) {
+    auto c = claims->claim(rq.table(), rq.producer(), rq.incarnation(), rq.sender(), peer.name);
+    if (!c.ok()) {
+      log_warn("remote: refused a stream: " + c.status().message());
+      return {grpc::StatusCode::ALREADY_EXISTS, c.status().message()};
+    }
+    held.emplace(std::move(*c));
+  }
   Delivery d(peer, stream);
   if (grpc::Status s = d.open(rq, socket); !s.ok()) return s;
   const std::string table = rq.table();

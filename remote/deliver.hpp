@@ -13,18 +13,23 @@
 
 #include "remote/peer.grpc.pb.h"
 #include "remote/peer_call.hpp"
+#include "remote/producer_claims.hpp"
 
 namespace engram::remote {
 
 // Chunks one stream may hold at once (DeliverRequest.forget lets them go):
 // each holds an arena block of this server.
 inline constexpr size_t kMaxHeldChunks = 1024;
+// DeliverRequest.sender, in bytes: a [remote] name.
+inline constexpr size_t kMaxSenderName = 255;
 
 // The stream as the handler sees it: gRPC's, or a fuzzer's.
 using DeliverStream = grpc::ServerReaderWriterInterface<engram::peer::v1::DeliverReply, engram::peer::v1::DeliverRequest>;
 
 // Serves one stream until the peer ends it, breaks a rule (a status that
-// names the field), or this server stops. `socket` is this server's.
-grpc::Status serve_deliver(DeliverStream* stream, const PeerCall& peer, const std::string& socket);
+// names the field), or this server stops. `socket` is this server's;
+// `claims` (nullptr: none kept, for a fuzzer) the producers' live streams.
+grpc::Status serve_deliver(DeliverStream* stream, const PeerCall& peer, const std::string& socket,
+                           ProducerClaims* claims);
 
 }  // namespace engram::remote

@@ -51,7 +51,7 @@ grpc::Status PeerService::admit(const char* what) {
 grpc::Status PeerService::Deliver(grpc::ServerContext* ctx, GrpcDeliverStream* stream) {
   if (grpc::Status s = admit("Deliver"); !s.ok()) return s;
   Admitted release{streams_};
-  return serve_deliver(stream, call(ctx), socket_);
+  return serve_deliver(stream, call(ctx), socket_, &claims_);
 }
 
 grpc::Status PeerService::Follow(grpc::ServerContext* ctx, const FollowRequest* rq,

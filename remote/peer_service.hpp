@@ -10,6 +10,7 @@
 
 #include "daemon/log.hpp"
 #include "remote/peer_call.hpp"
+#include "remote/producer_claims.hpp"
 #include "remote/peer.grpc.pb.h"
 
 namespace engram::remote {
@@ -41,6 +42,7 @@ class PeerService final : public engram::peer::v1::Peer::Service {
   // so that streams end (a Follow never ends by itself, and a Deliver
   // waits for its sender's next request) and gRPC's shutdown can finish.
   void stop() { stopping_ = true; }
+  const ProducerClaims& claims() const noexcept { return claims_; }
 
  private:
   // OK if one more stream may be served (then release it with Admitted).
@@ -57,6 +59,7 @@ class PeerService final : public engram::peer::v1::Peer::Service {
   uint32_t max_streams_;  // [remote] max_streams: Deliver and Follow streams served at once
   std::atomic<uint32_t> streams_{0};
   std::atomic<bool> stopping_{false};
+  ProducerClaims claims_;
   std::mutex refusals_mu_;
   RepeatedLog refusals_;  // a flood is one line and a count, not a line per stream
 };

@@ -11,6 +11,7 @@
 
 #include "daemon/log.hpp"
 #include "remote/credentials.hpp"
+#include "remote/identity.hpp"
 #include "remote/mirror_link.hpp"
 #include "remote/peer_service.hpp"
 #include "remote/upstream_link.hpp"
@@ -97,7 +98,9 @@ struct Remote::Impl {
     if (json) {
       out = "{\"listen\": \"" + json_escape(address) + "\", \"tls\": " + (config.tls() ? "true" : "false") +
             ", \"insecure\": " + (!config.tls() && !listen.loopback && !address.empty() ? "true" : "false") +
-            ", \"security\": \"" + json_escape(security) + "\", \"upstreams\": [";
+            ", \"security\": \"" + json_escape(security) + "\", \"clashes\": " +
+            std::to_string(peer_service ? peer_service->claims().clashes() : 0) + ", \"last_clash\": \"" +
+            json_escape(peer_service ? peer_service->claims().last_clash() : std::string()) + "\", \"upstreams\": [";
       for (size_t i = 0; i < links.size(); ++i) {
         const RemoteConfig::Upstream& u = config.upstreams[i];
         UpstreamLink::Stats st = links[i]->stats();
@@ -124,6 +127,9 @@ struct Remote::Impl {
       return out + "]}";
     }
     if (!address.empty()) out = "  remote       listening on " + address + ": " + security + "\n";
+    if (peer_service && peer_service->claims().clashes() > 0)
+      out += "  clashes      " + std::to_string(peer_service->claims().clashes()) +
+             " streams refused for a producer another sender holds; last: " + peer_service->claims().last_clash() + "\n";
     for (size_t i = 0; i < links.size(); ++i) {
       const RemoteConfig::Upstream& u = config.upstreams[i];
       UpstreamLink::Stats st = links[i]->stats();
@@ -156,11 +162,10 @@ Result<std::unique_ptr<Remote>> Remote::start(const RemoteConfig& c, Server& ser
   keep_message_buffers_in_heap();
   auto tls = load_tls(c);
   if (!tls.ok()) return tls.status();
-  std::string name = c.name;
-  if (name.empty()) {
-    char host[256] = {};
-    name = ::gethostname(host, sizeof host - 1) == 0 ? host : "engramd";
-  }
+  const Identity me = identity_of(c);
+  const std::string& name = me.name;
+  const uint64_t incarnation = random_u64();  // this process, against a clone of its name
+  if (!c.upstreams.empty()) log_info("remote: this server delivers as " + name + " (" + me.note + ")");
   for (const RemoteConfig::Upstream& u : c.upstreams) {
     auto peer = parse_peer_address(u.peer, false);
     if (!peer.ok()) return Status{Errc::invalid_argument, "table " + u.table + ": upstream: " + peer.status().message()};
@@ -171,6 +176,8 @@ Result<std::unique_ptr<Remote>> Remote::start(const RemoteConfig& c, Server& ser
     lo.peer = u.peer;
     lo.peer_table = u.peer_table;
     lo.producer = producer_of(name, u.table);
+    lo.sender = name;
+    lo.incarnation = incarnation;
     lo.socket = server.socket_path();
     impl->links.push_back(std::make_unique<UpstreamLink>(lo, *creds));
     log_info("remote: table " + u.table + " delivers to " + u.peer + " table " + u.peer_table + " (" +
@@ -200,6 +207,13 @@ Result<std::unique_ptr<Remote>> Remote::start(const RemoteConfig& c, Server& ser
   int port = 0;
   builder.AddListeningPort(listen->text(), server_credentials(c, *tls), &port);
   builder.SetMaxReceiveMessageSize(kMaxPeerMessageBytes);
+  // A sender whose machine is lost leaves no FIN: pings find its streams
+  // dead within about 15 s, so that they free their max_streams places
+  // and its producers' claims (a restarted sender is otherwise refused as
+  // a clash with its own ghost, remote/producer_claims.hpp).
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 10'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5'000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   // gRPC's synchronous server takes a thread per call: past the streams
   // PeerService admits, a few more for Hello and health checks, and new
   // calls beyond are refused by gRPC (RESOURCE_EXHAUSTED), not threads.

@@ -210,6 +210,8 @@ struct UpstreamLink::Impl final : PeerLink {
           rq.set_table(o.peer_table);
           rq.set_producer(o.producer);
           rq.set_signature(local.signature);
+          rq.set_incarnation(o.incarnation);
+          rq.set_sender(o.sender);
         }
         auto unsent = std::find_if(pending.begin(), pending.end(), [](const Batch& b) { return !b.sent(); });
         const Batch* sent = nullptr;

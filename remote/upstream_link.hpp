@@ -26,6 +26,8 @@ struct UpstreamLinkOptions {
   std::string peer;        // HOST:PORT of the peer's [remote] listen
   std::string peer_table;  // the peer's table
   uint64_t producer = 0;   // nonzero, the same across restarts
+  std::string sender;      // this server's name among peers (remote/identity.hpp), for the peer's messages
+  uint64_t incarnation = 0;  // this server process, nonzero (remote/producer_claims.hpp)
   std::string socket;      // this server's control socket
   uint32_t batch_items = 1024;      // items per request at most
   uint32_t batch_bytes = 1 << 20;  // new chunk bytes per request, about (one item's chunks at least): bench/NOTES.md

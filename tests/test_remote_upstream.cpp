@@ -3,6 +3,8 @@
 // restart of the receiver. Two engramds on loopback, plain C API writers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "remote/peer_probe.hpp"
 
 namespace engram::test {
@@ -72,6 +74,109 @@ TEST(RemoteUpstream, ABatchOfMoreNewChunksThanThePeerHoldsGoesOverSeveralRequest
   std::string log = read_file(sender.log()) + read_file(receiver.log());
   EXPECT_EQ(log.find("forget some first"), std::string::npos) << log;
   EXPECT_EQ(log.find("retrying"), std::string::npos) << "one stream throughout: " << log;
+}
+
+// Waits up to ms for `text` in the file at `path`.
+bool wait_for_text(const std::string& path, const std::string& text, int ms) {
+  for (int i = 0; i < ms / 20; ++i) {
+    if (read_file(path).find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return read_file(path).find(text) != std::string::npos;
+}
+
+std::string upstream_to(const std::string& address, const std::string& remote) {
+  return "[remote]\n" + remote +
+         table_toml("outbox", std::string(kQueue) + "upstream = \"" + address + "\"\nupstream_table = \"replay\"\n");
+}
+
+// Two senders under one [remote] name (issue 58.1: each wrote, and the
+// receiver answered 41,809 of the first's 50,000 items as duplicates,
+// silently). The second's stream is a clash: refused, named in both logs
+// and in the receiver's status, and the first delivers on, losing
+// nothing; once the first stops, the second delivers, losing nothing.
+TEST(RemoteUpstream, TwoSendersOfOneNameClashAndLoseNothing) {
+  Daemon receiver("[remote]\nlisten = \"127.0.0.1:0\"\n" + table_toml("replay", kQueue));
+  std::string address = remote_address(receiver);
+  ASSERT_FALSE(address.empty()) << read_file(receiver.log());
+  Daemon a(upstream_to(address, "name = \"actors\"\n"));
+  write_items(a.socket(), "outbox", 0, 500);
+  ASSERT_TRUE(wait_for_inserts(receiver.socket(), "replay", 500, 20000)) << read_file(a.log());
+  Daemon b(upstream_to(address, "name = \"actors\"\n"));
+  write_items(b.socket(), "outbox", 1000, 300);
+  ASSERT_TRUE(wait_for_text(b.log(), "claims it too", 10000)) << read_file(b.log());
+  std::string b_log = read_file(b.log()), r_log = read_file(receiver.log());
+  for (const std::string* log : {&b_log, &r_log}) {
+    EXPECT_NE(log->find("(sender 'actors'), and a second stream from"), std::string::npos) << *log;
+    EXPECT_NE(log->find("[remote] name"), std::string::npos) << "the key to change: " << *log;
+    EXPECT_NE(log->find("is already delivering from ipv4:127.0.0.1:"), std::string::npos) << *log;
+  }
+  EXPECT_NE(r_log.find("remote: refused a stream: producer "), std::string::npos) << r_log;
+  auto [rc, status] = engramctl(receiver, {"status"});
+  EXPECT_NE(status.find("clashes      "), std::string::npos) << status;
+  EXPECT_NE(status.find("claims it too"), std::string::npos) << status;
+  auto [brc, b_status] = engramctl(b, {"status"});
+  EXPECT_NE(b_status.find("claims it too"), std::string::npos) << "the sender's status says it too: " << b_status;
+  write_items(a.socket(), "outbox", 500, 500);  // the first delivers on
+  ASSERT_TRUE(wait_for_inserts(receiver.socket(), "replay", 1000, 20000)) << read_file(a.log());
+  EXPECT_EQ(a.terminate(), 0);
+  ASSERT_TRUE(wait_for_inserts(receiver.socket(), "replay", 1300, 30000))
+      << engramctl(b, {"status"}).second << read_file(b.log());
+  std::vector<int64_t> got = drain_items(receiver.socket(), "replay"), want;
+  for (int64_t i = 0; i < 1000; ++i) want.push_back(i);
+  for (int64_t i = 1000; i < 1300; ++i) want.push_back(i);
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, want) << "each item of both senders once";
+}
+
+// Two senders with the default name on one host (one host name, as two
+// network namespaces, containers or clones have): each is its own
+// producer, and the items of both arrive, the first's later ones too.
+// With the host name alone, the first's items written after the
+// second's came back as duplicates.
+TEST(RemoteUpstream, TwoSendersOfTheDefaultNameOnOneHostAreTwoProducers) {
+  Daemon receiver("[remote]\nlisten = \"127.0.0.1:0\"\n" + table_toml("replay", kQueue));
+  std::string address = remote_address(receiver);
+  ASSERT_FALSE(address.empty()) << read_file(receiver.log());
+  Daemon a(upstream_to(address, "")), b(upstream_to(address, ""));
+  write_items(a.socket(), "outbox", 0, 400);
+  ASSERT_TRUE(wait_for_inserts(receiver.socket(), "replay", 400, 20000)) << read_file(a.log());
+  write_items(b.socket(), "outbox", 1000, 400);
+  ASSERT_TRUE(wait_for_inserts(receiver.socket(), "replay", 800, 20000)) << read_file(b.log());
+  write_items(a.socket(), "outbox", 400, 400);  // numbered before b's, by a's clock
+  ASSERT_TRUE(wait_for_inserts(receiver.socket(), "replay", 1200, 20000))
+      << inserts(receiver.socket(), "replay") << " arrived\n" << engramctl(receiver, {"status"}).second;
+  std::vector<int64_t> got = drain_items(receiver.socket(), "replay"), want;
+  for (int64_t i = 0; i < 800; ++i) want.push_back(i);
+  for (int64_t i = 1000; i < 1400; ++i) want.push_back(i);
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(read_file(receiver.log()).find("claims it too"), std::string::npos);
+  EXPECT_NE(read_file(a.log()).find("drawn for this start"), std::string::npos) << read_file(a.log());
+}
+
+// With a [checkpoint] dir, the default name's id is made at the first
+// start and kept there: a restart delivers as the same producer.
+TEST(RemoteUpstream, TheDefaultNameIsKeptInTheCheckpointDirectory) {
+  Daemon receiver("[remote]\nlisten = \"127.0.0.1:0\"\n" + table_toml("replay", kQueue));
+  std::string address = remote_address(receiver);
+  std::string state = make_temp_dir();
+  Daemon a("[checkpoint]\ndir = \"" + state + "\"\n" + upstream_to(address, ""));
+  auto name_in = [](const std::string& log) {
+    size_t at = log.find("this server delivers as ");
+    return at == std::string::npos ? std::string() : log.substr(at, log.find(' ', at + 24) - at);
+  };
+  std::string first = name_in(read_file(a.log()));
+  ASSERT_FALSE(first.empty()) << read_file(a.log());
+  std::string id = read_file(state + "/instance-id");
+  ASSERT_EQ(id.size(), 17u) << id;
+  EXPECT_NE(first.find("/" + id.substr(0, 16)), std::string::npos) << first << " vs " << id;
+  EXPECT_EQ(a.terminate(), 0);
+  ::unlink(a.log().c_str());
+  a.start();
+  EXPECT_EQ(name_in(read_file(a.log())), first) << read_file(a.log());
+  std::string cmd = "rm -rf " + state;
+  EXPECT_EQ(std::system(cmd.c_str()), 0);
 }
 
 // The sender starts again without a checkpoint, under the same name: its

@@ -202,7 +202,8 @@ void deliver(Input& in, bool open_right) {
   }
   auto until = std::chrono::steady_clock::now() + kInputBudget;
   remote::PeerCall peer{"fuzz", [until] { return std::chrono::steady_clock::now() > until; }};
-  grpc::Status st = remote::serve_deliver(&stream, peer, g_socket);
+  static remote::ProducerClaims claims;  // each input's stream claims and lets go
+  grpc::Status st = remote::serve_deliver(&stream, peer, g_socket, &claims);
   if (!st.ok() && st.error_message().empty()) {
     std::fprintf(stderr, "fuzz_peer: a refusal (code %d) that does not say why\n", static_cast<int>(st.error_code()));
     std::abort();
