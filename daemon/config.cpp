@@ -1,5 +1,8 @@
 #include "daemon/config.hpp"
 
+#include <sched.h>
+#include <unistd.h>
+
 #include <grp.h>
 
 #include <cmath>
@@ -14,6 +17,12 @@
 #include "daemon/peer_address.hpp"
 
 namespace engram {
+
+uint32_t default_connections_per_uid() {
+  cpu_set_t set;
+  long cpus = ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : ::sysconf(_SC_NPROCESSORS_ONLN);
+  return static_cast<uint32_t>(std::clamp<long>(4 * cpus, 256, kMaxConnections / 2));
+}
 namespace {
 
 Status bad(const std::string& where, const std::string& what) { return {Errc::invalid_argument, where + ": " + what}; }
@@ -355,8 +364,13 @@ Result<ServerConfig> parse_config(std::string_view text, const std::string& sour
     if (const toml::node* sv = root.get("server")) {
       const toml::table* t = sv->as_table();
       if (!t) return wrap(bad("server", "must be a table"));
-      if (Status s = only_keys(*t, "server", {"max_connections", "max_connections_per_uid", "hello_timeout_ms"}); !s.ok())
+      if (Status s = only_keys(*t, "server", {"max_connections", "max_connections_per_uid", "max_startups",
+                                              "hello_timeout_ms"});
+          !s.ok())
         return wrap(s);
+      auto ms = get_int(*t, "server", "max_startups", c.max_startups, 1, kMaxConnections);
+      if (!ms.ok()) return wrap(ms.status());
+      c.max_startups = static_cast<uint32_t>(*ms);
       auto mc = get_int(*t, "server", "max_connections", c.max_connections, 1, kMaxConnections);
       auto mu = get_int(*t, "server", "max_connections_per_uid", c.max_connections_per_uid, 1, kMaxConnections);
       auto ht = get_int(*t, "server", "hello_timeout_ms", c.hello_timeout_ms, 10, 600000);

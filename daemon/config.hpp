@@ -61,6 +61,10 @@ struct RemoteConfig {
   bool tls() const { return !tls_cert.empty(); }
 };
 
+// max(256, 4 * the CPUs this process may run on): the default
+// [server] max_connections_per_uid (max_connections is twice it).
+uint32_t default_connections_per_uid();
+
 struct ServerConfig {
   std::string socket_path = kDefaultSocket;
   std::string group;       // owner group of socket and segments; "" = the server's own
@@ -69,8 +73,16 @@ struct ServerConfig {
   // [server]: the control socket's connections, said hello or not. Each
   // holds one of the server's descriptors, so a flood of them is bounded
   // here; start-up lowers max_connections to what the descriptor limit fits.
-  uint32_t max_connections = 512;
-  uint32_t max_connections_per_uid = 256;
+  // Defaults fit a big actor machine (an actor per core, two clients
+  // each, and its peers' streams): default_connections_per_uid().
+  uint32_t max_connections = 2 * default_connections_per_uid();
+  // Counted at hello: a connection that has not said hello yet counts
+  // against max_startups, so that a silent flood cannot refuse a user's
+  // next client.
+  uint32_t max_connections_per_uid = default_connections_per_uid();
+  // Connections not yet said hello, at once; past it, the oldest of them
+  // is closed to admit a new one (as sshd's MaxStartups does).
+  uint32_t max_startups = 64;
   uint32_t hello_timeout_ms = 5000;  // a connection still silent then is closed
   // [client]
   uint32_t ring_records = 1024;  // per channel ring; also the largest sample batch

@@ -68,12 +68,16 @@ Status Server::Impl::fit_descriptors() {
   return Status::Ok();
 }
 
-std::string Server::Impl::admission_refusal(uid_t uid) const {
+std::string Server::Impl::admission_refusal() const {
   if (clients.size() >= max_connections)
     return "the server holds " + std::to_string(clients.size()) + (clients.size() == 1 ? " connection" : " connections") +
            ", the most it allows (engramd.toml " +
            "[server] max_connections" + (max_connections < config.max_connections ? ", fitted to its descriptor limit" : "") +
            "); try again later, or raise the limit";
+  return "";
+}
+
+std::string Server::Impl::uid_refusal(uid_t uid) const {
   uint32_t per_uid = std::min(config.max_connections_per_uid, max_connections);
   auto it = connections_by_uid.find(uid);
   if (it != connections_by_uid.end() && it->second >= per_uid)
@@ -81,6 +85,18 @@ std::string Server::Impl::admission_refusal(uid_t uid) const {
            " open; the limit is engramd.toml [server] max_connections_per_uid = " + std::to_string(per_uid) +
            "); close some, or raise the limit";
   return "";
+}
+
+void Server::Impl::make_room_for_startup() {
+  if (startups < config.max_startups) return;
+  Client* oldest = nullptr;
+  for (auto& [fd, c] : clients)
+    if (!c.attached && (!oldest || c.hello_deadline_ns < oldest->hello_deadline_ns)) oldest = &c;
+  if (!oldest) return;
+  silences.note("closed the oldest connection that had not said hello yet, to admit a new one: " +
+                std::to_string(config.max_startups) + " were waiting (engramd.toml [server] max_startups)");
+  ++refused;
+  disconnect(*oldest);
 }
 
 void Server::Impl::refuse(int fd, Errc code, const std::string& why) {
@@ -133,13 +149,14 @@ void Server::Impl::accept_clients() {
       ::close(fd);
       continue;
     }
-    if (std::string why = admission_refusal(c.cred.uid); !why.empty()) {
+    if (std::string why = admission_refusal(); !why.empty()) {
       refusals.note("refused connections: " + why);
       refuse(fd, Errc::limit, why);
       continue;
     }
+    make_room_for_startup();
     c.hello_deadline_ns = monotonic_ns() + int64_t{config.hello_timeout_ms} * 1'000'000;
-    ++connections_by_uid[c.cred.uid];
+    ++startups;
     clients.emplace(fd, std::move(c));
   }
 }

@@ -94,6 +94,12 @@ bool Server::Impl::hello(Client& c, const std::vector<char>& p) {
                                       std::to_string(kLayoutVersion) + " (or the same version built differently)"});
     return false;
   }
+  if (std::string why = uid_refusal(c.cred.uid); !why.empty()) {
+    refusals.note("refused connections: " + why);
+    ++refused;
+    reply(c, ControlType::hello, {Errc::limit, why});
+    return false;
+  }
   auto id = arena_ids.take("client");
   if (!id.ok()) {
     reply(c, ControlType::hello, {Errc::full, "too many clients (" + std::to_string(kArenaMaxClients) + " at most)"});
@@ -101,6 +107,8 @@ bool Server::Impl::hello(Client& c, const std::vector<char>& p) {
   }
   c.id = *id;
   c.attached = true;
+  --startups;
+  ++connections_by_uid[c.cred.uid];
   log_info(who(c) + " attached (gid " + std::to_string(c.cred.gid) + ")");
   HelloReply hr{};
   hr.client_id = c.id;
@@ -357,7 +365,8 @@ void Server::Impl::disconnect(Client& c) {
   }
   if (c.table_export) release_export(*c.table_export);
   checkpoints->forget(c.fd);  // before its descriptor number can be another client's
-  if (auto it = connections_by_uid.find(c.cred.uid); it != connections_by_uid.end() && --it->second == 0)
+  if (!c.attached) --startups;
+  else if (auto it = connections_by_uid.find(c.cred.uid); it != connections_by_uid.end() && --it->second == 0)
     connections_by_uid.erase(it);
   ::close(c.fd);
   clients.erase(c.fd);

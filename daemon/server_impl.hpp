@@ -112,7 +112,8 @@ struct Server::Impl {
 
   // connections.cpp's state.
   uint32_t max_connections = 0;  // in force: config.max_connections fitted to the descriptors
-  std::map<uid_t, uint32_t> connections_by_uid;
+  std::map<uid_t, uint32_t> connections_by_uid;  // attached clients (said hello) by uid
+  uint32_t startups = 0;                          // connections that have not said hello yet
   uint64_t refused = 0;          // refused, or closed for want of a hello, since start
   int reserve_fd = -1;           // given up to accept-and-refuse when out of descriptors
   int64_t accept_paused_until_ns = 0;
@@ -137,8 +138,12 @@ struct Server::Impl {
   // Accepts every pending connection: admitted, or refused with a reply
   // that says which limit (and closed).
   void accept_clients();
-  // Why a new connection from `uid` is refused; "" to admit it.
-  std::string admission_refusal(uid_t uid) const;
+  // Why a new connection is refused (the total cap); "" to admit it.
+  std::string admission_refusal() const;
+  // Why a hello from `uid` is refused (its attached clients' cap); "".
+  std::string uid_refusal(uid_t uid) const;
+  // At max_startups connections without a hello, closes the oldest.
+  void make_room_for_startup();
   // Answers a connection's hello with a refusal and closes it.
   void refuse(int fd, Errc code, const std::string& why);
   // Closes every connection whose hello deadline has passed.
