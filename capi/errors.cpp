@@ -33,7 +33,7 @@ const char* engram_strerror(int code) {
     case ENGRAM_E_DISCONNECTED: return "disconnected from the server";
     case ENGRAM_E_PERMISSION: return "permission denied";
     case ENGRAM_E_VERSION: return "client and server versions differ";
-    case ENGRAM_E_CORRUPT: return "shared memory failed validation";
+    case ENGRAM_E_CORRUPT: return "shared memory or a file failed validation";
     case ENGRAM_E_CLOSED: return "table closed or dropped";
     case ENGRAM_E_INTERRUPTED: return "interrupted (engram_client_interrupt)";
     case ENGRAM_E_LIMIT: return "a limit the server sets per client or per user was reached";

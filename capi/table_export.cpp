@@ -222,7 +222,7 @@ Status export_table(engram_table* t, const std::string& path, const engram_trans
   ExportFile f;
   if (Status s = f.open(path); !s.ok()) return s;
   std::string table = fixed_string(spec.name, sizeof spec.name);
-  uint32_t format = 1;
+  uint32_t format = kExportFormat;
   Status s = f.begin_npy("engram/format", "<u4", {}, 4);
   if (s.ok()) s = f.put(&format, 4);
   f.end_member();

@@ -110,6 +110,21 @@ Status read_dataset(const engram_table* t, const std::string& path, const Mapped
     out->data = zip->bytes(*m) + at;
     return Status::Ok();
   };
+  // The format version, when the file says one (a file numpy wrote by
+  // hand may not): engram-export(5) has readers refuse versions they do
+  // not know.
+  if (zip->find("engram/format.npy")) {
+    Array format;
+    if (Status s = array("engram/format", &format); !s.ok()) return s;
+    if (!format.a.shape.empty() || format.a.dtype != DType::u32)
+      return {Errc::invalid_argument, path + ": array engram/format is " + format.a.descr +
+                                          "; engram-export(5) makes it a uint32 scalar"};
+    uint32_t version;
+    std::memcpy(&version, format.data, sizeof version);
+    if (version != kExportFormat)
+      return {Errc::invalid_argument, path + " is of export format " + std::to_string(version) + "; this engram reads format " +
+                                          std::to_string(kExportFormat) + " (engram-export(5)): import it with the engram that wrote it"};
+  }
   Array offset, length, priority;
   for (auto [name, x] : {std::pair{"items/offset", &offset}, {"items/length", &length}, {"items/priority", &priority}})
     if (Status s = array(name, x); !s.ok()) return s;

@@ -9,6 +9,10 @@
 
 namespace engram {
 
+// engram/format of an export (engram-export(5)): written, and the one
+// version an import reads.
+inline constexpr uint32_t kExportFormat = 1;
+
 // The caller's options (NULL: defaults), checked against struct_size.
 Status transfer_options(const engram_transfer_options* o, engram_transfer_options* out);
 

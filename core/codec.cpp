@@ -29,9 +29,9 @@ Status validate_codec(uint32_t codec, int32_t level) {
     if (level != 0) return {Errc::invalid_argument, "a compression level was given for an uncompressed column"};
     return Status::Ok();
   }
-  if (level != 0 && (level < ZSTD_minCLevel() || level > ZSTD_maxCLevel()))
+  if (level != 0 && (level < kMinZstdLevel || level > kMaxZstdLevel))
     return {Errc::invalid_argument, "zstd level " + std::to_string(level) + " is out of range; allowed " +
-                                        std::to_string(ZSTD_minCLevel()) + ".." + std::to_string(ZSTD_maxCLevel()) +
+                                        std::to_string(kMinZstdLevel) + ".." + std::to_string(kMaxZstdLevel) +
                                         " (0 for the default, " + std::to_string(kDefaultZstdLevel) + ")"};
   return Status::Ok();
 }

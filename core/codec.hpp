@@ -32,6 +32,11 @@ enum class Codec : uint32_t { none = 0, zstd = 1, delta_zstd = 2 };
 enum class Encoding : uint32_t { raw = 0, zstd = 1, delta_zstd = 2 };
 
 inline constexpr int32_t kDefaultZstdLevel = 3;
+// The zstd levels engram takes, the one home of the bound (columns'
+// compression, checkpoints): zstd's fast levels past -7 gain little and
+// its library's own floor (-131072) invites typos, so -7..22 as the pages
+// say.
+inline constexpr int32_t kMinZstdLevel = -7, kMaxZstdLevel = 22;
 
 const char* codec_name(Codec c) noexcept;
 // "none", "zstd", "delta_zstd"; Errc::invalid_argument naming the choices.

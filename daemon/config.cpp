@@ -11,6 +11,7 @@
 #include <sstream>
 #include <toml++/toml.h>
 
+#include "core/codec.hpp"
 #include "core/priority.hpp"
 #include "core/rate_limiter.hpp"
 #include "core/signature.hpp"
@@ -183,9 +184,11 @@ Result<TableOptions> parse_table(const toml::table& t, const std::string& path) 
   if (name->empty()) return bad(at(path, "name"), "is required");
   o.name = *name;
   if (!t.get("max_size")) return bad(at(path, "max_size"), "is required (the table's capacity in items)");
-  auto cap = get_int(t, path, "max_size", 0, 0, INT64_MAX);
+  // Any integer: Table::check refuses what is out of range, in the words
+  // every way of making a table gets (below 1 is as 0 there).
+  auto cap = get_int(t, path, "max_size", 0, INT64_MIN, INT64_MAX);
   if (!cap.ok()) return cap.status();
-  o.capacity = static_cast<uint64_t>(*cap);
+  o.capacity = static_cast<uint64_t>(std::max<int64_t>(0, *cap));
   auto sampler = get_string(t, path, "sampler", "uniform");
   auto remover = get_string(t, path, "remover", "fifo");
   if (!sampler.ok()) return sampler.status();
@@ -272,7 +275,7 @@ static Result<CheckpointConfig> parse_checkpoint(const toml::table& t) {
   auto interval = get_int(t, p, "interval_s", 0, 0, 7 * 86400);
   auto keep = get_int(t, p, "keep", 3, 1, 1000);
   auto io = get_string(t, p, "io", "auto");
-  auto level = get_int(t, p, "level", 1, -7, 22);
+  auto level = get_int(t, p, "level", 1, kMinZstdLevel, kMaxZstdLevel);
   auto rate = get_int(t, p, "max_mb_per_s", 512, 0, 1 << 20);
   auto from = get_string(t, p, "restore_from", "");
   if (!rate.ok()) return rate.status();

@@ -263,3 +263,21 @@ TEST(SealedChunk, APackedChunkKeepsItsDirectoryAndDecodes) {
 
 }  // namespace
 }  // namespace engram
+
+namespace engram {
+namespace {
+
+// The levels the pages promise, -7..22, and no others: -1000 was taken
+// (zstd's own floor is -131072) and its error named zstd's range (64.5).
+TEST(Codec, LevelsAreThoseThePagesSay) {
+  const uint32_t zstd = static_cast<uint32_t>(Codec::zstd);
+  for (int32_t ok : {-7, -1, 0, 1, 22}) EXPECT_TRUE(validate_codec(zstd, ok).ok()) << ok;
+  for (int32_t bad : {-1000, -8, 23}) {
+    Status s = validate_codec(zstd, bad);
+    EXPECT_EQ(s.code(), Errc::invalid_argument) << bad;
+    EXPECT_NE(s.message().find("allowed -7..22"), std::string::npos) << s.message();
+  }
+}
+
+}  // namespace
+}  // namespace engram

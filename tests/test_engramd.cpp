@@ -691,6 +691,9 @@ TEST(Engramctl, ABadTableIsRefusedInTheSameWordsWhereverItComesFrom) {
        "capacity (max_size) 8589934592 is more than 2^30", ENGRAM_E_RANGE},
       {"max_size = 0", [](engram_table_options* o) { o->max_size = 0; }, "capacity (max_size) must be at least 1",
        ENGRAM_E_RANGE},
+      // -5 said "allowed 0 or more", and 0 was then refused (issue 64.5).
+      {"max_size = -5", [](engram_table_options* o) { o->max_size = 0; }, "capacity (max_size) must be at least 1",
+       ENGRAM_E_RANGE},
       {"max_size = 5\nmax_chunks_per_item = 9", [](engram_table_options* o) { o->max_chunks_per_item = 9; },
        "max_chunks_per_item 9 is not in 1..8", ENGRAM_E_INVALID},
       {"max_size = 5\nrate_limiter = { kind = \"queue\", size = 100 }",

@@ -12,6 +12,7 @@ from .errors import Closed
 # worse, accept) a number the caller never passed. Every integer a caller
 # gives passes through here on its way to C.
 _U32, _I32, _U64, _I64 = (0, 2**32 - 1), (-2**31, 2**31 - 1), (0, 2**64 - 1), (-2**63, 2**63 - 1)
+_POS32 = (1, 2**32 - 1)  # counts the library refuses at 0: batch sizes, steps
 
 
 def _int(what, value, bounds):
@@ -26,6 +27,9 @@ def _int(what, value, bounds):
 
 
 def _real(what, value):
+    # float() would read a str ('1') too: a number is wanted, not its text.
+    if isinstance(value, (str, bytes, bytearray)):
+        raise TypeError(f"{what} must be a number, got {value!r}")
     try:
         return float(value)
     except (TypeError, ValueError):

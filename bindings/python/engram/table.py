@@ -7,7 +7,7 @@ import numpy as np
 
 from . import _ffi, _interrupt
 from ._ffi import lib
-from ._checks import _I32, _U32, _U64, _int
+from ._checks import _I32, _POS32, _U64, _int
 from ._columns import _DTYPES, _converted
 from ._handles import _Child
 from .batch import Batch
@@ -73,8 +73,8 @@ class Table(_Child):
     def _options(self, batch_size, num_steps, timeout_ms, no_repeats):
         o = _ffi.SampleOptions()
         lib.engram_sample_options_init(ctypes.byref(o))
-        o.batch_size = _int("batch_size", batch_size, _U32)
-        o.num_steps = _int("num_steps", num_steps, _U32)
+        o.batch_size = _int("batch_size", batch_size, _POS32)
+        o.num_steps = _int("num_steps", num_steps, _POS32)
         o.timeout_ms = _int("timeout_ms", timeout_ms, _I32)
         if not isinstance(no_repeats, (bool, np.bool_)):
             raise TypeError(f"no_repeats must be True or False, not {no_repeats!r}")

@@ -24,6 +24,7 @@ import torch
 
 from . import _ffi
 from ._ffi import lib
+from ._checks import _real
 from ._handles import _Handle
 from .client import Client
 from .errors import Disconnected, Interrupted, _check
@@ -125,6 +126,7 @@ class TensorBatch:
         """Prioritized replay's weights (N P(i))^-beta / max_j (N P(j))^-beta
         from the probabilities and table sizes (Schaul et al. 2016), as a
         [size] tensor of `dtype`: multiply each item's loss by it."""
+        beta = _real("beta", beta)
         if not 0 <= beta <= 1:
             raise ValueError(f"beta must be in 0..1, not {beta}")
         w = (self.table_sizes.to(torch.float64) * self.probabilities).pow(-beta)

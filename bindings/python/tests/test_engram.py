@@ -217,6 +217,7 @@ def test_an_export_is_read_by_numpy_alone_and_imports_back(client, tmp_path):
             "items/priority": d["items/priority"].astype(np.float32)}
     np.savez(tmp_path / "mine.npz", **mine)
     np.savez_compressed(tmp_path / "small.npz", **mine)
+    np.savez(tmp_path / "future.npz", **mine, **{"engram/format": np.uint32(99)})
     damaged = bytearray((tmp_path / "mine.npz").read_bytes())
     damaged[len(damaged) // 3] ^= 0xFF
     (tmp_path / "damaged.npz").write_bytes(bytes(damaged))
@@ -224,6 +225,11 @@ def test_an_export_is_read_by_numpy_alone_and_imports_back(client, tmp_path):
     with client.table("u") as u:
         with pytest.raises(engram.EngramError, match="np.savez_compressed") as e:
             u.import_from(tmp_path / "small.npz")
+        assert e.value.code == _ffi.E_INVALID
+        # engram-export(5): a reader refuses versions it does not know (it
+        # imported this one before).
+        with pytest.raises(engram.EngramError, match="export format 99; this engram reads format 1") as e:
+            u.import_from(tmp_path / "future.npz")
         assert e.value.code == _ffi.E_INVALID
         with pytest.raises(engram.EngramError, match="damaged") as e:
             u.import_from(tmp_path / "damaged.npz")
@@ -410,6 +416,27 @@ def test_priority_updates_and_deletes_report_each_key(client):
     info = client.table_info("t")
     assert info["size"] == 2
     assert (info["max_priority"], info["min_priority"]) == (1.0, 0.0), "the two items' priorities now"
+
+
+def test_careless_numbers_are_refused_by_what_is_allowed(client):
+    """Issue 64.5: batch_size=-1 said "must be in 0..4294967295" and 0 was
+    then refused; a priority of '1' (a str) was taken for 1.0 while None
+    was refused."""
+    cols = [("x", np.float32, ())]
+    client.create_table("t", cols, max_size=10)
+    with client.table("t") as t, client.writer(cols) as w:
+        for bad in (-1, 0):
+            with pytest.raises(ValueError, match=r"batch_size is %d; it must be in 1\.\.4294967295" % bad):
+                t.sample(batch_size=bad)
+            with pytest.raises(ValueError, match=r"num_steps is %d; it must be in 1\.\." % bad):
+                t.sample_view(batch_size=1, num_steps=bad)
+        w.append(x=1.0)
+        for bad in ("1", b"1", None):
+            with pytest.raises(TypeError, match="priority must be a number"):
+                w.create_item(t, 1, bad)
+        w.create_item(t, 1, np.float32(2.5))  # numpy's numbers are numbers
+        w.flush()
+        assert client.items("t")[0]["priority"] == 2.5
 
 
 def _write(sock, cols, first, n):

@@ -102,6 +102,8 @@ def test_importance_weights_are_those_computed_by_hand(client):
         assert torch.equal(b.importance_weights(0.0), torch.ones(64))
         with pytest.raises(ValueError, match="beta must be in 0..1"):
             b.importance_weights(1.5)
+        with pytest.raises(TypeError, match="beta must be a number"):  # was a bare TypeError of <=
+            b.importance_weights("x")
         empty = et.TensorBatch(t, 4).importance_weights(0.5)  # not sampled into: was a RuntimeError of max()
         assert empty.shape == (0,) and empty.dtype == torch.float32
 

@@ -163,11 +163,11 @@ typedef enum engram_codec {
                                   for image-like integer columns */
 } engram_codec;
 
-/* A column's codec and zstd level (0 = the default, 3; else zstd's range,
- * e.g. -7..22). A plain struct of fixed size. */
+/* A column's codec and zstd level (0 = the default, 3; else -7..22).
+ * A plain struct of fixed size. */
 typedef struct engram_compression {
   int32_t codec; /* engram_codec */
-  int32_t level; /* zstd's level: 0 for the default (3), else -7..22; ignored by ENGRAM_CODEC_NONE */
+  int32_t level; /* zstd's level: 0 for the default (3), else -7..22 (others are refused); ignored by ENGRAM_CODEC_NONE */
 } engram_compression;
 
 /* Reverb's rate limiter: when a table lets sampling and inserting go on.
