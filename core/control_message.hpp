@@ -226,7 +226,15 @@ struct StatusReply {
   uint32_t fds_open;         // the server's descriptors in use
   uint32_t fds_limit;        // its RLIMIT_NOFILE (soft)
   uint64_t refused;          // connections refused or closed unattached since start
+  // Clients whose last grant of blocks, within kWaitingForBlocksNs, found
+  // their class empty (writers waiting for arena space), and that class's
+  // block size (the smallest, if several).
+  uint32_t waiting_for_blocks;
+  uint32_t pad_;
+  uint64_t waiting_block_size;
 };
+// How recent a refused grant keeps its client counted as waiting.
+inline constexpr int64_t kWaitingForBlocksNs = 2'000'000'000;
 
 struct ClientStatus {
   uint32_t id;

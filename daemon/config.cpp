@@ -11,6 +11,7 @@
 #include <sstream>
 #include <toml++/toml.h>
 
+#include "core/chunk_format.hpp"
 #include "core/codec.hpp"
 #include "core/priority.hpp"
 #include "core/rate_limiter.hpp"
@@ -505,6 +506,24 @@ Status validate_remote(const RemoteConfig& r, const std::vector<CheckedTableOpti
   return Status::Ok();
 }
 
+Result<std::string> arena_fit(const ArenaConfig& a, const TableOptions& o) {
+  const size_t one_step = chunk_bytes(o.signature.data(), static_cast<uint32_t>(o.signature.size()), 1);
+  for (const SizeClassConfig& k : a.classes) {
+    if (k.block_size < one_step) continue;
+    if (k.count >= o.capacity) return std::string();
+    return "table '" + o.name + "': max_size " + std::to_string(o.capacity) + " items of one-step chunks (" +
+           std::to_string(one_step) + " bytes) would take as many blocks of " + std::to_string(k.block_size) +
+           " bytes, and the arena has " + std::to_string(k.count) +
+           " (shared with every table): writers wait for blocks long before the table is full. Write several steps "
+           "a chunk (engram_writer_options.chunk_length), or give [arena] classes more blocks of that size";
+  }
+  uint64_t largest = a.classes.empty() ? 0 : a.classes.back().block_size;
+  return Status{Errc::invalid_argument,
+                "table '" + o.name + "': one step of it takes " + std::to_string(one_step) +
+                    " bytes with its chunk's header, more than the arena's largest block (" + std::to_string(largest) +
+                    " bytes): no writer could write it; give [arena] classes a block of at least that size"};
+}
+
 Status validate_config(const ServerConfig& c) {
   if (c.socket_path.empty()) return bad("socket", "must not be empty");
   if (c.socket_path.size() > kMaxSocketPath)
@@ -530,6 +549,10 @@ Status validate_config(const ServerConfig& c) {
                                          "max_connections_per_uid = " +
                                          std::to_string(c.max_connections_per_uid) +
                                          " must exceed; lower max_streams or raise that");
+  const ArenaConfig arena = c.arena.classes.empty() ? default_arena() : c.arena;
+  for (size_t i = 0; i < c.tables.size(); ++i)
+    if (auto fit = arena_fit(arena, *c.tables[i]); !fit.ok())
+      return bad("table[" + std::to_string(i) + "]", fit.status().message());
   std::set<std::string> names;
   for (size_t i = 0; i < c.tables.size(); ++i)
     if (!names.insert(c.tables[i]->name).second)

@@ -97,6 +97,14 @@ struct ServerConfig {
 // 64 MiB in four size classes: enough for tests and small experiments.
 ArenaConfig default_arena();
 
+// How a table fits an arena: refused (Errc::invalid_argument, naming the
+// largest block) when one step of it fits no block, since no writer could
+// write it; else a warning, "" if none, when the class of its one-step
+// chunks has fewer blocks than max_size items, so that a table of
+// one-step items waits for blocks long before it is full (a one-step
+// chunk takes a whole block). The config check and table creation share it.
+Result<std::string> arena_fit(const ArenaConfig& a, const TableOptions& o);
+
 // The most blocks of a class of `count` that one client may hold reserved:
 // `share` of them, but at least 4 (a writer's open chunk, one in flight, a
 // spare), or the whole class if it has fewer.

@@ -175,6 +175,7 @@ void Server::Impl::close_silent() {
   accept_errors.tick();
   refusals.tick();
   silences.tick();
+  arena_waits.tick();
 }
 
 int Server::Impl::connections_poll_ms() const {
@@ -185,7 +186,7 @@ int Server::Impl::connections_poll_ms() const {
   for (const auto& [fd, c] : clients)
     if (!c.attached) sooner(c.hello_deadline_ns);
   if (accept_paused_until_ns > now) sooner(accept_paused_until_ns);
-  for (const RepeatedLog* l : {&accept_errors, &refusals, &silences})
+  for (const RepeatedLog* l : {&accept_errors, &refusals, &silences, &arena_waits})
     if (int64_t d = l->due_in_ns(); d >= 0) sooner(now + d);
   if (next < 0) return -1;
   return static_cast<int>(std::clamp<int64_t>((next - now + 999'999) / 1'000'000, 0, INT32_MAX));

@@ -256,6 +256,12 @@ bool Server::Impl::status(Client& c) {
   st.fds_open = fds_open();
   st.fds_limit = fds_limit();
   st.refused = refused;
+  for (const auto& [id, w] : waiting_for_blocks) {
+    if (monotonic_ns() - w.first > kWaitingForBlocksNs) continue;
+    uint64_t size = arena.size_class(w.second).block_size;
+    ++st.waiting_for_blocks;
+    if (st.waiting_block_size == 0 || size < st.waiting_block_size) st.waiting_block_size = size;
+  }
   st.tables = static_cast<uint32_t>(tables->size());
   st.arena_bytes = arena_seg.size();
   st.blocks_total = arena.total_blocks();
@@ -315,6 +321,17 @@ bool Server::Impl::grant_blocks(Client& c, const std::vector<char>& p) {
     why = {Errc::limit, why.message() + "; its share is engramd.toml [client] max_reserved_share = " +
                             number_text(config.max_reserved_share) +
                             ": keep fewer writers or chunks in flight, or raise it"};
+  if (granted.empty() && why.code() == Errc::out_of_memory) {
+    const SizeClass& k = arena.size_class(rq.size_class);
+    waiting_for_blocks[c.id] = {monotonic_ns(), rq.size_class};
+    arena_waits.note("writers wait for arena blocks of " + std::to_string(k.block_size) + " bytes: all " +
+                     std::to_string(k.count) +
+                     " of that class hold chunks of items or are being written, and they wait until items leave "
+                     "(evicted at max_size, sampled out, deleted); give [arena] more blocks of that size, write "
+                     "several steps a chunk (chunk_length), or keep fewer items (max_size)");
+  } else if (!granted.empty()) {
+    waiting_for_blocks.erase(c.id);
+  }
   if (granted.empty()) return reply(c, ControlType::grant_blocks, why);
   if (!why.ok() && why.code() != Errc::out_of_memory && why.code() != Errc::limit)
     log_error("granting blocks to " + who(c) + ": " + why.message());
@@ -365,6 +382,7 @@ void Server::Impl::disconnect(Client& c) {
   }
   if (c.table_export) release_export(*c.table_export);
   checkpoints->forget(c.fd);  // before its descriptor number can be another client's
+  waiting_for_blocks.erase(c.id);
   if (!c.attached) --startups;
   else if (auto it = connections_by_uid.find(c.cred.uid); it != connections_by_uid.end() && --it->second == 0)
     connections_by_uid.erase(it);

@@ -310,13 +310,14 @@ int main(int argc, char** argv) {
       std::printf("{\"pid\": %llu, \"version\": %s, \"uptime_ms\": %llu, \"clients\": %u, \"tables\": %u, "
                   "\"arena_bytes\": %llu, \"blocks\": {\"total\": %llu, \"free\": %llu, \"reserved\": %llu, \"sealed\": %llu}, "
                   "\"connections\": {\"open\": %u, \"max\": %u, \"max_per_uid\": %u, \"refused\": %llu}, "
-                  "\"descriptors\": {\"open\": %u, \"limit\": %u}, \"client_list\": [",
+                  "\"descriptors\": {\"open\": %u, \"limit\": %u}, "
+                  "\"waiting_for_blocks\": {\"clients\": %u, \"block_size\": %llu}, \"client_list\": [",
                   (unsigned long long)st.pid, json_string(fixed_string(st.version, sizeof st.version)).c_str(),
                   (unsigned long long)st.uptime_ms, st.clients, st.tables, (unsigned long long)st.arena_bytes,
                   (unsigned long long)st.blocks_total, (unsigned long long)st.blocks_free,
                   (unsigned long long)st.blocks_reserved, (unsigned long long)st.blocks_sealed, st.connections,
                   st.max_connections, st.max_connections_per_uid, (unsigned long long)st.refused, st.fds_open,
-                  st.fds_limit);
+                  st.fds_limit, st.waiting_for_blocks, (unsigned long long)st.waiting_block_size);
       for (size_t i = 0; i < each.size(); ++i)
         std::printf("%s{\"id\": %u, \"pid\": %u, \"uid\": %u, \"tables_open\": %u, \"reserved_blocks\": %llu}",
                     i ? ", " : "", each[i].id, each[i].pid, each[i].uid, each[i].channels,
@@ -334,6 +335,10 @@ int main(int argc, char** argv) {
     std::printf("  arena        %.1f MiB: %llu blocks, %llu free, %llu being written, %llu holding chunks\n",
                 st.arena_bytes / 1048576.0, (unsigned long long)st.blocks_total, (unsigned long long)st.blocks_free,
                 (unsigned long long)st.blocks_reserved, (unsigned long long)st.blocks_sealed);
+    if (st.waiting_for_blocks)
+      std::printf("  waiting      %u %s for arena blocks of %llu bytes (the class is full; see the log)\n",
+                  st.waiting_for_blocks, st.waiting_for_blocks == 1 ? "client waits" : "clients wait",
+                  (unsigned long long)st.waiting_block_size);
     std::fputs(remote.c_str(), stdout);
     if (!each.empty()) std::printf("  %8s %10s %10s %12s %16s\n", "CLIENT", "PID", "UID", "TABLES_OPEN", "RESERVED_BLOCKS");
     for (const ClientStatus& k : each)

@@ -118,6 +118,9 @@ struct Server::Impl {
   int reserve_fd = -1;           // given up to accept-and-refuse when out of descriptors
   int64_t accept_paused_until_ns = 0;
   RepeatedLog accept_errors, refusals, silences;
+  RepeatedLog arena_waits;  // grants refused for want of a free block: writers waiting
+  // Client id -> (when its last grant found its class empty, that class).
+  std::map<uint32_t, std::pair<int64_t, uint32_t>> waiting_for_blocks;
 
   ~Impl();
 

@@ -1,5 +1,7 @@
 #include "daemon/table_registry.hpp"
 
+#include "daemon/config.hpp"
+
 #include "core/control_message.hpp"
 #include "core/name.hpp"
 #include "daemon/log.hpp"
@@ -9,6 +11,12 @@ namespace engram {
 Status TableRegistry::create(const CheckedTableOptions& checked) {
   const TableOptions& o = *checked;
   if (tables_.count(o.name)) return {Errc::already_exists, "a table named \"" + escaped(o.name) + "\" exists"};
+  ArenaConfig classes;
+  for (uint32_t k = 0; k < arena_.num_classes(); ++k)
+    classes.classes.push_back({arena_.size_class(k).block_size, arena_.size_class(k).count});
+  auto fit = arena_fit(classes, o);
+  if (!fit.ok()) return fit.status();
+  if (!fit->empty()) log_warn(*fit);
   auto id = table_ids_.take("table");
   if (!id.ok()) return {Errc::full, "at most " + std::to_string(kMaxTables) + " tables"};
   auto aid = arena_ids_->take("arena client");

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <csignal>
@@ -760,6 +761,64 @@ TEST(Engramctl, CreateTableRefusesWhatTheWireFormWouldCut) {
   EXPECT_EQ(run({ctl, s, d.socket(), "tables"}, &out, d.dir()), 0) << out;
   EXPECT_EQ(out.find("wide"), std::string::npos) << out;
   EXPECT_EQ(out.find(std::string(63, 'n')), std::string::npos) << out;
+}
+
+// A table its arena cannot hold (issue 64.4): one whose step fits no
+// block is refused where it is made, naming the largest block; one whose
+// one-step chunks would need more blocks than its class has is warned
+// about when made; and a writer that waits for blocks is said in the log
+// once and shown by engramctl status. Before, --check-config passed the
+// first, and the writer of the last waited for ever without a word.
+TEST(Engramd, ATableItsArenaCannotHoldIsRefusedOrSaid) {
+  std::string dir = make_temp_dir(), out;
+  const std::string arena = "[arena]\nclasses = [ { block_size = \"4KiB\", count = 16 } ]\n";
+  std::ofstream(dir + "/big.toml") << arena << "[[table]]\nname = \"big\"\nmax_size = 10\n"
+                                   << "[[table.column]]\nname = \"x\"\ndtype = \"uint8\"\nshape = [8192]\n";
+  EXPECT_EQ(run({ENGRAMD_PATH, "--check-config", "--config", dir + "/big.toml"}, &out, dir), 1) << out;
+  EXPECT_NE(out.find("more than the arena's largest block (4096 bytes)"), std::string::npos) << out;
+
+  Daemon d(arena + "[[table]]\nname = \"t\"\nmax_size = 100\n[[table.column]]\nname = \"x\"\ndtype = \"float32\"\n");
+  EXPECT_NE(read_file(d.log()).find("max_size 100 items of one-step chunks"), std::string::npos) << read_file(d.log());
+  engram_client* c = connect_c(d.socket());
+  ASSERT_NE(c, nullptr);
+  engram_table* t = nullptr;
+  ASSERT_EQ(engram_table_open(c, "t", &t), ENGRAM_OK) << engram_last_error();
+  engram_column col = {"x", ENGRAM_FLOAT32, 0, {}};
+  engram_writer_options wo;
+  engram_writer_options_init(&wo);
+  wo.columns = &col;
+  wo.num_columns = 1;
+  wo.insert_timeout_ms = 3000;
+  engram_writer* w = nullptr;
+  ASSERT_EQ(engram_writer_open(c, &wo, &w), ENGRAM_OK) << engram_last_error();
+  std::atomic<int> rc{ENGRAM_OK};
+  std::thread writer([&] {
+    for (int i = 0; i < 40 && rc == ENGRAM_OK; ++i) {
+      float x = static_cast<float>(i);
+      const void* step[1] = {&x};
+      rc = engram_writer_append(w, step);
+      if (rc == ENGRAM_OK) rc = engram_writer_create_item(w, t, 1, 1.0);
+    }
+  });
+  bool seen = false;
+  for (int i = 0; i < 100 && !seen; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_EQ(run({ENGRAMCTL_PATH, "--socket", d.socket(), "status"}, &out, d.dir()), 0);
+    seen = out.find("waiting      1 client waits for arena blocks of 4096 bytes") != std::string::npos;
+  }
+  EXPECT_TRUE(seen) << out;
+  writer.join();
+  EXPECT_EQ(rc, ENGRAM_E_TIMEOUT) << "the arena holds 16 one-step items";
+  std::string log = read_file(d.log());
+  EXPECT_NE(log.find("writers wait for arena blocks of 4096 bytes: all 16 of that class"), std::string::npos) << log;
+  size_t lines = 0;
+  for (size_t at = log.find("writers wait for arena blocks"); at != std::string::npos;
+       at = log.find("writers wait for arena blocks", at + 1))
+    ++lines;
+  EXPECT_LE(lines, 2u) << "once, then a count";
+  engram_writer_close(w);
+  engram_table_close(t);
+  engram_disconnect(c);
 }
 
 }  // namespace
