@@ -1,5 +1,7 @@
 #include "core/table.hpp"
 
+#include <cstdio>
+
 #include <algorithm>
 #include <cstring>
 #include <ctime>
@@ -550,6 +552,16 @@ Status Table::restore(const TableState& s, const std::function<uint32_t(const Ch
   return Status::Ok();
 }
 
+// A limiter's bound as people write it: an integer while it is one, else
+// %g (max_diff may be any finite double, up to DBL_MAX).
+static std::string limit_text(double v) {
+  if (v >= 0 && v < 9007199254740992.0 && v == static_cast<double>(static_cast<uint64_t>(v)))
+    return std::to_string(static_cast<uint64_t>(v));
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", v);
+  return b;
+}
+
 Status Table::check_limiter_fits(const RateLimiterConfig& c, uint64_t capacity) {
   if (c.min_size_to_sample > 0 && static_cast<uint64_t>(c.min_size_to_sample) > capacity)
     return {Errc::invalid_argument, "rate_limiter min_size " + std::to_string(c.min_size_to_sample) +
@@ -561,7 +573,7 @@ Status Table::check_limiter_fits(const RateLimiterConfig& c, uint64_t capacity) 
   // evicts them first, and the writers are never held.
   const bool queue = c.samples_per_insert == 1.0 && c.min_size_to_sample == 1 && c.min_diff == 0.0;
   if (queue && c.max_diff > static_cast<double>(capacity))
-    return {Errc::invalid_argument, "rate_limiter: a queue of size " + std::to_string(static_cast<uint64_t>(c.max_diff)) +
+    return {Errc::invalid_argument, "rate_limiter: a queue of size " + limit_text(c.max_diff) +
                                         " on a table of max_size " + std::to_string(capacity) +
                                         " would evict items nobody sampled instead of holding the writers when "
                                         "full; make the queue's size at most max_size, or max_size at least the size"};

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <limits>
 #include <random>
 #include <set>
 #include <vector>
@@ -410,6 +411,10 @@ TEST(Table, LimitersThatCannotHoldOnTheirTableAreRefused) {
   EXPECT_EQ(s.code(), Errc::invalid_argument);
   EXPECT_NE(s.message().find("min_size 11 is more than max_size 10"), std::string::npos) << s.message();
   EXPECT_EQ(with(RateLimiterConfig::sample_to_insert_ratio(2.0, 11, 4.0).value()).code(), Errc::invalid_argument);
+  RateLimiterConfig endless = RateLimiterConfig::queue(10).value();
+  endless.max_diff = std::numeric_limits<double>::max();  // fuzz_manifest: the message's cast was UB
+  s = with(endless);
+  EXPECT_NE(s.message().find("a queue of size 1.79769e+308"), std::string::npos) << s.message();
   EXPECT_TRUE(with(RateLimiterConfig::sample_to_insert_ratio(1.0, 1, 20.0).value()).ok())
       << "a replay's ratio limiter may let writers run past the table: it evicts by design";
 
