@@ -116,19 +116,19 @@ struct UpstreamLink::Impl final : PeerLink {
     // What this request forgets: stream() keeps every chunk of b held.
     std::unordered_set<uint64_t> forgotten(to_forget.begin(), to_forget.end());
     for (uint64_t c : b.chunks) forgotten.erase(c);
-    size_t fresh = 0;  // this request's new chunks
     bool added = false;
     for (; b.next < b.count; ++b.next) {
       engram_private_item it;
       if (engram_private_taken_item(b.taken, b.next, &it) != ENGRAM_OK) continue;  // a slice outside the arena: not sent
       size_t more = 0;
       for (uint32_t k = 0; k < it.num_slices; ++k) more += on_stream.count(it.slices[k].chunk) == 0;
-      // Slices of one item may repeat a chunk: an over-count, safe.
-      if (on_stream.size() - forgotten.size() + fresh + more > kMaxHeldChunks && (added || in_flight)) break;
+      // on_stream already holds the chunks this request added (add_wire_item
+      // puts them there). Slices of one item may repeat a chunk: an
+      // over-count, safe.
+      if (on_stream.size() - forgotten.size() + more > kMaxHeldChunks && (added || in_flight)) break;
       Status s = add_wire_item(it, local, &on_stream, rq->mutable_chunks(), rq->mutable_items(), bytes);
       if (s.ok()) {
         b.last_sequence = it.sequence + 1;
-        fresh += more;
         added = true;
       } else {  // a local writer rewrote its sealed chunk: the item cannot go
         log_warn("remote: upstream " + o.table + ": a chunk fails its check and its items are not sent: " +

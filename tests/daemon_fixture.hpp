@@ -239,6 +239,14 @@ inline const char* kProcColumns =
     "[[table.column]]\nname = \"obs\"\ndtype = \"uint8\"\nshape = [10, 30]\n"
     "[[table.column]]\nname = \"meta\"\ndtype = \"int64\"\nshape = [2]\n";
 
+// The lines of `text` that hold `needle` (a log's lines of one kind).
+inline size_t count_lines(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) n += line.find(needle) != std::string::npos;
+  return n;
+}
+
 inline std::string table_toml(const std::string& name, const std::string& body) {
   return "[[table]]\nname = \"" + name + "\"\n" + body + "\n" + kProcColumns;
 }

@@ -811,11 +811,7 @@ TEST(Engramd, ATableItsArenaCannotHoldIsRefusedOrSaid) {
   EXPECT_EQ(rc, ENGRAM_E_TIMEOUT) << "the arena holds 16 one-step items";
   std::string log = read_file(d.log());
   EXPECT_NE(log.find("writers wait for arena blocks of 4096 bytes: all 16 of that class"), std::string::npos) << log;
-  size_t lines = 0;
-  for (size_t at = log.find("writers wait for arena blocks"); at != std::string::npos;
-       at = log.find("writers wait for arena blocks", at + 1))
-    ++lines;
-  EXPECT_LE(lines, 2u) << "once, then a count";
+  EXPECT_LE(count_lines(log, "writers wait for arena blocks"), 2u) << "once, then a count";
   engram_writer_close(w);
   engram_table_close(t);
   engram_disconnect(c);

@@ -76,13 +76,6 @@ struct Signal {
   }
 };
 
-size_t count_lines(const std::string& text, const std::string& needle) {
-  size_t n = 0;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) n += line.find(needle) != std::string::npos;
-  return n;
-}
-
 // Connections that never say hello: up to n non-blocking connects, for at
 // most `for_ms` (a full backlog refuses some; they are tried again).
 std::vector<int> silent_connections(const std::string& socket, size_t n, int for_ms) {
