@@ -19,7 +19,8 @@ int to_code(Errc e) noexcept {
     case Errc::rate_limited: return ENGRAM_E_RATE_LIMITED;
     case Errc::empty: return ENGRAM_E_RATE_LIMITED;
     case Errc::full: return ENGRAM_E_RANGE;
-    case Errc::out_of_memory: return ENGRAM_E_NOMEM;
+    case Errc::out_of_memory:
+    case Errc::arena_exhausted: return ENGRAM_E_NOMEM;
     case Errc::double_free:
     case Errc::stale_reference:
     case Errc::corrupt: return ENGRAM_E_CORRUPT;

@@ -62,6 +62,12 @@ Status engram_writer::take_chunk_block(uint32_t k, int32_t timeout_ms, BlockRef*
     Status got = client->take_block(k, out, timeout_ms > 0 ? timeout_ms : 0, spares_coming);
     if (got.ok()) return got;
     if (got.code() != Errc::out_of_memory && got.code() != Errc::limit) return got;
+    // Blocks gathered to give back (inserts refused, say) may be what the
+    // class lacks: give them back before waiting for others to.
+    if (!client->returning.empty()) {
+      if (Status s = client->flush_returns(); !s.ok()) return s;
+      continue;
+    }
     for (engram_table* t : client->tables) {
       ResponseRecord unused;
       if (Status s = t->pump(0, &unused, nullptr, -1); !s.ok()) return s;

@@ -155,6 +155,10 @@ class ChunkArena : public ArenaBlocks {
   // reserved; every block of the class until set.
   void set_client_limit(uint32_t k, uint32_t n) noexcept;
   uint32_t client_limit(uint32_t k) const noexcept;
+  // Class k's free-list head word: it changes whenever a block of the
+  // class is listed or taken (its tag grows), so a word that stayed the
+  // same says that none was, in between. k < num_classes().
+  uint64_t free_list_word(uint32_t k) const noexcept { return meta_->lists[k].word.load(std::memory_order_acquire); }
   // Blocks of class k that `id` holds reserved now.
   uint32_t reserved_by(uint32_t id, uint32_t k) const noexcept;
   // After `dead` is gone: finishes its pending free-list operation, if any,

@@ -230,8 +230,14 @@ struct StatusReply {
   // their class empty (writers waiting for arena space), and that class's
   // block size (the smallest, if several).
   uint32_t waiting_for_blocks;
-  uint32_t pad_;
+  uint32_t num_classes;  // entries of `classes` in use
   uint64_t waiting_block_size;
+  // Each size class's blocks, by state: how close each is to full, and
+  // what a table's chunks cost (sealed blocks times their size).
+  struct {
+    uint64_t block_size;
+    uint32_t total, free, reserved, sealed;
+  } classes[kArenaMaxClasses];
 };
 // How recent a refused grant keeps its client counted as waiting.
 inline constexpr int64_t kWaitingForBlocksNs = 2'000'000'000;

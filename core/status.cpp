@@ -32,6 +32,7 @@ const char* errc_name(Errc c) noexcept {
     case Errc::closed: return "closed";
     case Errc::interrupted: return "interrupted";
     case Errc::limit: return "limit";
+    case Errc::arena_exhausted: return "arena_exhausted";
   }
   return "unknown error";
 }

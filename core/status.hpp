@@ -36,6 +36,7 @@ enum class Errc : int {
   closed,                // the handle's table was dropped or its channel closed
   interrupted,           // another thread or a signal handler interrupted the wait
   limit,                 // a limit the server sets per client or per user (the message names it)
+  arena_exhausted,       // a class has no free block, and no table will free one unless a client deletes items
 };
 
 const char* errc_name(Errc c) noexcept;

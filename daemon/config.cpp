@@ -239,12 +239,57 @@ auto guarded(std::string_view text, const std::string& source, F f) -> decltype(
 }  // namespace
 
 ArenaConfig default_arena() {
-  return ArenaConfig{{{4096, 4096}, {64 << 10, 256}, {1 << 20, 24}, {8 << 20, 2}}};
+  return ArenaConfig{{{256, 131072},
+                      {512, 65536},
+                      {1 << 10, 32768},
+                      {2 << 10, 16384},
+                      {4 << 10, 8192},
+                      {16 << 10, 1024},
+                      {64 << 10, 256},
+                      {1 << 20, 24},
+                      {8 << 20, 2}}};
+}
+
+ArenaConfig arena_for_tables(ArenaConfig base, const std::vector<CheckedTableOptions>& tables) {
+  const uint64_t pages = static_cast<uint64_t>(std::max<long>(::sysconf(_SC_PHYS_PAGES), 0));
+  const uint64_t bound = pages * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)) / 4;
+  uint64_t total = 0, blocks = 0;
+  for (const SizeClassConfig& k : base.classes) {
+    total += k.block_size * k.count;
+    blocks += k.count;
+  }
+  std::vector<uint64_t> need(base.classes.size(), 0);
+  for (const CheckedTableOptions& t : tables) {
+    const size_t one_step = chunk_bytes(t->signature.data(), static_cast<uint32_t>(t->signature.size()), 1);
+    for (size_t i = 0; i < base.classes.size(); ++i) {
+      SizeClassConfig& k = base.classes[i];
+      if (k.block_size < one_step) continue;
+      need[i] += t->capacity;
+      uint64_t more = need[i] > k.count ? need[i] - k.count : 0;
+      more = std::min<uint64_t>({more, bound > total ? (bound - total) / k.block_size : 0,
+                                 blocks < kArenaMaxBlocks - 1 ? kArenaMaxBlocks - 1 - blocks : 0});
+      k.count += static_cast<uint32_t>(more);
+      total += more * k.block_size;
+      blocks += more;
+      break;
+    }
+  }
+  return base;
 }
 
 uint32_t client_block_limit(uint32_t count, double share) {
   auto by_share = static_cast<uint32_t>(std::floor(count * share));
   return std::max(by_share, std::min<uint32_t>(count, 4));
+}
+
+std::string size_text(uint64_t bytes) {
+  static const char* units[] = {"B", "KiB", "MiB", "GiB"};
+  int u = 0;
+  while (u < 3 && bytes >= 1024 && bytes % 1024 == 0) {
+    bytes /= 1024;
+    ++u;
+  }
+  return std::to_string(bytes) + units[u];
 }
 
 Result<uint64_t> parse_size(std::string_view s) {
@@ -549,7 +594,7 @@ Status validate_config(const ServerConfig& c) {
                                          "max_connections_per_uid = " +
                                          std::to_string(c.max_connections_per_uid) +
                                          " must exceed; lower max_streams or raise that");
-  const ArenaConfig arena = c.arena.classes.empty() ? default_arena() : c.arena;
+  const ArenaConfig arena = c.arena.classes.empty() ? arena_for_tables(default_arena(), c.tables) : c.arena;
   for (size_t i = 0; i < c.tables.size(); ++i)
     if (auto fit = arena_fit(arena, *c.tables[i]); !fit.ok())
       return bad("table[" + std::to_string(i) + "]", fit.status().message());

@@ -69,7 +69,7 @@ struct ServerConfig {
   std::string socket_path = kDefaultSocket;
   std::string group;       // owner group of socket and segments; "" = the server's own
   std::string shm_prefix;  // segment name prefix; "" = derived from the socket path
-  ArenaConfig arena;       // empty = default_arena()
+  ArenaConfig arena;       // empty = arena_for_tables(default_arena(), tables)
   // [server]: the control socket's connections, said hello or not. Each
   // holds one of the server's descriptors, so a flood of them is bounded
   // here; start-up lowers max_connections to what the descriptor limit fits.
@@ -94,8 +94,22 @@ struct ServerConfig {
   RemoteConfig remote;               // [remote]
 };
 
-// 64 MiB in four size classes: enough for tests and small experiments.
+// The arena of a server without [arena]: 232 MiB in nine size classes,
+// 256 B to 8 MiB, doubling (and more) from one to the next, so that a chunk
+// wastes less than half its block: a one-step chunk of 400 B takes a
+// block of 512 B (it took 4 KiB when the smallest class was that), 140 B
+// one of 256 B. Each class up to 4 KiB has 32 MiB of blocks: 65,536
+// one-step items of 400 B, 131,072 of 140 B (bench/NOTES.md, "Memory per
+// item"). Why classes and not chunks packed several to a block: see
+// docs/ARCHITECTURE.md, "The arena".
 ArenaConfig default_arena();
+
+// `base` with each class given blocks enough for `tables` at their
+// max_size in one-step chunks (chunk_length 1, the writers' default): the
+// tables of a config sized into a server without [arena]. The arena stays
+// within a quarter of the machine's memory; a table that does not fit then
+// keeps what is left, and arena_fit says so when it is made.
+ArenaConfig arena_for_tables(ArenaConfig base, const std::vector<CheckedTableOptions>& tables);
 
 // How a table fits an arena: refused (Errc::invalid_argument, naming the
 // largest block) when one step of it fits no block, since no writer could
@@ -127,5 +141,8 @@ Status validate_config(const ServerConfig& c);
 
 // "64KiB", "2MiB", "1GiB", "4096": bytes. Errc::invalid_argument otherwise.
 Result<uint64_t> parse_size(std::string_view s);
+// The other way: "4KiB" for 4096, "400B" for 400 (the largest unit that
+// divides it), which parse_size reads back.
+std::string size_text(uint64_t bytes);
 
 }  // namespace engram

@@ -257,17 +257,27 @@ bool Server::Impl::status(Client& c) {
   st.fds_limit = fds_limit();
   st.refused = refused;
   for (const auto& [id, w] : waiting_for_blocks) {
-    if (monotonic_ns() - w.first > kWaitingForBlocksNs) continue;
-    uint64_t size = arena.size_class(w.second).block_size;
+    if (monotonic_ns() - w.last_ns > kWaitingForBlocksNs) continue;
+    uint64_t size = arena.size_class(w.size_class).block_size;
     ++st.waiting_for_blocks;
     if (st.waiting_block_size == 0 || size < st.waiting_block_size) st.waiting_block_size = size;
   }
   st.tables = static_cast<uint32_t>(tables->size());
   st.arena_bytes = arena_seg.size();
   st.blocks_total = arena.total_blocks();
-  for (uint32_t i = 0; i < arena.total_blocks(); ++i) {
-    BlockKind k = arena.kind(i);
-    (k == BlockKind::free ? st.blocks_free : k == BlockKind::reserved ? st.blocks_reserved : st.blocks_sealed)++;
+  st.num_classes = arena.num_classes();
+  for (uint32_t sc = 0; sc < arena.num_classes(); ++sc) {
+    auto& out = st.classes[sc];
+    const SizeClass& k = arena.size_class(sc);
+    out.block_size = k.block_size;
+    out.total = k.count;
+    for (uint32_t i = k.first_block; i < k.first_block + k.count; ++i) {
+      BlockKind b = arena.kind(i);
+      (b == BlockKind::free ? out.free : b == BlockKind::reserved ? out.reserved : out.sealed)++;
+    }
+    st.blocks_free += out.free;
+    st.blocks_reserved += out.reserved;
+    st.blocks_sealed += out.sealed;
   }
   std::strncpy(st.version, ENGRAM_VERSION_STRING, sizeof st.version - 1);
   // kMaxConnections clients would not fit one message; those attached are
@@ -323,12 +333,16 @@ bool Server::Impl::grant_blocks(Client& c, const std::vector<char>& p) {
                             ": keep fewer writers or chunks in flight, or raise it"};
   if (granted.empty() && why.code() == Errc::out_of_memory) {
     const SizeClass& k = arena.size_class(rq.size_class);
-    waiting_for_blocks[c.id] = {monotonic_ns(), rq.size_class};
     arena_waits.note("writers wait for arena blocks of " + std::to_string(k.block_size) + " bytes: all " +
                      std::to_string(k.count) +
                      " of that class hold chunks of items or are being written, and they wait until items leave "
                      "(evicted at max_size, sampled out, deleted); give [arena] more blocks of that size, write "
                      "several steps a chunk (chunk_length), or keep fewer items (max_size)");
+    if (Status end = wait_without_end(c, rq.size_class); !end.ok()) {
+      log_error(who(c) + ": " + end.message());
+      waiting_for_blocks.erase(c.id);
+      return reply(c, ControlType::grant_blocks, end);
+    }
   } else if (!granted.empty()) {
     waiting_for_blocks.erase(c.id);
   }
@@ -336,6 +350,49 @@ bool Server::Impl::grant_blocks(Client& c, const std::vector<char>& p) {
   if (!why.ok() && why.code() != Errc::out_of_memory && why.code() != Errc::limit)
     log_error("granting blocks to " + who(c) + ": " + why.message());
   return reply(c, ControlType::grant_blocks, Status::Ok(), granted.data(), granted.size() * sizeof(BlockRef));
+}
+
+// How long a writer waits for blocks, with none of its class freed or
+// taken and no table able to remove an item by itself, before the wait is
+// called hopeless: long enough for what frees blocks a moment late (a
+// batch released, a peer's held chunks forgotten, a checkpoint's pins),
+// short next to a wait for ever.
+constexpr int64_t kHopelessWaitNs = 2'000'000'000;
+
+// A wait for class k's blocks ends when one is freed: an item leaves (a
+// full table evicts on insert, a max_times_sampled table on sample, a
+// client deletes, resets or drops) or a client gives a block back or dies.
+// When no block of the class came or went for kHopelessWaitNs and no table
+// is full or expires what it samples, only a client's delete could end it:
+// with no timeout the writer would wait for ever, so it is told instead.
+Status Server::Impl::wait_without_end(Client& c, uint32_t k) {
+  const int64_t now = monotonic_ns();
+  const uint64_t word = arena.free_list_word(k);
+  auto [it, fresh] = waiting_for_blocks.try_emplace(c.id, BlockWait{now, now, k, word});
+  BlockWait& w = it->second;
+  w.last_ns = now;
+  if (fresh || w.size_class != k || w.list_word != word) {
+    w = BlockWait{now, now, k, word};
+    return Status::Ok();
+  }
+  if (now - w.since_ns < kHopelessWaitNs) return Status::Ok();
+  w.since_ns = now;  // what follows asks every owner: at most once a wait
+  std::string held;
+  for (auto& [name, e] : tables->all()) {
+    TableInfoWire i = e.owner->info();
+    if (i.spec.max_times_sampled > 0 || i.size >= i.spec.capacity) return Status::Ok();
+    if (held.size() < 200)
+      held += (held.empty() ? "" : ", ") + name + " (" + std::to_string(i.size) + " of " +
+              std::to_string(i.spec.capacity) + ")";
+  }
+  const SizeClass& sc = arena.size_class(k);
+  return {Errc::arena_exhausted,
+          "the arena's " + std::to_string(sc.count) + " blocks of " + std::to_string(sc.block_size) +
+              " bytes all hold chunks of items, and no table will let one go: none is full (so none evicts) and "
+              "none has max_times_sampled (so samples keep them); tables: " +
+              held +
+              ". Give [arena] more blocks of that size (engramd.toml(5)), write several steps a chunk "
+              "(chunk_length), lower max_size, or delete items"};
 }
 
 // Blocks a client no longer needs. Only those it holds reserved come

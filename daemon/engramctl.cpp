@@ -300,6 +300,7 @@ int main(int argc, char** argv) {
       return fail("the server's status has another size (another version?)");
     each.resize(st.clients);
     if (!each.empty()) std::memcpy(each.data(), reply.data() + sizeof st, each.size() * sizeof(ClientStatus));
+    st.num_classes = std::min<uint32_t>(st.num_classes, kArenaMaxClasses);
     // The peers' view (remote/), empty without [remote].
     std::vector<char> remote_reply;
     uint32_t as_json = json ? 1 : 0;
@@ -311,13 +312,18 @@ int main(int argc, char** argv) {
                   "\"arena_bytes\": %llu, \"blocks\": {\"total\": %llu, \"free\": %llu, \"reserved\": %llu, \"sealed\": %llu}, "
                   "\"connections\": {\"open\": %u, \"max\": %u, \"max_per_uid\": %u, \"refused\": %llu}, "
                   "\"descriptors\": {\"open\": %u, \"limit\": %u}, "
-                  "\"waiting_for_blocks\": {\"clients\": %u, \"block_size\": %llu}, \"client_list\": [",
+                  "\"waiting_for_blocks\": {\"clients\": %u, \"block_size\": %llu}, \"classes\": [",
                   (unsigned long long)st.pid, json_string(fixed_string(st.version, sizeof st.version)).c_str(),
                   (unsigned long long)st.uptime_ms, st.clients, st.tables, (unsigned long long)st.arena_bytes,
                   (unsigned long long)st.blocks_total, (unsigned long long)st.blocks_free,
                   (unsigned long long)st.blocks_reserved, (unsigned long long)st.blocks_sealed, st.connections,
                   st.max_connections, st.max_connections_per_uid, (unsigned long long)st.refused, st.fds_open,
                   st.fds_limit, st.waiting_for_blocks, (unsigned long long)st.waiting_block_size);
+      for (uint32_t k = 0; k < st.num_classes; ++k)
+        std::printf("%s{\"block_size\": %llu, \"total\": %u, \"free\": %u, \"reserved\": %u, \"sealed\": %u}",
+                    k ? ", " : "", (unsigned long long)st.classes[k].block_size, st.classes[k].total,
+                    st.classes[k].free, st.classes[k].reserved, st.classes[k].sealed);
+      std::printf("], \"client_list\": [");
       for (size_t i = 0; i < each.size(); ++i)
         std::printf("%s{\"id\": %u, \"pid\": %u, \"uid\": %u, \"tables_open\": %u, \"reserved_blocks\": %llu}",
                     i ? ", " : "", each[i].id, each[i].pid, each[i].uid, each[i].channels,
@@ -335,6 +341,11 @@ int main(int argc, char** argv) {
     std::printf("  arena        %.1f MiB: %llu blocks, %llu free, %llu being written, %llu holding chunks\n",
                 st.arena_bytes / 1048576.0, (unsigned long long)st.blocks_total, (unsigned long long)st.blocks_free,
                 (unsigned long long)st.blocks_reserved, (unsigned long long)st.blocks_sealed);
+    for (uint32_t k = 0; k < st.num_classes; ++k) {
+      const auto& sc = st.classes[k];
+      std::printf("    %9s %9u blocks, %9u free, %7u being written, %9u holding chunks\n",
+                  size_text(sc.block_size).c_str(), sc.total, sc.free, sc.reserved, sc.sealed);
+    }
     if (st.waiting_for_blocks)
       std::printf("  waiting      %u %s for arena blocks of %llu bytes (the class is full; see the log)\n",
                   st.waiting_for_blocks, st.waiting_for_blocks == 1 ? "client waits" : "clients wait",

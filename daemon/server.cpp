@@ -46,7 +46,7 @@ Server::Impl::~Impl() {
 
 Status Server::Impl::init(const ServerConfig& c) {
   config = c;
-  if (config.arena.classes.empty()) config.arena = default_arena();
+  if (config.arena.classes.empty()) config.arena = arena_for_tables(default_arena(), config.tables);
   if (Status s = validate_config(config); !s.ok()) return s;
   prefix = shm_prefix_for(config);
   auto a = AccessControl::for_group(config.group);

@@ -119,8 +119,15 @@ struct Server::Impl {
   int64_t accept_paused_until_ns = 0;
   RepeatedLog accept_errors, refusals, silences;
   RepeatedLog arena_waits;  // grants refused for want of a free block: writers waiting
-  // Client id -> (when its last grant found its class empty, that class).
-  std::map<uint32_t, std::pair<int64_t, uint32_t>> waiting_for_blocks;
+  // A client whose grants find their class empty: since when, and the
+  // class's free list as it was then (ChunkArena::free_list_word), so that
+  // a wait in which no block of the class came or went is seen.
+  struct BlockWait {
+    int64_t last_ns, since_ns;
+    uint32_t size_class;
+    uint64_t list_word;
+  };
+  std::map<uint32_t, BlockWait> waiting_for_blocks;
 
   ~Impl();
 
@@ -171,6 +178,9 @@ struct Server::Impl {
   bool status(Client& c);
   bool remote_status(Client& c, const std::vector<char>& p);
   bool grant_blocks(Client& c, const std::vector<char>& p);
+  // Errc::arena_exhausted when client c's wait for blocks of class k can
+  // never end by itself (see grant_blocks), else Ok.
+  Status wait_without_end(Client& c, uint32_t k);
 
   // --- table_export.cpp: a table's items pinned for a client to copy out ---
   bool export_begin(Client& c, const std::vector<char>& p);

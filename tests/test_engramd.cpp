@@ -763,12 +763,40 @@ TEST(Engramctl, CreateTableRefusesWhatTheWireFormWouldCut) {
   EXPECT_EQ(out.find(std::string(63, 'n')), std::string::npos) << out;
 }
 
-// A table its arena cannot hold (issue 64.4): one whose step fits no
-// block is refused where it is made, naming the largest block; one whose
-// one-step chunks would need more blocks than its class has is warned
-// about when made; and a writer that waits for blocks is said in the log
-// once and shown by engramctl status. Before, --check-config passed the
-// first, and the writer of the last waited for ever without a word.
+// A table whose one step fits no arena block is refused where it is made,
+// naming the largest block; one whose one-step chunks would need more
+// blocks than their class has is warned about when made; a writer that
+// waits for blocks is said in the log once and shown by engramctl status;
+// and a wait that nothing but a client's delete could end (no table full,
+// none that expires what it samples) is an error after a moment, not a
+// wait for the writer's whole timeout, or for ever without one. Before,
+// --check-config passed the first, and the writer of the last waited for
+// ever without a word (with this test's 20 s timeout: ENGRAM_E_TIMEOUT
+// after 20 s).
+Status write_one_step_items(engram_client* c, engram_table* t, const engram_column& col, size_t step_bytes, int n,
+                            int timeout_ms, int* written) {
+  engram_writer_options wo;
+  engram_writer_options_init(&wo);
+  wo.columns = &col;
+  wo.num_columns = 1;
+  wo.insert_timeout_ms = timeout_ms;
+  engram_writer* w = nullptr;
+  if (int rc = engram_writer_open(c, &wo, &w); rc != ENGRAM_OK) return {Errc::invalid_argument, engram_last_error()};
+  std::vector<uint8_t> x(step_bytes);
+  int rc = ENGRAM_OK;
+  for (*written = 0; *written < n; ++*written) {
+    x[0] = static_cast<uint8_t>(*written);
+    const void* step[1] = {x.data()};
+    rc = engram_writer_append(w, step);
+    if (rc == ENGRAM_OK) rc = engram_writer_create_item(w, t, 1, 1.0);
+    if (rc != ENGRAM_OK) break;
+  }
+  std::string why = rc == ENGRAM_OK ? "" : engram_last_error();
+  if (rc == ENGRAM_OK) rc = engram_writer_flush(w, timeout_ms);
+  engram_writer_close(w);
+  return rc == ENGRAM_OK ? Status::Ok() : Status{rc == ENGRAM_E_NOMEM ? Errc::out_of_memory : Errc::timeout, why};
+}
+
 TEST(Engramd, ATableItsArenaCannotHoldIsRefusedOrSaid) {
   std::string dir = make_temp_dir(), out;
   const std::string arena = "[arena]\nclasses = [ { block_size = \"4KiB\", count = 16 } ]\n";
@@ -784,22 +812,10 @@ TEST(Engramd, ATableItsArenaCannotHoldIsRefusedOrSaid) {
   engram_table* t = nullptr;
   ASSERT_EQ(engram_table_open(c, "t", &t), ENGRAM_OK) << engram_last_error();
   engram_column col = {"x", ENGRAM_FLOAT32, 0, {}};
-  engram_writer_options wo;
-  engram_writer_options_init(&wo);
-  wo.columns = &col;
-  wo.num_columns = 1;
-  wo.insert_timeout_ms = 3000;
-  engram_writer* w = nullptr;
-  ASSERT_EQ(engram_writer_open(c, &wo, &w), ENGRAM_OK) << engram_last_error();
-  std::atomic<int> rc{ENGRAM_OK};
-  std::thread writer([&] {
-    for (int i = 0; i < 40 && rc == ENGRAM_OK; ++i) {
-      float x = static_cast<float>(i);
-      const void* step[1] = {&x};
-      rc = engram_writer_append(w, step);
-      if (rc == ENGRAM_OK) rc = engram_writer_create_item(w, t, 1, 1.0);
-    }
-  });
+  Status written = Status::Ok();
+  int n = 0;
+  const int64_t t0 = monotonic_ns();
+  std::thread writer([&] { written = write_one_step_items(c, t, col, 4, 40, 20000, &n); });
   bool seen = false;
   for (int i = 0; i < 100 && !seen; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -808,11 +824,63 @@ TEST(Engramd, ATableItsArenaCannotHoldIsRefusedOrSaid) {
   }
   EXPECT_TRUE(seen) << out;
   writer.join();
-  EXPECT_EQ(rc, ENGRAM_E_TIMEOUT) << "the arena holds 16 one-step items";
+  EXPECT_EQ(n, 16) << "the arena holds 16 one-step items";
+  EXPECT_EQ(written.code(), Errc::out_of_memory) << written.to_string();
+  EXPECT_NE(written.message().find("blocks of 4096 bytes all hold chunks of items, and no table will let one go"),
+            std::string::npos)
+      << written.message();
+  EXPECT_NE(written.message().find("t (16 of 100)"), std::string::npos) << written.message();
+  EXPECT_LT(monotonic_ns() - t0, 10'000'000'000) << "told after a moment, not at the 20 s timeout";
   std::string log = read_file(d.log());
   EXPECT_NE(log.find("writers wait for arena blocks of 4096 bytes: all 16 of that class"), std::string::npos) << log;
   EXPECT_LE(count_lines(log, "writers wait for arena blocks"), 2u) << "once, then a count";
-  engram_writer_close(w);
+  EXPECT_NE(log.find("no table will let one go"), std::string::npos) << log;
+  engram_table_close(t);
+  engram_disconnect(c);
+}
+
+// A wait for blocks that a sample could end (a table that expires what it
+// samples) is a wait, until the writer's timeout: the hopeless wait above
+// is told only when nothing but a delete could end it.
+TEST(Engramd, AWaitForBlocksASampleCouldEndLastsItsTimeout) {
+  Daemon d("[arena]\nclasses = [ { block_size = \"4KiB\", count = 16 } ]\n[[table]]\nname = \"t\"\n"
+           "max_size = 100\nmax_times_sampled = 1\n[[table.column]]\nname = \"x\"\ndtype = \"float32\"\n");
+  engram_client* c = connect_c(d.socket());
+  ASSERT_NE(c, nullptr);
+  engram_table* t = nullptr;
+  ASSERT_EQ(engram_table_open(c, "t", &t), ENGRAM_OK) << engram_last_error();
+  engram_column col = {"x", ENGRAM_FLOAT32, 0, {}};
+  int n = 0;
+  const int64_t t0 = monotonic_ns();
+  Status written = write_one_step_items(c, t, col, 4, 40, 4000, &n);
+  EXPECT_EQ(n, 16);
+  EXPECT_EQ(written.code(), Errc::timeout) << written.to_string();
+  EXPECT_GE(monotonic_ns() - t0, 3'900'000'000);
+  engram_table_close(t);
+  engram_disconnect(c);
+}
+
+// A server's defaults hold a table of the writers' defaults: one-step
+// chunks of 400 B take 512 B blocks, and a configured table without
+// [arena] gets blocks for its max_size. Before, the default arena's
+// smallest blocks were 4 KiB, 4,096 of them, and the writer here stopped
+// at exactly 4,096 items (ENGRAM_E_TIMEOUT).
+TEST(Engramd, TheDefaultArenaHoldsItsTablesInOneStepChunks) {
+  Daemon d("[[table]]\nname = \"t\"\nmax_size = 200000\n[[table.column]]\nname = \"x\"\ndtype = \"uint8\"\n"
+           "shape = [400]\n");
+  engram_client* c = connect_c(d.socket());
+  ASSERT_NE(c, nullptr);
+  engram_table* t = nullptr;
+  ASSERT_EQ(engram_table_open(c, "t", &t), ENGRAM_OK) << engram_last_error();
+  engram_column col = {"x", ENGRAM_UINT8, 1, {400}};
+  int n = 0;
+  Status written = write_one_step_items(c, t, col, 400, 200000, 30000, &n);
+  EXPECT_TRUE(written.ok()) << written.to_string();
+  EXPECT_EQ(n, 200000);
+  engram_table_info info;
+  engram_table_info_init(&info);
+  ASSERT_EQ(engram_table_info_get(c, "t", &info), ENGRAM_OK) << engram_last_error();
+  EXPECT_EQ(info.size, 200000u);
   engram_table_close(t);
   engram_disconnect(c);
 }

@@ -164,9 +164,12 @@ struct RawClient {
     chan = *Channel::attach(chan_seg.data(), chan_seg.size());
     bell = &static_cast<BellsHeader*>(bells_seg.data())->slots[o.table_id].bell;
   }
-  // n blocks of class 0, reserved for this client (fewer if refused).
+  // n blocks of the class of 4 KiB blocks (the tests' 16-step chunks fit
+  // them), reserved for this client (fewer if refused).
   std::vector<BlockRef> grant_blocks(uint32_t n) {
-    auto b = ctl.grant(0, n);
+    auto k = arena.class_for(4096);
+    EXPECT_TRUE(k.ok() && arena.size_class(*k).block_size == 4096);
+    auto b = ctl.grant(k.ok() ? *k : 0, n);
     EXPECT_TRUE(b.ok()) << b.status().message();
     return b.ok() ? *b : std::vector<BlockRef>{};
   }

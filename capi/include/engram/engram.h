@@ -694,8 +694,12 @@ ENGRAM_API int engram_writer_open(engram_client* c, const engram_writer_options*
  *    column's dtype and shape; read during the call only. Not NULL, nor any entry.
  * Errors:
  * ENGRAM_E_INVALID (w or columns is NULL),
- * ENGRAM_E_NOMEM / ENGRAM_E_TIMEOUT (no arena block within insert_timeout_ms,
- * or, when the writer needs more blocks, no answer from the server within
+ * ENGRAM_E_NOMEM (no arena block free, and insert_timeout_ms is 0; or,
+ * whatever the timeout, after about 2 s of a wait that nothing but a delete
+ * could end: the block size's class is full of items of tables none of
+ * which is full or has max_times_sampled; the message names them),
+ * ENGRAM_E_TIMEOUT (no arena block within insert_timeout_ms, or, when the
+ * writer needs more blocks, no answer from the server within
  * insert_timeout_ms, or the client's timeout if that is -1 or 0),
  * ENGRAM_E_LIMIT (the client holds as many blocks of the size class as the
  * server lets one client hold, and none came back within insert_timeout_ms;
