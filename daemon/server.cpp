@@ -26,6 +26,32 @@ namespace {
 
 Status sys_error(const std::string& what) { return {Errc::system, what + ": " + std::strerror(errno)}; }
 
+// The settings of `wanted` (a table in the config) that `running` (the
+// table as made, or as a checkpoint restored it) does not have, by their
+// config keys, the rate limiter left out: a reload applies it, and
+// an operator who edited max_size would otherwise see "rate limiter
+// applied" and think the edit took; a restore keeps the checkpoint's.
+std::string settings_kept(const TableSpec& running, const TableSpec& wanted, bool& limiter_differs) {
+  std::string out;
+  auto differs = [&](bool d, const char* key) {
+    if (d) out += (out.empty() ? "" : ", ") + std::string(key);
+  };
+  differs(running.capacity != wanted.capacity, "max_size");
+  differs(running.sampler != wanted.sampler, "sampler");
+  differs(running.remover != wanted.remover, "remover");
+  // An exponent means something to a prioritized sampler only (a
+  // checkpoint keeps none for the others: Manifest tests).
+  const bool prioritized = wanted.sampler == static_cast<uint32_t>(SelectorKind::prioritized);
+  differs(prioritized && running.sampler_exponent != wanted.sampler_exponent, "priority_exponent");
+  differs(running.max_times_sampled != wanted.max_times_sampled, "max_times_sampled");
+  differs(running.max_refs_per_item != wanted.max_refs_per_item, "max_chunks_per_item");
+  differs(!same_signature(running.columns, running.num_columns, wanted.columns, wanted.num_columns), "column");
+  const RateLimiterConfig &a = running.limiter, &b = wanted.limiter;
+  limiter_differs = a.samples_per_insert != b.samples_per_insert || a.min_size_to_sample != b.min_size_to_sample ||
+                    a.min_diff != b.min_diff || a.max_diff != b.max_diff;
+  return out;
+}
+
 }  // namespace
 
 std::string shm_prefix_for(const ServerConfig& c) {
@@ -70,8 +96,16 @@ Status Server::Impl::init(const ServerConfig& c) {
   export_arena_id = *export_id;
   for (const CheckedTableOptions& checked : config.tables) {
     const TableOptions& o = *checked;
-    if (tables->find(o.name)) {
-      log_info("table " + o.name + ": restored from the checkpoint; its [[table]] entry in the config is not applied");
+    if (TableEntry* e = tables->find(o.name)) {
+      bool limiter = false;
+      std::string kept = settings_kept(e->owner->info().spec, to_spec(o), limiter);
+      if (limiter) kept += (kept.empty() ? "" : ", ") + std::string("rate_limiter");
+      if (kept.empty())
+        log_info("table " + o.name + ": restored from the checkpoint, as its [[table]] entry in the config says");
+      else
+        log_warn("table " + o.name + ": restored from the checkpoint, which keeps its own " + kept +
+                 ": the [[table]] entry in the config differs and is not applied (engramd.toml(5), [[table]]). "
+                 "To apply it, drop the table and create it again (its items go), or start without the checkpoint");
       continue;
     }
     if (Status s = tables->create(checked); !s.ok()) return {s.code(), "table \"" + o.name + "\": " + s.message()};
@@ -196,29 +230,6 @@ void Server::Impl::control_loop() {
   shutdown();
 }
 
-namespace {
-
-// The settings of `wanted` (a table in the reloaded config) that a reload
-// cannot give the running table, by their config keys: only rate limiters
-// change at run time, and an operator who edited max_size would otherwise
-// see "rate limiter applied" and think the edit took.
-std::string settings_kept(const TableSpec& running, const TableSpec& wanted) {
-  std::string out;
-  auto differs = [&](bool d, const char* key) {
-    if (d) out += (out.empty() ? "" : ", ") + std::string(key);
-  };
-  differs(running.capacity != wanted.capacity, "max_size");
-  differs(running.sampler != wanted.sampler, "sampler");
-  differs(running.remover != wanted.remover, "remover");
-  differs(running.sampler_exponent != wanted.sampler_exponent, "priority_exponent");
-  differs(running.max_times_sampled != wanted.max_times_sampled, "max_times_sampled");
-  differs(running.max_refs_per_item != wanted.max_refs_per_item, "max_chunks_per_item");
-  differs(!same_signature(running.columns, running.num_columns, wanted.columns, wanted.num_columns), "column");
-  return out;
-}
-
-}  // namespace
-
 void Server::Impl::apply_reload() {
   std::unique_ptr<ServerConfig> next;
   {
@@ -233,7 +244,8 @@ void Server::Impl::apply_reload() {
       log_warn("reload: table " + o.name + " is new; create it with engramctl create-table or restart");
       continue;
     }
-    std::string kept = settings_kept(e->owner->info().spec, to_spec(o));
+    bool limiter = false;
+    std::string kept = settings_kept(e->owner->info().spec, to_spec(o), limiter);
     if (!kept.empty())
       log_warn("reload: table " + o.name + ": " + kept + " in the config differ from the running table and are not "
                "applied: a reload changes rate limiters only (drop the table and create it again to change them)");

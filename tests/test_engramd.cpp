@@ -885,5 +885,38 @@ TEST(Engramd, TheDefaultArenaHoldsItsTablesInOneStepChunks) {
   engram_disconnect(c);
 }
 
+// A table a checkpoint brought back keeps the checkpoint's settings over a
+// changed [[table]] entry; that is said as a warning naming the keys (it
+// was an info line that named none), and a matching entry only at info.
+TEST(Engramd, ARestoredTableThatKeepsItsOwnSettingsSaysWhich) {
+  auto config = [](const std::string& ck, const std::string& table) {
+    return "[checkpoint]\ndir = \"" + ck + "\"\non_shutdown = true\n[[table]]\nname = \"t\"\n" + table;
+  };
+  const std::string ck = make_temp_dir() + "/ck";
+  const std::string same = "max_size = 100\n[[table.column]]\nname = \"x\"\ndtype = \"float32\"\n";
+  Daemon d(config(ck, same));
+  ASSERT_EQ(d.terminate(), 0) << read_file(d.log());
+  d.start();
+  std::string log = read_file(d.log());
+  EXPECT_NE(log.find("table t: restored from the checkpoint, as its [[table]] entry in the config says"),
+            std::string::npos)
+      << log;
+  ASSERT_EQ(d.terminate(), 0) << read_file(d.log());
+  std::ofstream(d.file("engramd.toml"))
+      << "socket = \"" << d.socket() << "\"\n"
+      << config(ck, "max_size = 200\nrate_limiter = { kind = \"min_size\", min_size = 3 }\n"
+                    "[[table.column]]\nname = \"x\"\ndtype = \"float32\"\nshape = [4]\n");
+  d.start();
+  log = read_file(d.log());
+  EXPECT_NE(log.find("warn"), std::string::npos) << log;
+  EXPECT_NE(log.find("table t: restored from the checkpoint, which keeps its own max_size, column, rate_limiter: the "
+                     "[[table]] entry in the config differs and is not applied"),
+            std::string::npos)
+      << log;
+  std::string out;
+  EXPECT_EQ(run({ENGRAMCTL_PATH, "--socket", d.socket(), "info", "t"}, &out, d.dir()), 0) << out;
+  EXPECT_NE(out.find("100"), std::string::npos) << "the checkpoint's max_size: " << out;
+}
+
 }  // namespace
 }  // namespace engram::test
