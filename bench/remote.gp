@@ -4,10 +4,11 @@
 # data columns: item bytes, GB/s plain, GB/s TLS (16 steps a chunk), GB/s
 # TCP, then CPU s/GB: send plain, recv plain, send TLS, recv TLS (16
 # steps a chunk), TCP sender, TCP receiver; then GB/s plain and TLS of
-# one-step chunks (the writer's default).
+# one-step chunks (the writer's default); then GB/s of one mutual-TLS
+# stream (tls_stream.c), the TLS link's own limit.
 set terminal png size 1400,560 font ",11"
 set output out
-set multiplot layout 1,2 title "upstream table across a veth pair vs one plain TCP stream (medians)"
+set multiplot layout 1,2 title "upstream table across a veth pair vs one plain TCP stream and one TLS stream (medians)"
 set logscale x
 set grid
 set xlabel "item size (bytes)"
@@ -16,6 +17,7 @@ set ylabel "GB / s"
 set yrange [0:*]
 set key top left font ",9"
 plot data u 1:4 w l lw 2 dt 2 lc rgb "black" title "TCP, one stream", \
+     data u 1:13 w l lw 2 dt 4 lc rgb "dark-red" title "TLS, one stream (its own limit)", \
      data u 1:($4*0.5) w l lw 1 dt 3 lc rgb "gray" title "half of TCP (the bar from 28K)", \
      data u 1:2 w lp lw 2 pt 7 title "engram, plaintext, 16 steps a chunk", \
      data u 1:3 w lp lw 2 pt 5 title "engram, mutual TLS, 16 steps a chunk", \

@@ -3,6 +3,9 @@
 # against a plain TCP stream on the same pair in the same run:
 #   tcp       one TCP stream of 1 MiB writes (remote_bench tcp-send/recv):
 #             bytes/s, and CPU seconds per GB of sender and receiver
+#   tls       one mutual-TLS stream the same way, with the engramds'
+#             certificates and gRPC's TLS library (tls_stream.c): the TLS
+#             link's own limit, which TLS rows are measured against too
 #   upstream  items of 400 B, 4 KB, 28 KB and 400 KB written on tx into an
 #             upstream table, drained from rx's table by a learner, in
 #             plaintext and with mutual TLS: items/s, bytes/s as a fraction
@@ -55,7 +58,7 @@ source "$src/tests/netns/veth.sh"
 ip netns add "$tx"
 veth_link "$rx" "$tx" "br$tag" "bt$tag" 10.78.0.1 10.78.0.2
 "$src/tests/remote/make_certs.sh" "$dir/certs" 10.78.0.1 10.78.0.2
-bench=$build/bench/engram_bench_remote
+bench=$build/bench/engram_bench_remote tls_bench=$build/bench/engram_bench_tls_stream
 out=$src/bench/results/remote.json
 [ $quick = 1 ] && out=$dir/remote.json
 say() { echo "remote.sh: $*" >&2; }
@@ -93,24 +96,44 @@ median_spread() {  # values...: "median, min, max" as JSON fields
 }
 field() { python3 -c "import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])" "$1" "$2"; }
 
-# --- the link's limit: plain TCP ---
-tcp_bytes=$((2 << 30))
-[ $quick = 1 ] && tcp_bytes=$((200 << 20))
-tcp_rate=() tcp_send_cpu=() tcp_recv_cpu=()
-for r in $(seq "$reps"); do
-  ip netns exec "$rx" "$bench" tcp-recv 7100 >"$dir/tcp-recv.json" &
-  recv=$!
-  sleep 0.2
-  s=$(ip netns exec "$tx" "$bench" tcp-send 10.78.0.1 7100 "$tcp_bytes")
-  wait $recv
-  rcv=$(cat "$dir/tcp-recv.json")
-  tcp_rate+=("$(python3 -c "print($tcp_bytes / $(field "$rcv" seconds))")")
-  tcp_send_cpu+=("$(python3 -c "print($(field "$s" cpu_s) / ($tcp_bytes / 1e9))")")
-  tcp_recv_cpu+=("$(python3 -c "print($(field "$rcv" cpu_s) / ($tcp_bytes / 1e9))")")
-done
-tcp_median=$(python3 -c "import sys, statistics; print(statistics.median(float(x) for x in sys.argv[1:]))" "${tcp_rate[@]}")
-say "tcp: $(python3 -c "print(f'{$tcp_median / 1e9:.2f}')") GB/s"
-json_tcp="{\"bytes_per_s\": {$(median_spread "${tcp_rate[@]}")}, \"cpu_s_per_gb\": {\"send\": {$(median_spread "${tcp_send_cpu[@]}")}, \"recv\": {$(median_spread "${tcp_recv_cpu[@]}")}}}"
+# --- the link's limits: plain TCP, and TLS on its own ---
+stream_bytes=$((2 << 30))
+[ $quick = 1 ] && stream_bytes=$((200 << 20))
+certs=("$dir/certs/a.crt" "$dir/certs/a.key" "$dir/certs/ca.crt")
+# stream tcp|tls: one stream of $stream_bytes from tx to rx, $reps times;
+# sets <kind>_median (bytes/s) and json_<kind>.
+stream() {
+  local kind=$1 rate=() send_cpu=() recv_cpu=() s rcv recv
+  for r in $(seq "$reps"); do
+    if [ "$kind" = tcp ]; then
+      ip netns exec "$rx" "$bench" tcp-recv 7100 >"$dir/stream-recv.json" &
+    else
+      ip netns exec "$rx" "$tls_bench" recv 7100 "${certs[@]}" >"$dir/stream-recv.json" &
+    fi
+    recv=$!
+    sleep 0.2
+    if [ "$kind" = tcp ]; then
+      s=$(ip netns exec "$tx" "$bench" tcp-send 10.78.0.1 7100 "$stream_bytes")
+    else
+      s=$(ip netns exec "$tx" "$tls_bench" send 10.78.0.1 7100 "$stream_bytes" "${certs[@]}")
+    fi
+    wait $recv
+    rcv=$(cat "$dir/stream-recv.json")
+    rate+=("$(python3 -c "print($stream_bytes / $(field "$rcv" seconds))")")
+    send_cpu+=("$(python3 -c "print($(field "$s" cpu_s) / ($stream_bytes / 1e9))")")
+    recv_cpu+=("$(python3 -c "print($(field "$rcv" cpu_s) / ($stream_bytes / 1e9))")")
+  done
+  local median cipher=""
+  median=$(python3 -c "import sys, statistics; print(statistics.median(float(x) for x in sys.argv[1:]))" "${rate[@]}")
+  if [ "$kind" = tls ]; then cipher=", \"protocol\": \"$(field "$rcv" protocol)\", \"cipher\": \"$(field "$rcv" cipher)\""; fi
+  say "$kind stream: $(python3 -c "print(f'{$median / 1e9:.2f}')") GB/s"
+  local j="{\"bytes_per_s\": {$(median_spread "${rate[@]}")}, \"cpu_s_per_gb\": {\"send\": {$(median_spread "${send_cpu[@]}")}, \"recv\": {$(median_spread "${recv_cpu[@]}")}}$cipher}"
+  printf -v "${kind}_median" '%s' "$median"
+  printf -v "json_$kind" '%s' "$j"
+}
+stream tcp
+json_tls=null tls_median=0
+case " ${ENGRAM_REMOTE_SECURITY:-plain tls} " in *" tls "*) stream tls ;; esac
 
 # --- upstream items ---
 upstream_run() {  # size, tls|plain, items, chunk length: "items/s send_cpu_s recv_cpu_s writer_cpu_s learner_cpu_s" into $dir/run.txt
@@ -164,19 +187,20 @@ for sec in ${ENGRAM_REMOTE_SECURITY:-plain tls}; do
     n=$((bytes / size))
     [ $n -gt 2000000 ] && n=2000000
     [ $n -lt 1000 ] && n=1000
-    rates=() fractions=() scpu=() rcpu=() wcpu=() lcpu=()
+    rates=() fractions=() tls_fractions=() scpu=() rcpu=() wcpu=() lcpu=()
     for r in $(seq "$reps"); do
       upstream_run "$size" "$sec" "$n" "$chunk"
       read -r rate s_cpu r_cpu w_cpu l_cpu <"$dir/run.txt"
       rates+=("$rate")
       fractions+=("$(python3 -c "print($rate * $size / $tcp_median)")")
+      [ "$sec" = tls ] && tls_fractions+=("$(python3 -c "print($rate * $size / $tls_median)")")
       scpu+=("$(python3 -c "print($s_cpu / ($n * $size / 1e9))")")
       rcpu+=("$(python3 -c "print($r_cpu / ($n * $size / 1e9))")")
       wcpu+=("$(python3 -c "print($w_cpu / ($n * $size / 1e9))")")
       lcpu+=("$(python3 -c "print($l_cpu / ($n * $size / 1e9))")")
     done
     say "upstream $sec $size B, chunk_length $chunk: ${rates[*]} items/s"
-    json_up+="${json_up:+, }{\"item_bytes\": $size, \"chunk_length\": $chunk, \"security\": \"$sec\", \"items\": $n, \"items_per_s\": {$(median_spread "${rates[@]}")}, \"fraction_of_tcp\": {$(median_spread "${fractions[@]}")}, \"engramd_cpu_s_per_gb\": {\"send\": {$(median_spread "${scpu[@]}")}, \"recv\": {$(median_spread "${rcpu[@]}")}}, \"client_cpu_s_per_gb\": {\"writer\": {$(median_spread "${wcpu[@]}")}, \"learner\": {$(median_spread "${lcpu[@]}")}}}"
+    json_up+="${json_up:+, }{\"item_bytes\": $size, \"chunk_length\": $chunk, \"security\": \"$sec\", \"items\": $n, \"items_per_s\": {$(median_spread "${rates[@]}")}, \"fraction_of_tcp\": {$(median_spread "${fractions[@]}")}, $([ "$sec" = tls ] && echo "\"fraction_of_tls_stream\": {$(median_spread "${tls_fractions[@]}")}, ")\"engramd_cpu_s_per_gb\": {\"send\": {$(median_spread "${scpu[@]}")}, \"recv\": {$(median_spread "${rcpu[@]}")}}, \"client_cpu_s_per_gb\": {\"writer\": {$(median_spread "${wcpu[@]}")}, \"learner\": {$(median_spread "${lcpu[@]}")}}}"
   done
   done
 done
@@ -239,6 +263,7 @@ cat >"$out" <<JSON
 {"bench": "remote", "revision": "$(git_revision)", "date": "$(date -u +%FT%TZ)", "quick": $([ $quick = 1 ] && echo true || echo false),
  "host": "$(nproc) cores, $(uname -r)", "repetitions": $reps, "link": "veth pair between two network namespaces",
  "tcp": $json_tcp,
+ "tls_stream": $json_tls,
  "upstream": [$json_up],
  "mirror": [$json_mirror]}
 JSON
@@ -249,6 +274,7 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 up = {(u["item_bytes"], u["security"], u["chunk_length"]): u for u in d["upstream"]}
 tcp = d["tcp"]
+tls = d["tls_stream"] or {"bytes_per_s": {"median": float("nan")}}
 for size in sorted({k[0] for k in up}):
     chunks = sorted({k[2] for k in up if k[0] == size})
     lo, hi = chunks[0], chunks[-1]  # 1 and 16 unless ENGRAM_REMOTE_CHUNKS said otherwise
@@ -258,7 +284,7 @@ for size in sorted({k[0] for k in up}):
     p, t = row("plain", hi), row("tls", hi)
     print(size, gbps(p), gbps(t), tcp["bytes_per_s"]["median"] / 1e9, cpu(p, "send"), cpu(p, "recv"),
           cpu(t, "send"), cpu(t, "recv"), tcp["cpu_s_per_gb"]["send"]["median"], tcp["cpu_s_per_gb"]["recv"]["median"],
-          gbps(row("plain", lo)), gbps(row("tls", lo)))
+          gbps(row("plain", lo)), gbps(row("tls", lo)), tls["bytes_per_s"]["median"] / 1e9)
 PY
 gnuplot -e "data='$dir/plot.dat'; out='$png'" "$src/bench/remote.gp"
 say "wrote $out and $png"
