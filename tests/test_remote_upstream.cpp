@@ -162,11 +162,19 @@ TEST(RemoteUpstream, TheDefaultNameIsKeptInTheCheckpointDirectory) {
   std::string address = remote_address(receiver);
   std::string state = make_temp_dir();
   Daemon a("[checkpoint]\ndir = \"" + state + "\"\n" + upstream_to(address, ""));
-  auto name_in = [](const std::string& log) {
-    size_t at = log.find("this server delivers as ");
-    return at == std::string::npos ? std::string() : log.substr(at, log.find(' ', at + 24) - at);
+  // engramd answers on its socket before its peers start (and log the
+  // name): wait for the line. Without the wait this failed once in a few
+  // runs under load.
+  auto name_in = [](const std::string& path) {
+    for (int i = 0; i < 1000; ++i) {
+      std::string log = read_file(path);
+      size_t at = log.find("this server delivers as ");
+      if (at != std::string::npos) return log.substr(at, log.find(' ', at + 24) - at);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return std::string();
   };
-  std::string first = name_in(read_file(a.log()));
+  std::string first = name_in(a.log());
   ASSERT_FALSE(first.empty()) << read_file(a.log());
   std::string id = read_file(state + "/instance-id");
   ASSERT_EQ(id.size(), 17u) << id;
@@ -174,7 +182,7 @@ TEST(RemoteUpstream, TheDefaultNameIsKeptInTheCheckpointDirectory) {
   EXPECT_EQ(a.terminate(), 0);
   ::unlink(a.log().c_str());
   a.start();
-  EXPECT_EQ(name_in(read_file(a.log())), first) << read_file(a.log());
+  EXPECT_EQ(name_in(a.log()), first) << read_file(a.log());
   std::string cmd = "rm -rf " + state;
   EXPECT_EQ(std::system(cmd.c_str()), 0);
 }
