@@ -26,17 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static int64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static double cpu_s(void) {
-  struct rusage u;
-  getrusage(RUSAGE_SELF, &u);
-  return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
-}
+#include "bench_clock.h"
 
 static int die(const char* what) {
   fprintf(stderr, "remote_bench: %s: %s\n", what, engram_last_error());

@@ -23,19 +23,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_clock.h"
+
 enum { BUF = 1 << 20 };
-
-static int64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static double cpu_s(void) {
-  struct rusage u;
-  getrusage(RUSAGE_SELF, &u);
-  return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
-}
 
 static int fail(const char* what) {
   fprintf(stderr, "tls_stream: %s: ", what);
