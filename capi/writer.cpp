@@ -315,10 +315,25 @@ int engram_writer_open(engram_client* c, const engram_writer_options* o, engram_
     w->encoder = std::make_unique<Encoder>();
   }
   auto k = c->arena.class_for(bytes);
-  if (!k.ok())
-    return fail(Errc::invalid_capacity, "a chunk of " + std::to_string(w->chunk_length) + " steps needs " +
-                                            std::to_string(bytes) + " bytes, more than the arena's largest block; lower "
-                                            "chunk_length or configure a larger block size");
+  if (!k.ok()) {
+    const uint64_t largest = c->arena.size_class(c->arena.num_classes() - 1).block_size;
+    uint32_t fits = 0;  // the longest chunk that fits, found by halving
+    for (uint32_t lo = 1, hi = w->chunk_length - 1; lo <= hi;) {
+      const uint32_t mid = lo + (hi - lo) / 2;
+      if (chunk_bytes(w->columns.data(), static_cast<uint32_t>(w->columns.size()), mid) <= largest) {
+        fits = mid;
+        lo = mid + 1;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    std::string fix = fits > 0 ? "lower chunk_length to " + std::to_string(fits) + " or less, or give the server"
+                               : "no chunk of one step fits either: give the server";
+    return fail(Errc::invalid_capacity,
+                "a chunk of " + std::to_string(w->chunk_length) + " steps needs " + std::to_string(bytes) +
+                    " bytes, more than the arena's largest block (" + std::to_string(largest) + " bytes); " + fix +
+                    " a larger size class ([arena] classes, engramd.toml(5))");
+  }
   w->size_class = *k;
   for (size_t i = 0; i < w->columns.size(); ++i) w->streaming = w->streaming || w->streams(i);
   w->fence_late = w->streaming && can_fence_all_threads();

@@ -54,6 +54,30 @@ TEST_F(CApi, ItemLengthsAreChecked) {
   EXPECT_NE(last().find("chunk_length"), std::string::npos) << last();
 }
 
+// A chunk longer than the arena's largest block is refused at open with the
+// block's size and the longest chunk_length that fits, and that one opens
+// (before, the message said neither, and --check-config can check only one
+// step: a writer's chunk_length is not in the config).
+TEST_F(CApi, AChunkTooLargeForTheArenaNamesTheLongestThatFits) {
+  engram_writer_options o;
+  engram_writer_options_init(&o);
+  o.columns = cols_;
+  o.num_columns = 2;
+  o.chunk_length = 1u << 20;
+  engram_writer* w = nullptr;
+  ASSERT_EQ(engram_writer_open(c_, &o, &w), ENGRAM_E_RANGE);
+  const std::string msg = last();
+  EXPECT_NE(msg.find("more than the arena's largest block (8388608 bytes)"), std::string::npos) << msg;
+  const size_t at = msg.find("lower chunk_length to ");
+  ASSERT_NE(at, std::string::npos) << msg;
+  const uint32_t fits = static_cast<uint32_t>(std::stoul(msg.substr(at + 22)));
+  o.chunk_length = fits + 1;
+  EXPECT_EQ(engram_writer_open(c_, &o, &w), ENGRAM_E_RANGE) << fits + 1 << " steps";
+  o.chunk_length = fits;
+  ASSERT_EQ(engram_writer_open(c_, &o, &w), ENGRAM_OK) << fits << " steps: " << last();
+  engram_writer_close(w);
+}
+
 // engram_writer_append_items: n appends and their items in one call.
 TEST_F(CApi, AppendItemsWritesStepsAndTheirItemsInOneCall) {
   engram_table_options o = two_columns("fifo", 100);
