@@ -879,7 +879,9 @@ ENGRAM_API void engram_sample_options_init(engram_sample_options* o);
  * column; fewer than batch_size items only when max_times_sampled emptied
  * the table.
  * With ENGRAM_SAMPLE_NO_REPEATS in o->flags, no item twice in the batch
- * (engram(7), "Batches without repeats").
+ * (engram(7), "Batches without repeats"). A call that fails leaves the
+ * table as it was (no item counted as sampled or expired, the rate
+ * limiter's counts unchanged), except with ENGRAM_E_CORRUPT.
  *  - t: a table handle of this client (engram_table_open). Not NULL.
  *  - o: what to sample (engram_sample_options(3type)); the call waits for the rate limiter up to
  *    o->timeout_ms. Not NULL.
@@ -891,9 +893,13 @@ ENGRAM_API void engram_sample_options_init(engram_sample_options* o);
  * (batch_size 0 or too large, item length differs from num_steps, or,
  * without repeats, the table holds fewer items than batch_size), ENGRAM_E_TIMEOUT, ENGRAM_E_RATE_LIMITED
  * (timeout_ms 0), ENGRAM_E_INTERRUPTED (engram_client_interrupt: nothing
- * was sampled), ENGRAM_E_CLOSED, ENGRAM_E_DISCONNECTED, ENGRAM_E_CORRUPT,
- * ENGRAM_E_INVALID (a NULL argument, unknown bits in o->flags, or a
- * sample begun on t by engram_sample_begin and not yet collected). */
+ * was sampled), ENGRAM_E_CLOSED, ENGRAM_E_DISCONNECTED, ENGRAM_E_CORRUPT
+ * (a sampled chunk's bytes in shared memory no longer add up: another
+ * process wrote where it should not after the insert; found after the
+ * batch was drawn, so its items count as sampled, as their bytes cannot
+ * be given back whole), ENGRAM_E_INVALID (a NULL argument, unknown bits
+ * in o->flags, or a sample begun on t by engram_sample_begin and not yet
+ * collected). */
 ENGRAM_API int engram_sample(engram_table* t, const engram_sample_options* o, void* const* buffers, engram_sample_info* infos,
                   uint32_t* count);
 /* Sends a sample request and returns without waiting for the answer: the
@@ -934,7 +940,8 @@ ENGRAM_API int engram_sample_begin(engram_table* t, const engram_sample_options*
  * NULL, or no sample begun on t), ENGRAM_E_TIMEOUT, ENGRAM_E_RATE_LIMITED
  * (timeout_ms 0 and the rate limiter did not allow it), ENGRAM_E_RANGE (an
  * item whose length differs from num_steps, or without repeats too few
- * items), ENGRAM_E_INTERRUPTED, ENGRAM_E_CLOSED, ENGRAM_E_CORRUPT,
+ * items), ENGRAM_E_INTERRUPTED, ENGRAM_E_CLOSED, ENGRAM_E_CORRUPT (as
+ * for engram_sample: the one failure after the batch was drawn),
  * ENGRAM_E_DISCONNECTED. Since 0.5. */
 ENGRAM_API int engram_sample_end(engram_table* t, void* const* buffers, engram_sample_info* infos, uint32_t* count);
 
