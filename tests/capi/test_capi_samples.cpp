@@ -274,6 +274,19 @@ TEST_F(CApi, ASampleOfTheWrongLengthTakesNothing) {
   EXPECT_EQ(engram_sample_view(t, &so, &b), ENGRAM_E_RANGE);
   EXPECT_EQ(b, nullptr);
   expect_untouched("after engram_sample_view");
+  // The library's own checks come before the request is sent: a buffer
+  // left out, no count, a batch too large, unknown flags.
+  so.num_steps = 2;
+  void* one_missing[2] = {obs, nullptr};
+  EXPECT_EQ(engram_sample(t, &so, one_missing, nullptr, &n), ENGRAM_E_INVALID);
+  EXPECT_EQ(engram_sample(t, &so, bufs, nullptr, nullptr), ENGRAM_E_INVALID);
+  so.batch_size = 1u << 30;
+  EXPECT_EQ(engram_sample(t, &so, bufs, nullptr, &n), ENGRAM_E_RANGE);
+  so.batch_size = 2;
+  so.flags = 1u << 7;
+  EXPECT_EQ(engram_sample(t, &so, bufs, nullptr, &n), ENGRAM_E_INVALID);
+  so.flags = 0;
+  expect_untouched("after the buffer and option checks");
   so.batch_size = 3;
   so.num_steps = 2;
   std::vector<engram_sample_info> info(3);
