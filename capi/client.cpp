@@ -12,6 +12,8 @@
 #include <cstring>
 
 #include "capi/client.hpp"
+
+#include <algorithm>
 #include "core/name.hpp"
 
 using namespace engram;
@@ -90,7 +92,8 @@ static Status connect_client(const engram_connect_options* o, engram_client* c) 
   // agreed in the hello; the arena's geometry comes with the reply.
   if (c->hello.num_classes == 0 || c->hello.num_classes > kArenaMaxClasses || c->hello.bells_size != sizeof(BellsHeader))
     return {Errc::corrupt, "the server's hello describes the arena or the bells out of range"};
-  auto arena_seg = ShmSegment::map_fd(fds.take(0), c->hello.arena_size, ShmSegment::Access::read_write, "arena");
+  auto arena_seg = ShmSegment::map_fd(fds.take(0), c->hello.arena_size, ShmSegment::Access::read_write, "arena",
+                                      ShmSegment::Populate::none);
   if (!arena_seg.ok()) return arena_seg.status();
   c->arena_seg = std::move(*arena_seg);
   auto bells_seg = ShmSegment::map_fd(fds.take(1), c->hello.bells_size, ShmSegment::Access::read_write, "bells");
@@ -101,6 +104,12 @@ static Status connect_client(const engram_connect_options* o, engram_client* c) 
   auto arena = ArenaBlocks::attach(c->arena_seg.data(), c->arena_seg.size(), config);
   if (!arena.ok()) return arena.status();
   c->arena = *arena;
+  // Only the blocks committed now: the rest of each class is a hole the
+  // server may grow it into, and touching it here would allocate it.
+  for (uint32_t k = 0; k < c->arena.num_classes(); ++k) {
+    const SizeClass& sc = c->arena.size_class(k);
+    c->arena_seg.populate(sc.data_offset, sc.block_size * std::min(c->hello.committed[k], sc.count));
+  }
   c->bells = static_cast<BellsHeader*>(c->bells_seg.data());
   return Status::Ok();
 }

@@ -346,7 +346,7 @@ int engram_writer_open(engram_client* c, const engram_writer_options* o, engram_
   if (c->class_pages_loaded.size() < c->arena.num_classes()) c->class_pages_loaded.resize(c->arena.num_classes());
   if (!c->class_pages_loaded[*k]) {
     const SizeClass& sc = c->arena.size_class(*k);
-    load_pages(c->arena.data({sc.first_block, 0}), sc.block_size * sc.count);
+    load_pages(c->arena.data({sc.first_block, 0}), sc.block_size * std::min(c->hello.committed[*k], sc.count));
     c->class_pages_loaded[*k] = true;
   }
   // Blocks for the first chunks now, while the server is surely answering:

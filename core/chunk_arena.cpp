@@ -55,7 +55,8 @@ size_t ChunkArena::meta_bytes_needed(const ArenaConfig& c) {
   return plan_meta(static_cast<uint32_t>(total)).total;
 }
 
-Result<ChunkArena> ChunkArena::format(void* meta, size_t meta_size, void* data, size_t data_size, const ArenaConfig& c) {
+Result<ChunkArena> ChunkArena::format(void* meta, size_t meta_size, void* data, size_t data_size, const ArenaConfig& c,
+                                      const std::vector<uint32_t>& committed) {
   auto blocks = ArenaBlocks::attach(data, data_size, c);
   if (!blocks.ok()) return Status{Errc::invalid_argument, blocks.status().message()};
   if (reinterpret_cast<uintptr_t>(meta) % kCacheLine != 0)
@@ -63,7 +64,16 @@ Result<ChunkArena> ChunkArena::format(void* meta, size_t meta_size, void* data, 
   size_t need = plan_meta(blocks->total_blocks()).total;
   if (meta_size < need)
     return Status{Errc::invalid_argument, "arena meta needs " + std::to_string(need) + " bytes, got " + std::to_string(meta_size)};
+  if (!committed.empty() && committed.size() != c.classes.size())
+    return Status{Errc::invalid_argument, "arena: " + std::to_string(committed.size()) + " committed counts for " +
+                                              std::to_string(c.classes.size()) + " size classes"};
+  for (size_t k = 0; k < committed.size(); ++k)
+    if (committed[k] > c.classes[k].count)
+      return Status{Errc::invalid_argument, "arena: size class " + std::to_string(k) + " commits " +
+                                                std::to_string(committed[k]) + " of its " +
+                                                std::to_string(c.classes[k].count) + " blocks"};
   ChunkArena a(*blocks, meta);
+  a.meta_->growth = nullptr;
   for (uint32_t i = 0; i < kArenaMaxClients; ++i) {
     a.intents_[i].op.store(0, std::memory_order_relaxed);
     a.intents_[i].block.store(kNil, std::memory_order_relaxed);
@@ -74,13 +84,15 @@ Result<ChunkArena> ChunkArena::format(void* meta, size_t meta_size, void* data, 
   // Each class's list holds its blocks in index order: first block on top.
   for (uint32_t k = 0; k < a.num_classes(); ++k) {
     const SizeClass& sc = a.size_class(k);
-    for (uint32_t j = 0; j < sc.count; ++j) {
+    const uint32_t n = committed.empty() ? sc.count : committed[k];
+    for (uint32_t j = 0; j < n; ++j) {
       uint32_t b = sc.first_block + j;
       a.blocks_[b].state.store(make_state(1, BlockKind::free, 0), std::memory_order_relaxed);
-      a.blocks_[b].next.store(j + 1 < sc.count ? b + 1 : kNil, std::memory_order_relaxed);
+      a.blocks_[b].next.store(j + 1 < n ? b + 1 : kNil, std::memory_order_relaxed);
     }
-    a.meta_->lists[k].word.store(make_head(0, sc.first_block), std::memory_order_relaxed);
+    a.meta_->lists[k].word.store(make_head(0, n > 0 ? sc.first_block : kNil), std::memory_order_relaxed);
     a.meta_->client_limit[k].store(sc.count, std::memory_order_relaxed);
+    a.meta_->committed[k].store(n, std::memory_order_relaxed);
   }
   std::atomic_thread_fence(std::memory_order_release);
   return a;
@@ -92,6 +104,99 @@ ChunkArena::ChunkArena(const ArenaBlocks& blocks, void* meta)
       blocks_(reinterpret_cast<BlockHeader*>(static_cast<char*>(meta) + plan_meta(blocks.total_blocks()).blocks)),
       intents_(reinterpret_cast<ArenaIntent*>(static_cast<char*>(meta) + plan_meta(blocks.total_blocks()).intents)),
       holdings_(reinterpret_cast<ArenaHolding*>(static_cast<char*>(meta) + plan_meta(blocks.total_blocks()).holdings)) {}
+
+void ChunkArena::set_growth(ArenaGrowth* g) noexcept {
+  if (g) {
+    uint64_t bytes = 0;
+    for (uint32_t k = 0; k < num_classes(); ++k) bytes += uint64_t{committed(k)} * size_class(k).block_size;
+    std::lock_guard lock(g->lock);
+    g->committed_bytes = bytes;
+  }
+  meta_->growth = g;
+}
+
+uint32_t ChunkArena::most_blocks(uint32_t k) const {
+  ArenaGrowth* g = meta_->growth;
+  const uint32_t have = committed(k);
+  if (!g) return have;
+  std::lock_guard lock(g->lock);
+  const uint64_t room = g->max_bytes > g->committed_bytes ? g->max_bytes - g->committed_bytes : 0;
+  return static_cast<uint32_t>(std::min<uint64_t>(size_class(k).count, have + room / size_class(k).block_size));
+}
+
+Status ChunkArena::trim_holes() const {
+  ArenaGrowth* g = meta_->growth;
+  if (!g || !g->release) return Status::Ok();
+  std::lock_guard lock(g->lock);
+  for (uint32_t k = 0; k < num_classes(); ++k) {
+    const SizeClass& sc = size_class(k);
+    const uint64_t from = uint64_t{committed(k)} * sc.block_size, end = uint64_t{sc.count} * sc.block_size;
+    if (from < end)
+      if (Status s = g->release(sc.data_offset + from, end - from); !s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+std::string ChunkArena::growth_refusal() const {
+  ArenaGrowth* g = meta_->growth;
+  if (!g) return "the arena does not grow";
+  std::lock_guard lock(g->lock);
+  return g->last_refusal.message();
+}
+
+// A class grows by a quarter of what it has, and by at least 8 MiB: a few
+// growths take a class from its start to any size (each a fallocate and a
+// populate, some milliseconds), and none is so small that a writer's
+// batch of grants meets the next at once.
+constexpr uint64_t kGrowAtLeastBytes = 8u << 20;
+
+bool ChunkArena::grow(uint32_t k) noexcept {
+  ArenaGrowth* g = meta_->growth;
+  if (!g) return false;
+  std::lock_guard lock(g->lock);
+  std::atomic<uint64_t>& head = meta_->lists[k].word;
+  if (head_payload(head.load(std::memory_order_acquire)) != kNil) return true;  // freed or grown meanwhile
+  const SizeClass& sc = size_class(k);
+  const uint32_t have = committed(k);
+  uint64_t n = std::max<uint64_t>(have / 4, (kGrowAtLeastBytes + sc.block_size - 1) / sc.block_size);
+  n = std::min<uint64_t>(n, sc.count - have);
+  const uint64_t room = g->max_bytes > g->committed_bytes ? g->max_bytes - g->committed_bytes : 0;
+  n = std::min<uint64_t>(n, room / sc.block_size);
+  if (n == 0) {
+    g->last_refusal = Status{Errc::out_of_memory,
+                             (have == sc.count ? "the class has grown to the most blocks laid out for it (" +
+                                                     std::to_string(sc.count) + ") within its bound"
+                                               : std::string("the arena has grown to its bound")) +
+                                 ", [arena] grow_to = " + std::to_string(g->max_bytes) + " bytes"};
+    return false;
+  }
+  if (Status s = g->commit(sc.data_offset + uint64_t{have} * sc.block_size, n * sc.block_size); !s.ok()) {
+    g->last_refusal = s;
+    return false;
+  }
+  // Formatted before they are reachable: the CAS below publishes them.
+  const uint32_t first = sc.first_block + have, count = static_cast<uint32_t>(n);
+  for (uint32_t j = 0; j < count; ++j) {
+    blocks_[first + j].state.store(make_state(1, BlockKind::free, 0), std::memory_order_relaxed);
+    blocks_[first + j].next.store(first + j + 1, std::memory_order_relaxed);
+  }
+  // Committed before listed: a walk that sees them listed (and taken)
+  // also sees them committed.
+  meta_->committed[k].store(have + count, std::memory_order_release);
+  for (;;) {
+    uint64_t h = head.load(std::memory_order_acquire);
+    if (is_marker(head_payload(h))) {
+      (void)complete(k, h);
+      continue;
+    }
+    blocks_[first + count - 1].next.store(head_payload(h), std::memory_order_relaxed);
+    if (head.compare_exchange_weak(h, make_head(head_tag(h) + 1, first), std::memory_order_acq_rel)) break;
+  }
+  g->committed_bytes += n * sc.block_size;
+  g->last_refusal = Status::Ok();
+  if (g->grown) g->grown(k, have + count);
+  return true;
+}
 
 void ChunkArena::count_reserved(uint32_t id, uint32_t index, int delta) noexcept {
   holdings_[id].reserved[class_of(index)].fetch_add(static_cast<uint32_t>(delta), std::memory_order_relaxed);
@@ -169,9 +274,11 @@ Result<BlockRef> ChunkArena::alloc(uint32_t client, uint32_t k) noexcept {
       if (Status s = complete(k, h); !s.ok()) return s;
       continue;
     }
-    if (p == kNil)
+    if (p == kNil) {
+      if (grow(k)) continue;
       return Status{Errc::out_of_memory, "no free block of " + std::to_string(size_class(k).block_size) +
                                              " bytes is left in the arena; enlarge the arena or release chunks"};
+    }
     if (p >= total_blocks() || class_of(p) != k)
       return Status{Errc::corrupt, "free list " + std::to_string(k) + " points at invalid block " + std::to_string(p)};
     uint64_t s = blocks_[p].state.load(std::memory_order_acquire);
@@ -325,7 +432,7 @@ Status ChunkArena::hand_over(uint32_t from, uint32_t to, BlockRef b) noexcept {
     held.fetch_sub(1, std::memory_order_relaxed);
     return {Errc::limit, "client " + std::to_string(to) + " holds " + std::to_string(before) + " blocks of " +
                              std::to_string(size_class(k).block_size) + " bytes reserved, the most one client may (" +
-                             std::to_string(client_limit(k)) + " of the class's " + std::to_string(size_class(k).count) + ")"};
+                             std::to_string(client_limit(k)) + " of the class's " + std::to_string(committed(k)) + ")"};
   }
   if (Status s = leave_reserved(from, b, make_state(b.generation, BlockKind::reserved, to)); !s.ok()) {
     held.fetch_sub(1, std::memory_order_relaxed);
@@ -348,11 +455,14 @@ Result<uint64_t> ChunkArena::reclaim(uint32_t dead) noexcept {
       if (Status s = complete(k, h); !s.ok()) return s;
   }
   uint64_t freed = 0;
-  for (uint32_t i = total_blocks(); i-- > 0;) {  // highest first: see order_for_freeing
-    uint64_t s = blocks_[i].state.load(std::memory_order_acquire);
-    if (state_kind(s) == BlockKind::reserved && state_low(s) == dead) {
-      if (Status st = push(kArenaDaemonClient, class_of(i), i, s); !st.ok()) return st;
-      ++freed;
+  for (uint32_t k = num_classes(); k-- > 0;) {
+    const uint32_t first = size_class(k).first_block;
+    for (uint32_t i = first + committed(k); i-- > first;) {  // highest first: see order_for_freeing
+      uint64_t s = blocks_[i].state.load(std::memory_order_acquire);
+      if (state_kind(s) == BlockKind::reserved && state_low(s) == dead) {
+        if (Status st = push(kArenaDaemonClient, k, i, s); !st.ok()) return st;
+        ++freed;
+      }
     }
   }
   // It holds nothing now, whatever its counts say: an id that died between
@@ -363,8 +473,14 @@ Result<uint64_t> ChunkArena::reclaim(uint32_t dead) noexcept {
 
 Result<ArenaAudit> ChunkArena::audit() const {
   ArenaAudit a;
+  auto is_committed = [this](uint32_t i) { return i - size_class(class_of(i)).first_block < committed(class_of(i)); };
   for (uint32_t i = 0; i < total_blocks(); ++i) {
-    switch (state_kind(blocks_[i].state.load(std::memory_order_acquire))) {
+    const uint64_t s = blocks_[i].state.load(std::memory_order_acquire);
+    if (!is_committed(i)) {
+      if (s != 0) return Status{Errc::corrupt, "block " + std::to_string(i) + " is not committed but has a state"};
+      continue;
+    }
+    switch (state_kind(s)) {
       case BlockKind::free: ++a.free; break;
       case BlockKind::reserved: ++a.reserved; break;
       case BlockKind::sealed: ++a.sealed; break;
@@ -376,7 +492,7 @@ Result<ArenaAudit> ChunkArena::audit() const {
     uint32_t p = head_payload(meta_->lists[k].word.load(std::memory_order_acquire));
     if (is_marker(p)) return Status{Errc::corrupt, "free list " + std::to_string(k) + " has an operation in flight"};
     while (p != kNil) {
-      if (p >= total_blocks() || class_of(p) != k)
+      if (p >= total_blocks() || class_of(p) != k || !is_committed(p))
         return Status{Errc::corrupt, "free list " + std::to_string(k) + " reaches invalid block " + std::to_string(p)};
       if (seen[p]) return Status{Errc::corrupt, "block " + std::to_string(p) + " is listed twice (cycle or double free)"};
       if (state_kind(blocks_[p].state.load(std::memory_order_acquire)) != BlockKind::free)

@@ -46,10 +46,23 @@
 // checks the receiver's count against its class's limit first: that is
 // the one way a client gets blocks (grants and spares), and the limit is
 // what keeps one client from taking a class whole.
+//
+// Growth: a class may be formatted with fewer blocks than its geometry
+// holds (its first `committed` ones); the rest are a hole in the segment,
+// their states zero (generation 0: no reference can name them) and on no
+// list. When a class's list is empty, alloc() commits more of them through
+// the ArenaGrowth the daemon set (its pages reserved first, then the new
+// blocks formatted and pushed as one sublist in one CAS of the head), up
+// to the class's geometry and the bytes all classes may take. Committed
+// blocks stay committed. Walks over the blocks (reclaim, audit) go only
+// over each class's committed prefix.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
 #include <vector>
 
 #include "core/arena_blocks.hpp"
@@ -82,10 +95,31 @@ struct alignas(kCacheLine) ArenaIntent {
   std::atomic<uint64_t> to;    // block state after
 };
 
+// How an arena grows on demand (see Growth above). The daemon's; one per
+// arena, outliving it.
+struct ArenaGrowth {
+  // Reserves the pages of `bytes` of the blocks' segment from `offset`
+  // (ShmSegment::commit); an error leaves the class as it was.
+  std::function<Status(uint64_t offset, uint64_t bytes)> commit;
+  // Gives back the pages of `bytes` from `offset` (ShmSegment::release):
+  // trim_holes' way to undo a client's touch of a hole.
+  std::function<Status(uint64_t offset, uint64_t bytes)> release;
+  // Told after class k grew to `committed` blocks (the daemon raises its
+  // client limit and logs it).
+  std::function<void(uint32_t k, uint32_t committed)> grown;
+  uint64_t max_bytes = 0;  // what every class's committed blocks may take in all
+  std::mutex lock;         // one growth at a time
+  uint64_t committed_bytes = 0;  // under lock
+  Status last_refusal;           // under lock: why the last growth did not happen
+};
+
 struct alignas(kCacheLine) ArenaMeta {
   FreeListHead lists[kArenaMaxClasses];
   // Blocks of each class one client may hold reserved (hand_over's limit).
   std::atomic<uint32_t> client_limit[kArenaMaxClasses];
+  // Blocks of each class formatted (the rest are not yet committed).
+  std::atomic<uint32_t> committed[kArenaMaxClasses];
+  ArenaGrowth* growth;  // nullptr: the classes stay as formatted
 };
 
 // An id's blocks held reserved, by class: one cache line per id, written by
@@ -117,10 +151,32 @@ class ChunkArena : public ArenaBlocks {
 
   // Bytes of the meta region for config c; 0 when c is invalid.
   static size_t meta_bytes_needed(const ArenaConfig& c);
-  // Formats the allocator in `meta` (64-aligned, meta_bytes_needed bytes)
-  // over the blocks in `data` (ArenaBlocks::bytes_needed bytes): every
-  // block free and listed, generation 1.
-  static Result<ChunkArena> format(void* meta, size_t meta_size, void* data, size_t data_size, const ArenaConfig& c);
+  // Formats the allocator in `meta` (64-aligned, meta_bytes_needed bytes,
+  // zeroed where no block is committed) over the blocks in `data`
+  // (ArenaBlocks::bytes_needed bytes): every committed block free and
+  // listed, generation 1. `committed` (one count per class, each at most
+  // its class's) commits a prefix of each class; empty commits all.
+  static Result<ChunkArena> format(void* meta, size_t meta_size, void* data, size_t data_size, const ArenaConfig& c,
+                                   const std::vector<uint32_t>& committed = {});
+  // Lets the classes grow on demand through `g` (nullptr: no more).
+  // Set before any operation; g->committed_bytes is set here.
+  void set_growth(ArenaGrowth* g) noexcept;
+  // Blocks of class k (< num_classes()) committed now: the first ones of
+  // size_class(k).count.
+  uint32_t committed(uint32_t k) const noexcept { return meta_->committed[k].load(std::memory_order_acquire); }
+  // The most blocks class k (< num_classes()) can have: committed(k),
+  // and as many more as its layout and the growth's bytes still allow.
+  uint32_t most_blocks(uint32_t k) const;
+  // Gives back whatever pages the classes' holes hold: every client maps
+  // them, and a read or write there (a scan of every block, a scribble)
+  // allocates a page that would otherwise stay with the segment until the
+  // server stops, past grow_to. Under the growth's lock, so that no
+  // growth commits a range while it is trimmed. The daemon calls it each
+  // second; a no-op without growth.
+  Status trim_holes() const;
+  // Why the arena's last growth did not happen ("" if it did): for the
+  // messages of a writer that waits.
+  std::string growth_refusal() const;
 
   // Takes a free block of class k for `client`: it becomes reserved by client.
   // Errc::out_of_memory when the class has none left.
@@ -185,6 +241,10 @@ class ChunkArena : public ArenaBlocks {
   // Reserved by `owner` (this generation) -> state `to`, in one CAS;
   // Errc::stale_reference if b is not reserved by owner.
   Status leave_reserved(uint32_t owner, BlockRef b, uint64_t to) noexcept;
+  // Commits more blocks of class k, whose list was found empty; false if
+  // none could be (no growth, the class or the bytes at their bound, or
+  // commit failed: growth_refusal says which).
+  bool grow(uint32_t k) noexcept;
   // Completes the marker in head word `h` of list k, if it is still there.
   Status complete(uint32_t k, uint64_t h) noexcept;
   Status push(uint32_t client, uint32_t k, uint32_t index, uint64_t from) noexcept;

@@ -35,8 +35,10 @@ inline constexpr uint32_t kControlMagic = 0x4c525443;  // "CTRL"
 // 11: a sample may look at the newest items instead (kSampleNewest).
 // 12: TableInfoWire carries the items' largest and smallest priority.
 // 13: list_items; a sample may ask for no repeats (kSampleDistinct).
-// 14: export_begin, export_items, export_end.
-inline constexpr uint32_t kProtocolVersion = 14;
+// 14: export_begin, export_items, export_end. 15: the arena grows: the
+// hello reply's classes are its layout, with each class's blocks committed
+// then; status says each class's committed blocks and its most.
+inline constexpr uint32_t kProtocolVersion = 15;
 // Descriptors one message may carry; a message that comes with more is refused.
 inline constexpr size_t kMaxControlFds = 4;
 inline constexpr uint32_t kMaxControlPayload = 1 << 16;
@@ -103,6 +105,11 @@ struct HelloReply {
   // Blocks of each class this client may hold reserved at once (being
   // written, or spare); grants past it are refused with Errc::limit.
   uint32_t client_limit[kArenaMaxClasses];
+  // Blocks of each class committed when the client attached: the first
+  // ones of classes[k].count, the rest a hole that the class may grow
+  // into, which the client must not touch before it is handed a block
+  // there (a touch would allocate the page).
+  uint32_t committed[kArenaMaxClasses];
 };
 
 // A table's full configuration, as created.
@@ -236,8 +243,11 @@ struct StatusReply {
   // what a table's chunks cost (sealed blocks times their size).
   struct {
     uint64_t block_size;
-    uint32_t total, free, reserved, sealed;
+    uint32_t total, free, reserved, sealed;  // total: committed now
+    uint32_t most;                            // the blocks the class may grow to
+    uint32_t pad_;
   } classes[kArenaMaxClasses];
+  uint64_t arena_grow_to;  // bytes the arena may grow to (arena_bytes: committed now)
 };
 // How recent a refused grant keeps its client counted as waiting.
 inline constexpr int64_t kWaitingForBlocksNs = 2'000'000'000;

@@ -8,6 +8,7 @@
 #include <boost/interprocess/anonymous_shared_memory.hpp>
 #include <boost/interprocess/mapped_region.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -61,7 +62,7 @@ static std::string shm_path(const std::string& name) { return "/dev/shm/" + name
 // through the free list), so this moves that cost to attach without adding
 // to it. Best effort, hence no error: kernels before 5.14 do not know the
 // advice and fault lazily as before.
-static void populate(void* addr, size_t size, bool writable) {
+static void populate_pages(void* addr, size_t size, bool writable) {
   (void)madvise(addr, size, writable ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
 }
 
@@ -98,7 +99,7 @@ Result<ShmSegment> ShmSegment::create(const std::string& name, size_t size, unsi
     }
     ShmSegment seg;
     seg.region_ = std::make_unique<bip::mapped_region>(obj, bip::read_write, 0, size);
-    populate(seg.region_->get_address(), size, true);
+    populate_pages(seg.region_->get_address(), size, true);
     seg.name_ = name;
     return seg;
   } catch (const bip::interprocess_exception& e) {
@@ -115,7 +116,7 @@ Result<ShmSegment> ShmSegment::open(const std::string& name, Access access) {
     bip::shared_memory_object obj(bip::open_only, name.c_str(), mode);
     ShmSegment seg;
     seg.region_ = std::make_unique<bip::mapped_region>(obj, mode);
-    populate(seg.region_->get_address(), seg.region_->get_size(), access == Access::read_write);
+    populate_pages(seg.region_->get_address(), seg.region_->get_size(), access == Access::read_write);
     seg.name_ = name;
     return seg;
   } catch (const bip::interprocess_exception& e) {
@@ -198,28 +199,53 @@ size_t memory_available(std::string* why) {
 const std::string& ShmSegment::seal_note() { return g_seal_note; }
 
 Result<ShmSegment> ShmSegment::create_sealed(const std::string& label, size_t size, Sealing sealing) {
-  if (size == 0) return Status{Errc::invalid_argument, "shared memory segment '" + label + "' has size 0"};
+  return create_sealed(label, size, sealing, {{0, size}});
+}
+
+// Refuses `bytes` more of shared memory that this process could not get
+// without the OOM killer (see create_sealed).
+static Status check_available(const std::string& label, uint64_t bytes) {
   std::string why;
-  if (size_t avail = memory_available(&why); size > avail)
-    return Status{Errc::out_of_memory, "shared memory '" + label + "' needs " + gib(size) + ", but there are " + why +
+  if (size_t avail = memory_available(&why); bytes > avail)
+    return Status{Errc::out_of_memory, "shared memory '" + label + "' needs " + gib(bytes) + ", but there are " + why +
                                            "; configure a smaller [arena] (or fewer, smaller tables), or give the "
                                            "server more memory"};
+  return Status::Ok();
+}
+
+static Status reserve(int fd, const std::string& label, uint64_t offset, uint64_t bytes) {
+  if (int rc = posix_fallocate(fd, static_cast<off_t>(offset), static_cast<off_t>(bytes)); rc != 0)
+    return Status{rc == ENOSPC || rc == ENOMEM ? Errc::out_of_memory : Errc::system,
+                  "cannot reserve " + gib(bytes) + " for shared memory '" + label + "': " + std::strerror(rc) +
+                      "; configure a smaller [arena], or give the server more memory"};
+  return Status::Ok();
+}
+
+Result<ShmSegment> ShmSegment::create_sealed(const std::string& label, size_t size, Sealing sealing,
+                                             const std::vector<std::pair<uint64_t, uint64_t>>& reserved) {
+  if (size == 0) return Status{Errc::invalid_argument, "shared memory segment '" + label + "' has size 0"};
+  uint64_t total = 0;
+  for (const auto& [off, n] : reserved) {
+    if (off > size || n > size - off)
+      return Status{Errc::invalid_argument, "shared memory '" + label + "': a reserved range runs past its end"};
+    total += n;
+  }
+  if (Status s = check_available(label, total); !s.ok()) return s;
   ShmSegment seg;
   seg.name_ = label;
   seg.fd_ = ::memfd_create(label.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (seg.fd_ < 0) return Status{Errc::system, "memfd_create for '" + label + "': " + std::strerror(errno)};
   if (::ftruncate(seg.fd_, static_cast<off_t>(size)) != 0)
     return Status{Errc::system, "cannot size shared memory '" + label + "': " + std::strerror(errno)};
-  // Every page now: a shortage is reported here, never a SIGBUS later.
-  if (int rc = posix_fallocate(seg.fd_, 0, static_cast<off_t>(size)); rc != 0)
-    return Status{rc == ENOSPC || rc == ENOMEM ? Errc::out_of_memory : Errc::system,
-                  "cannot reserve " + gib(size) + " for shared memory '" + label + "': " + std::strerror(rc) +
-                      "; configure a smaller [arena], or give the server more memory"};
+  // Every reserved page now: a shortage is reported here, never a SIGBUS later.
+  for (const auto& [off, n] : reserved)
+    if (n > 0)
+      if (Status s = reserve(seg.fd_, label, off, n); !s.ok()) return s;
   void* a = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, seg.fd_, 0);
   if (a == MAP_FAILED) return Status{Errc::system, "cannot map shared memory '" + label + "': " + std::strerror(errno)};
   seg.addr_ = a;
   seg.size_ = size;
-  populate(a, size, true);
+  for (const auto& [off, n] : reserved) seg.populate(off, n);
   int seals = F_SEAL_SHRINK | F_SEAL_GROW;
   if (::fcntl(seg.fd_, F_ADD_SEALS, seals) != 0)
     return Status{Errc::system, "cannot seal shared memory '" + label + "': " + std::strerror(errno)};
@@ -234,7 +260,32 @@ Result<ShmSegment> ShmSegment::create_sealed(const std::string& label, size_t si
   return seg;
 }
 
-Result<ShmSegment> ShmSegment::map_fd(int fd, size_t size, Access access, const std::string& label) {
+Status ShmSegment::commit(uint64_t offset, uint64_t bytes) {
+  if (fd_ < 0 || offset > size_ || bytes > size_ - offset)
+    return {Errc::invalid_argument, "shared memory '" + name_ + "': nothing to commit there"};
+  if (Status s = check_available(name_, bytes); !s.ok()) return s;
+  if (Status s = reserve(fd_, name_, offset, bytes); !s.ok()) return s;
+  populate(offset, bytes);
+  return Status::Ok();
+}
+
+Status ShmSegment::release(uint64_t offset, uint64_t bytes) {
+  if (fd_ < 0 || offset > size_ || bytes > size_ - offset)
+    return {Errc::invalid_argument, "shared memory '" + name_ + "': nothing to release there"};
+  if (::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset), static_cast<off_t>(bytes)) != 0)
+    return {Errc::system, "cannot give back " + gib(bytes) + " of shared memory '" + name_ + "': " + std::strerror(errno)};
+  return Status::Ok();
+}
+
+void ShmSegment::populate(uint64_t offset, uint64_t bytes) const noexcept {
+  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  void* base = data();
+  if (!base || bytes == 0 || offset >= size()) return;
+  const uint64_t first = offset / page * page, end = std::min<uint64_t>(offset + bytes, size());
+  populate_pages(static_cast<char*>(base) + first, end - first, true);
+}
+
+Result<ShmSegment> ShmSegment::map_fd(int fd, size_t size, Access access, const std::string& label, Populate populate) {
   ShmSegment seg;
   seg.fd_ = fd;  // closed with seg on every path
   seg.name_ = label;
@@ -249,7 +300,7 @@ Result<ShmSegment> ShmSegment::map_fd(int fd, size_t size, Access access, const 
   if (a == MAP_FAILED) return Status{Errc::system, "cannot map shared memory '" + label + "': " + std::strerror(errno)};
   seg.addr_ = a;
   seg.size_ = size;
-  populate(a, size, writable);
+  if (populate == Populate::whole) populate_pages(a, size, writable);
   seg.close_fd();
   return seg;
 }

@@ -10,6 +10,8 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/status.hpp"
 
@@ -59,12 +61,33 @@ class ShmSegment {
   // memory cgroup's limit less its usage): a memfd's pages come from no
   // mount with a size, so an arena too large would otherwise end in the
   // OOM killer, not in an error. Errc::out_of_memory says which limit.
+  // With `reserved` (bytes from offset 0), only that much is reserved and
+  // populated at first: the rest of `size` is a hole that commit() fills
+  // later (the arena's classes grow so), which reads as zeros and costs no
+  // memory until then.
   static Result<ShmSegment> create_sealed(const std::string& label, size_t size, Sealing sealing);
+  static Result<ShmSegment> create_sealed(const std::string& label, size_t size, Sealing sealing,
+                                          const std::vector<std::pair<uint64_t, uint64_t>>& reserved);
+  // Reserves and populates `bytes` from `offset` of a create_sealed
+  // segment's hole, after the same check against the memory this process
+  // may use; Errc::out_of_memory says which limit.
+  Status commit(uint64_t offset, uint64_t bytes);
+  // Frees the pages of `bytes` from `offset` of a create_sealed segment
+  // (a hole again: reads as zeros, costs nothing), in every mapping.
+  Status release(uint64_t offset, uint64_t bytes);
+  // How much of a received segment map_fd populates here.
+  enum class Populate { whole, none };
   // Maps a segment received as a descriptor, whole (taking the
   // descriptor: closed here, also on failure). Refused unless it is sealed
   // against shrinking and growing and has exactly `size` bytes, so that no
-  // other holder can make this mapping SIGBUS.
-  static Result<ShmSegment> map_fd(int fd, size_t size, Access access, const std::string& label);
+  // other holder can make this mapping SIGBUS. Populate::none leaves the
+  // pages to populate() (a segment with holes: touching a hole would
+  // allocate it).
+  static Result<ShmSegment> map_fd(int fd, size_t size, Access access, const std::string& label,
+                                   Populate populate = Populate::whole);
+  // Maps in `bytes` from `offset` of this mapping now (best effort, as
+  // create() does), so that they do not fault one page at a time later.
+  void populate(uint64_t offset, uint64_t bytes) const noexcept;
   // An anonymous MAP_SHARED mapping: shared with children forked after this call.
   static Result<ShmSegment> anonymous(size_t size);
   // Removes the name (mappings stay valid). Returns false if it did not exist.

@@ -250,9 +250,31 @@ ArenaConfig default_arena() {
                       {8 << 20, 2}}};
 }
 
-ArenaConfig arena_for_tables(ArenaConfig base, const std::vector<CheckedTableOptions>& tables) {
+uint64_t quarter_of_memory() {
   const uint64_t pages = static_cast<uint64_t>(std::max<long>(::sysconf(_SC_PHYS_PAGES), 0));
-  const uint64_t bound = pages * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)) / 4;
+  return pages * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)) / 4;
+}
+
+ArenaPlan plan_arena(const ServerConfig& c) {
+  ArenaPlan p;
+  p.start = c.arena.classes.empty() ? arena_for_tables(default_arena(), c.tables) : c.arena;
+  p.start_bytes = ArenaBlocks::bytes_needed(p.start);
+  p.grow_to = c.arena_grow_to ? c.arena_grow_to : c.arena.classes.empty() ? quarter_of_memory() : p.start_bytes;
+  p.layout = p.start;
+  if (p.grow_to <= p.start_bytes || p.start_bytes == 0) return p;
+  // Each class may take all the room there is to grow: which one a
+  // server's tables need is known only when they write. Blocks stay
+  // below kArenaMaxBlocks, shared evenly.
+  uint64_t blocks = 0;
+  for (const SizeClassConfig& k : p.start.classes) blocks += k.count;
+  const uint64_t spare = blocks < kArenaMaxBlocks - 1 ? (kArenaMaxBlocks - 1 - blocks) / p.start.classes.size() : 0;
+  for (SizeClassConfig& k : p.layout.classes)
+    k.count += static_cast<uint32_t>(std::min<uint64_t>((p.grow_to - p.start_bytes) / k.block_size, spare));
+  return p;
+}
+
+ArenaConfig arena_for_tables(ArenaConfig base, const std::vector<CheckedTableOptions>& tables) {
+  const uint64_t bound = quarter_of_memory();
   uint64_t total = 0, blocks = 0;
   for (const SizeClassConfig& k : base.classes) {
     total += k.block_size * k.count;
@@ -391,12 +413,18 @@ Result<ServerConfig> parse_config(std::string_view text, const std::string& sour
     c.shm_prefix = *prefix;
     if (const toml::node* a = root.get("arena")) {
       const toml::table* at_ = a->as_table();
-      if (!at_) return wrap(bad("arena", "must be a table with classes = [ { block_size, count }, ... ]"));
-      if (Status s = only_keys(*at_, "arena", {"classes"}); !s.ok()) return wrap(s);
+      if (!at_) return wrap(bad("arena", "must be a table: classes = [ { block_size, count }, ... ], grow_to"));
+      if (Status s = only_keys(*at_, "arena", {"classes", "grow_to"}); !s.ok()) return wrap(s);
+      if (at_->get("grow_to")) {
+        auto g = get_size(*at_, "arena", "grow_to");
+        if (!g.ok()) return wrap(g.status());
+        c.arena_grow_to = *g;
+      }
       const toml::node* cl = at_->get("classes");
       const toml::array* arr = cl ? cl->as_array() : nullptr;
-      if (!arr || arr->empty()) return wrap(bad("arena.classes", "must be a non-empty array of { block_size, count }"));
-      for (size_t i = 0; i < arr->size(); ++i) {
+      if (!cl && c.arena_grow_to) arr = nullptr;  // grow_to alone: the default classes, growing to it
+      else if (!arr || arr->empty()) return wrap(bad("arena.classes", "must be a non-empty array of { block_size, count }"));
+      for (size_t i = 0; arr && i < arr->size(); ++i) {
         std::string p = "arena.classes[" + std::to_string(i) + "]";
         const toml::table* e = (*arr)[i].as_table();
         if (!e) return wrap(bad(p, "must be a table { block_size, count }"));
@@ -408,7 +436,8 @@ Result<ServerConfig> parse_config(std::string_view text, const std::string& sour
         if (!e->get("count")) return wrap(bad(at(p, "count"), "is required"));
         c.arena.classes.push_back({*bs, static_cast<uint32_t>(*n)});
       }
-      if (Status s = ChunkArena::validate(c.arena); !s.ok()) return wrap(bad("arena.classes", s.message()));
+      if (arr)
+        if (Status s = ChunkArena::validate(c.arena); !s.ok()) return wrap(bad("arena.classes", s.message()));
     }
     if (const toml::node* sv = root.get("server")) {
       const toml::table* t = sv->as_table();
@@ -551,16 +580,22 @@ Status validate_remote(const RemoteConfig& r, const std::vector<CheckedTableOpti
   return Status::Ok();
 }
 
-Result<std::string> arena_fit(const ArenaConfig& a, const TableOptions& o) {
+Result<std::string> arena_fit(const ArenaPlan& plan, const TableOptions& o) {
+  const ArenaConfig& a = plan.start;
   const size_t one_step = chunk_bytes(o.signature.data(), static_cast<uint32_t>(o.signature.size()), 1);
-  for (const SizeClassConfig& k : a.classes) {
+  for (size_t i = 0; i < a.classes.size(); ++i) {
+    const SizeClassConfig& k = a.classes[i];
     if (k.block_size < one_step) continue;
-    if (k.count >= o.capacity) return std::string();
+    // The most the class can have: its blocks, and all the room to grow.
+    const uint64_t most = plan.layout.classes[i].count;
+    if (most >= o.capacity) return std::string();
     return "table '" + o.name + "': max_size " + std::to_string(o.capacity) + " items of one-step chunks (" +
            std::to_string(one_step) + " bytes) would take as many blocks of " + std::to_string(k.block_size) +
            " bytes, and the arena has " + std::to_string(k.count) +
+           (most > k.count ? " and may grow to " + std::to_string(most) : std::string()) +
            " (shared with every table): writers wait for blocks long before the table is full. Write several steps "
-           "a chunk (engram_writer_options.chunk_length), or give [arena] classes more blocks of that size";
+           "a chunk (engram_writer_options.chunk_length), or give [arena] classes more blocks of that size, or a "
+           "larger grow_to";
   }
   uint64_t largest = a.classes.empty() ? 0 : a.classes.back().block_size;
   return Status{Errc::invalid_argument,
@@ -594,9 +629,18 @@ Status validate_config(const ServerConfig& c) {
                                          "max_connections_per_uid = " +
                                          std::to_string(c.max_connections_per_uid) +
                                          " must exceed; lower max_streams or raise that");
-  const ArenaConfig arena = c.arena.classes.empty() ? arena_for_tables(default_arena(), c.tables) : c.arena;
+  const ArenaPlan plan = plan_arena(c);
+  // Each class is laid out to take all of grow_to, so it is bounded by the
+  // machine (the layout is address space in every client, not memory).
+  if (c.arena_grow_to > 4 * quarter_of_memory())
+    return bad("arena.grow_to", std::to_string(c.arena_grow_to) + " bytes is more than this machine's memory (" +
+                                    std::to_string(4 * quarter_of_memory()) + " bytes)");
+  if (c.arena_grow_to && c.arena_grow_to < plan.start_bytes)
+    return bad("arena.grow_to", std::to_string(c.arena_grow_to) + " bytes is less than the " +
+                                    std::to_string(plan.start_bytes) +
+                                    " the arena starts with; give at least that, or leave grow_to out");
   for (size_t i = 0; i < c.tables.size(); ++i)
-    if (auto fit = arena_fit(arena, *c.tables[i]); !fit.ok())
+    if (auto fit = arena_fit(plan, *c.tables[i]); !fit.ok())
       return bad("table[" + std::to_string(i) + "]", fit.status().message());
   std::set<std::string> names;
   for (size_t i = 0; i < c.tables.size(); ++i)

@@ -70,6 +70,7 @@ struct ServerConfig {
   std::string group;       // owner group of socket and segments; "" = the server's own
   std::string shm_prefix;  // segment name prefix; "" = derived from the socket path
   ArenaConfig arena;       // empty = arena_for_tables(default_arena(), tables)
+  uint64_t arena_grow_to = 0;  // [arena] grow_to, bytes; 0 = not given (see plan_arena)
   // [server]: the control socket's connections, said hello or not. Each
   // holds one of the server's descriptors, so a flood of them is bounded
   // here; start-up lowers max_connections to what the descriptor limit fits.
@@ -111,13 +112,30 @@ ArenaConfig default_arena();
 // keeps what is left, and arena_fit says so when it is made.
 ArenaConfig arena_for_tables(ArenaConfig base, const std::vector<CheckedTableOptions>& tables);
 
+// A quarter of the machine's memory: what a server's arena takes at most
+// unless its config says otherwise.
+uint64_t quarter_of_memory();
+
+// The arena a server makes: the classes' blocks it starts with and the
+// layout they may grow into (ChunkArena, "Growth"), each class to all the
+// room there is below grow_to.
+struct ArenaPlan {
+  ArenaConfig start;        // committed at start: [arena] classes, or arena_for_tables(default_arena())
+  ArenaConfig layout;       // the same classes, each with the most blocks it may grow to
+  uint64_t start_bytes = 0;
+  // [arena] grow_to, or without it: a quarter of memory for the default
+  // classes, and no growth (start_bytes) for configured ones.
+  uint64_t grow_to = 0;
+};
+ArenaPlan plan_arena(const ServerConfig& c);
+
 // How a table fits an arena: refused (Errc::invalid_argument, naming the
 // largest block) when one step of it fits no block, since no writer could
 // write it; else a warning, "" if none, when the class of its one-step
 // chunks has fewer blocks than max_size items, so that a table of
 // one-step items waits for blocks long before it is full (a one-step
 // chunk takes a whole block). The config check and table creation share it.
-Result<std::string> arena_fit(const ArenaConfig& a, const TableOptions& o);
+Result<std::string> arena_fit(const ArenaPlan& plan, const TableOptions& o);
 
 // The most blocks of a class of `count` that one client may hold reserved:
 // `share` of them, but at least 4 (a writer's open chunk, one in flight, a

@@ -121,6 +121,7 @@ bool Server::Impl::hello(Client& c, const std::vector<char>& p) {
   for (uint32_t k = 0; k < arena.num_classes(); ++k) {
     hr.classes[k] = {arena.size_class(k).block_size, arena.size_class(k).count};
     hr.client_limit[k] = arena.client_limit(k);
+    hr.committed[k] = arena.committed(k);
   }
   int fds[2] = {arena_seg.fd(), bells_seg.fd()};
   return send_message(c.fd, ControlType::hello, 0, &hr, sizeof hr, fds, 2).ok();
@@ -263,15 +264,16 @@ bool Server::Impl::status(Client& c) {
     if (st.waiting_block_size == 0 || size < st.waiting_block_size) st.waiting_block_size = size;
   }
   st.tables = static_cast<uint32_t>(tables->size());
-  st.arena_bytes = arena_seg.size();
-  st.blocks_total = arena.total_blocks();
   st.num_classes = arena.num_classes();
   for (uint32_t sc = 0; sc < arena.num_classes(); ++sc) {
     auto& out = st.classes[sc];
     const SizeClass& k = arena.size_class(sc);
     out.block_size = k.block_size;
-    out.total = k.count;
-    for (uint32_t i = k.first_block; i < k.first_block + k.count; ++i) {
+    out.total = arena.committed(sc);
+    out.most = arena.most_blocks(sc);
+    st.arena_bytes += k.block_size * out.total;
+    st.blocks_total += out.total;
+    for (uint32_t i = k.first_block; i < k.first_block + out.total; ++i) {
       BlockKind b = arena.kind(i);
       (b == BlockKind::free ? out.free : b == BlockKind::reserved ? out.reserved : out.sealed)++;
     }
@@ -279,6 +281,7 @@ bool Server::Impl::status(Client& c) {
     st.blocks_reserved += out.reserved;
     st.blocks_sealed += out.sealed;
   }
+  st.arena_grow_to = std::max<uint64_t>(st.arena_bytes, arena_growth.max_bytes);
   std::strncpy(st.version, ENGRAM_VERSION_STRING, sizeof st.version - 1);
   // kMaxConnections clients would not fit one message; those attached are
   // fewer than the arena's client ids, which do.
@@ -333,11 +336,14 @@ bool Server::Impl::grant_blocks(Client& c, const std::vector<char>& p) {
                             ": keep fewer writers or chunks in flight, or raise it"};
   if (granted.empty() && why.code() == Errc::out_of_memory) {
     const SizeClass& k = arena.size_class(rq.size_class);
+    std::string bound = arena.growth_refusal();
     arena_waits.note("writers wait for arena blocks of " + std::to_string(k.block_size) + " bytes: all " +
-                     std::to_string(k.count) +
-                     " of that class hold chunks of items or are being written, and they wait until items leave "
-                     "(evicted at max_size, sampled out, deleted); give [arena] more blocks of that size, write "
-                     "several steps a chunk (chunk_length), or keep fewer items (max_size)");
+                     std::to_string(arena.committed(rq.size_class)) +
+                     " of that class hold chunks of items or are being written" +
+                     (bound.empty() ? std::string() : ", and it cannot grow: " + bound) +
+                     "; they wait until items leave "
+                     "(evicted at max_size, sampled out, deleted); give [arena] more blocks of that size or a larger "
+                     "grow_to, write several steps a chunk (chunk_length), or keep fewer items (max_size)");
     if (Status end = wait_without_end(c, rq.size_class); !end.ok()) {
       log_error(who(c) + ": " + end.message());
       waiting_for_blocks.erase(c.id);
@@ -386,11 +392,12 @@ Status Server::Impl::wait_without_end(Client& c, uint32_t k) {
               std::to_string(i.spec.capacity) + ")";
   }
   const SizeClass& sc = arena.size_class(k);
+  const std::string bound = arena.growth_refusal();
   return {Errc::arena_exhausted,
-          "the arena's " + std::to_string(sc.count) + " blocks of " + std::to_string(sc.block_size) +
+          "the arena's " + std::to_string(arena.committed(k)) + " blocks of " + std::to_string(sc.block_size) +
               " bytes all hold chunks of items, and no table will let one go: none is full (so none evicts) and "
               "none has max_times_sampled (so samples keep them); tables: " +
-              held +
+              held + (bound.empty() ? std::string() : "; and " + bound) +
               ". Give [arena] more blocks of that size (engramd.toml(5)), write several steps a chunk "
               "(chunk_length), lower max_size, or delete items"};
 }

@@ -309,20 +309,22 @@ int main(int argc, char** argv) {
     std::string remote(remote_reply.begin(), remote_reply.end());
     if (json) {
       std::printf("{\"pid\": %llu, \"version\": %s, \"uptime_ms\": %llu, \"clients\": %u, \"tables\": %u, "
-                  "\"arena_bytes\": %llu, \"blocks\": {\"total\": %llu, \"free\": %llu, \"reserved\": %llu, \"sealed\": %llu}, "
+                  "\"arena_bytes\": %llu, \"arena_grow_to\": %llu, \"blocks\": {\"total\": %llu, \"free\": %llu, \"reserved\": %llu, \"sealed\": %llu}, "
                   "\"connections\": {\"open\": %u, \"max\": %u, \"max_per_uid\": %u, \"refused\": %llu}, "
                   "\"descriptors\": {\"open\": %u, \"limit\": %u}, "
                   "\"waiting_for_blocks\": {\"clients\": %u, \"block_size\": %llu}, \"classes\": [",
                   (unsigned long long)st.pid, json_string(fixed_string(st.version, sizeof st.version)).c_str(),
                   (unsigned long long)st.uptime_ms, st.clients, st.tables, (unsigned long long)st.arena_bytes,
+                  (unsigned long long)st.arena_grow_to,
                   (unsigned long long)st.blocks_total, (unsigned long long)st.blocks_free,
                   (unsigned long long)st.blocks_reserved, (unsigned long long)st.blocks_sealed, st.connections,
                   st.max_connections, st.max_connections_per_uid, (unsigned long long)st.refused, st.fds_open,
                   st.fds_limit, st.waiting_for_blocks, (unsigned long long)st.waiting_block_size);
       for (uint32_t k = 0; k < st.num_classes; ++k)
-        std::printf("%s{\"block_size\": %llu, \"total\": %u, \"free\": %u, \"reserved\": %u, \"sealed\": %u}",
+        std::printf("%s{\"block_size\": %llu, \"total\": %u, \"free\": %u, \"reserved\": %u, \"sealed\": %u, "
+                    "\"most\": %u}",
                     k ? ", " : "", (unsigned long long)st.classes[k].block_size, st.classes[k].total,
-                    st.classes[k].free, st.classes[k].reserved, st.classes[k].sealed);
+                    st.classes[k].free, st.classes[k].reserved, st.classes[k].sealed, st.classes[k].most);
       std::printf("], \"client_list\": [");
       for (size_t i = 0; i < each.size(); ++i)
         std::printf("%s{\"id\": %u, \"pid\": %u, \"uid\": %u, \"tables_open\": %u, \"reserved_blocks\": %llu}",
@@ -338,13 +340,17 @@ int main(int argc, char** argv) {
                 st.clients, st.connections, st.max_connections, st.max_connections_per_uid,
                 (unsigned long long)st.refused);
     std::printf("  descriptors  %u open of %u\n  tables       %u\n", st.fds_open, st.fds_limit, st.tables);
-    std::printf("  arena        %.1f MiB: %llu blocks, %llu free, %llu being written, %llu holding chunks\n",
-                st.arena_bytes / 1048576.0, (unsigned long long)st.blocks_total, (unsigned long long)st.blocks_free,
+    std::printf("  arena        %.1f MiB",  st.arena_bytes / 1048576.0);
+    if (st.arena_grow_to > st.arena_bytes) std::printf(" (grows on demand to %.1f MiB)", st.arena_grow_to / 1048576.0);
+    std::printf(": %llu blocks, %llu free, %llu being written, %llu holding chunks\n",
+                (unsigned long long)st.blocks_total, (unsigned long long)st.blocks_free,
                 (unsigned long long)st.blocks_reserved, (unsigned long long)st.blocks_sealed);
     for (uint32_t k = 0; k < st.num_classes; ++k) {
       const auto& sc = st.classes[k];
-      std::printf("    %9s %9u blocks, %9u free, %7u being written, %9u holding chunks\n",
+      std::printf("    %9s %9u blocks, %9u free, %7u being written, %9u holding chunks",
                   size_text(sc.block_size).c_str(), sc.total, sc.free, sc.reserved, sc.sealed);
+      if (sc.most > sc.total) std::printf(", may grow to %u", sc.most);
+      std::printf("\n");
     }
     if (st.waiting_for_blocks)
       std::printf("  waiting      %u %s for arena blocks of %llu bytes (the class is full; see the log)\n",

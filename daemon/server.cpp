@@ -5,6 +5,7 @@
 
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -72,14 +73,15 @@ Server::Impl::~Impl() {
 
 Status Server::Impl::init(const ServerConfig& c) {
   config = c;
-  if (config.arena.classes.empty()) config.arena = arena_for_tables(default_arena(), config.tables);
   if (Status s = validate_config(config); !s.ok()) return s;
+  const ArenaPlan plan = plan_arena(config);
+  config.arena = plan.start;
   prefix = shm_prefix_for(config);
   auto a = AccessControl::for_group(config.group);
   if (!a.ok()) return a.status();
   access = *a;
   if (Status s = claim_socket_path(); !s.ok()) return s;
-  if (Status s = make_arena(); !s.ok()) return s;
+  if (Status s = make_arena(plan); !s.ok()) return s;
   tables = std::make_unique<TableRegistry>(arena, bells, &arena_ids, prefix, config.ring_records);
   auto ck_id = arena_ids.take("checkpointer");
   if (!ck_id.ok()) return ck_id.status();
@@ -115,7 +117,8 @@ Status Server::Impl::init(const ServerConfig& c) {
   if (Status s = fit_descriptors(); !s.ok()) return s;
   if (Status s = listen_socket(); !s.ok()) return s;
   if (!ShmSegment::seal_note().empty()) log_warn(ShmSegment::seal_note());
-  log_info("serving " + config.socket_path + " (arena " + std::to_string(arena_seg.size() >> 20) + " MiB, " +
+  log_info("serving " + config.socket_path + " (arena " + std::to_string(plan.start_bytes >> 20) + " MiB" +
+           (plan.grow_to > plan.start_bytes ? ", growing to " + std::to_string(plan.grow_to >> 20) + " MiB" : "") + ", " +
            std::to_string(tables->size()) + " tables)");
   thread = std::thread([this] { control_loop(); });
   return Status::Ok();
@@ -146,24 +149,54 @@ Status Server::Impl::claim_socket_path() {
 
 // Sealed memfds: clients reach them only through the descriptors sent over
 // the socket, and none can resize them (ShmSegment::Sealing).
-Status Server::Impl::make_arena() {
-  size_t need = ArenaBlocks::bytes_needed(config.arena);
+Server::Impl::MetaMapping::~MetaMapping() {
+  if (addr) ::munmap(addr, size);
+}
+
+// The segment is laid out for every class at its most (plan_arena), and
+// only the blocks it starts with are reserved: the rest is a hole that
+// the classes grow into (ChunkArena, "Growth"), mapped but costing no
+// memory until then.
+Status Server::Impl::make_arena(const ArenaPlan& plan) {
+  size_t need = ArenaBlocks::bytes_needed(plan.layout);
   if (need == 0) {
-    Status s = ArenaBlocks::validate(config.arena);
+    Status s = ArenaBlocks::validate(plan.layout);
     return {s.code(), "arena.classes: " + s.message()};
   }
-  auto seg = ShmSegment::create_sealed(prefix + ".arena", need, ShmSegment::Sealing::fixed_size);
+  std::vector<std::pair<uint64_t, uint64_t>> reserved;
+  std::vector<uint32_t> committed;
+  uint64_t offset = 0;
+  for (size_t k = 0; k < plan.layout.classes.size(); ++k) {
+    const SizeClassConfig& most = plan.layout.classes[k];
+    reserved.push_back({offset, most.block_size * plan.start.classes[k].count});
+    committed.push_back(plan.start.classes[k].count);
+    offset += most.block_size * most.count;
+  }
+  auto seg = ShmSegment::create_sealed(prefix + ".arena", need, ShmSegment::Sealing::fixed_size, reserved);
   if (!seg.ok()) return seg.status();
   arena_seg = std::move(*seg);
-  size_t meta = align_up(ChunkArena::meta_bytes_needed(config.arena), kCacheLine);
-  arena_meta.reset(std::aligned_alloc(kCacheLine, meta));
-  if (!arena_meta)
+  size_t meta = align_up(ChunkArena::meta_bytes_needed(plan.layout), kCacheLine);
+  void* m = ::mmap(nullptr, meta, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (m == MAP_FAILED)
     return {Errc::out_of_memory, "no memory for the arena's " + std::to_string(meta) + " bytes of block states"};
-  auto a = ChunkArena::format(arena_meta.get(), meta, arena_seg.data(), arena_seg.size(), config.arena);
+  arena_meta.addr = m;
+  arena_meta.size = meta;
+  auto a = ChunkArena::format(m, meta, arena_seg.data(), arena_seg.size(), plan.layout, committed);
   if (!a.ok()) return a.status();
   arena = *a;
   for (uint32_t k = 0; k < arena.num_classes(); ++k)
-    arena.set_client_limit(k, client_block_limit(arena.size_class(k).count, config.max_reserved_share));
+    arena.set_client_limit(k, client_block_limit(arena.committed(k), config.max_reserved_share));
+  if (plan.grow_to > plan.start_bytes) {
+    arena_growth.max_bytes = plan.grow_to;
+    arena_growth.commit = [this](uint64_t off, uint64_t bytes) { return arena_seg.commit(off, bytes); };
+    arena_growth.release = [this](uint64_t off, uint64_t bytes) { return arena_seg.release(off, bytes); };
+    arena_growth.grown = [this](uint32_t k, uint32_t blocks) {
+      arena.set_client_limit(k, std::max(arena.client_limit(k), client_block_limit(blocks, config.max_reserved_share)));
+      log_info("arena: the class of " + size_text(arena.size_class(k).block_size) + " blocks grew to " +
+               std::to_string(blocks) + " blocks ([arena] grow_to " + size_text(arena_growth.max_bytes) + ")");
+    };
+    arena.set_growth(&arena_growth);
+  }
   auto b = ShmSegment::create_sealed(prefix + ".bells", sizeof(BellsHeader), ShmSegment::Sealing::fixed_size);
   if (!b.ok()) return b.status();
   bells_seg = std::move(*b);
@@ -202,7 +235,7 @@ void Server::Impl::control_loop() {
     fds.push_back({monotonic_ns() < accept_paused_until_ns ? -1 : listen_fd, POLLIN, 0});
     for (auto& [fd, c] : clients) fds.push_back({fd, POLLIN, 0});
     int timeout = checkpoints->poll_timeout_ms();
-    for (int t : {connections_poll_ms(), exports_poll_ms()})
+    for (int t : {connections_poll_ms(), exports_poll_ms(), trim_poll_ms()})
       if (timeout < 0 || (t >= 0 && t < timeout)) timeout = t;
     int r = ::poll(fds.data(), fds.size(), timeout);
     if (r < 0 && errno != EINTR) {
@@ -226,8 +259,25 @@ void Server::Impl::control_loop() {
     }
     close_silent();
     lapse_exports();
+    trim_arena();
   }
   shutdown();
+}
+
+// How often the arena's holes are trimmed (ChunkArena::trim_holes): a
+// client's touch of a hole costs memory until then, and a trim that finds
+// nothing is a few page-table walks, some microseconds.
+constexpr int64_t kTrimHolesNs = 1'000'000'000;
+
+int Server::Impl::trim_poll_ms() const {
+  if (arena_growth.max_bytes == 0) return -1;
+  return static_cast<int>(std::max<int64_t>(0, (next_trim_ns - monotonic_ns()) / 1'000'000 + 1));
+}
+
+void Server::Impl::trim_arena() {
+  if (arena_growth.max_bytes == 0 || monotonic_ns() < next_trim_ns) return;
+  next_trim_ns = monotonic_ns() + kTrimHolesNs;
+  if (Status s = arena.trim_holes(); !s.ok()) trim_failures.note("arena: " + s.message());
 }
 
 void Server::Impl::apply_reload() {

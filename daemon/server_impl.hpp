@@ -101,7 +101,15 @@ struct Server::Impl {
   ShmSegment arena_seg, bells_seg;
   // The arena's allocation state: in this process's memory, out of every
   // client's reach (ChunkArena).
-  std::unique_ptr<void, decltype(&std::free)> arena_meta{nullptr, &std::free};
+  // The allocator's private state: an anonymous mapping, so that the
+  // block states of classes not yet grown are zero pages, costing nothing.
+  struct MetaMapping {
+    void* addr = nullptr;
+    size_t size = 0;
+    ~MetaMapping();
+  } arena_meta;
+  ArenaGrowth arena_growth;  // outlives `arena`, which points at it; max_bytes 0: no growth
+  int64_t next_trim_ns = 0;  // when trim_arena next gives the holes' pages back
   ChunkArena arena;
   BellsHeader* bells = nullptr;
   IdPool arena_ids{1, kArenaMaxClients};
@@ -119,6 +127,7 @@ struct Server::Impl {
   int64_t accept_paused_until_ns = 0;
   RepeatedLog accept_errors, refusals, silences;
   RepeatedLog arena_waits;  // grants refused for want of a free block: writers waiting
+  RepeatedLog trim_failures;  // trim_arena's refusals (a kernel without hole punching)
   // A client whose grants find their class empty: since when, and the
   // class's free list as it was then (ChunkArena::free_list_word), so that
   // a wait in which no block of the class came or went is seen.
@@ -134,7 +143,9 @@ struct Server::Impl {
   // --- server.cpp: start-up, segments, the loop, shutdown -----------------
   Status init(const ServerConfig& c);
   Status claim_socket_path();
-  Status make_arena();
+  Status make_arena(const ArenaPlan& plan);
+  int trim_poll_ms() const;
+  void trim_arena();
   Status listen_socket();
   void control_loop();
   void apply_reload();

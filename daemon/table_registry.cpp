@@ -11,10 +11,12 @@ namespace engram {
 Status TableRegistry::create(const CheckedTableOptions& checked) {
   const TableOptions& o = *checked;
   if (tables_.count(o.name)) return {Errc::already_exists, "a table named \"" + escaped(o.name) + "\" exists"};
-  ArenaConfig classes;
-  for (uint32_t k = 0; k < arena_.num_classes(); ++k)
-    classes.classes.push_back({arena_.size_class(k).block_size, arena_.size_class(k).count});
-  auto fit = arena_fit(classes, o);
+  ArenaPlan now;  // the arena as it is, and as far as each class can still grow
+  for (uint32_t k = 0; k < arena_.num_classes(); ++k) {
+    now.start.classes.push_back({arena_.size_class(k).block_size, arena_.committed(k)});
+    now.layout.classes.push_back({arena_.size_class(k).block_size, arena_.most_blocks(k)});
+  }
+  auto fit = arena_fit(now, o);
   if (!fit.ok()) return fit.status();
   if (!fit->empty()) log_warn(*fit);
   auto id = table_ids_.take("table");

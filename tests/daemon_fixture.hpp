@@ -106,7 +106,15 @@ class Control {
   const HelloReply& hello() const { return hello_; }
   int fd() const { return fd_; }
   // The arena and the bells, mapped from the descriptors of the hello (once each).
-  ShmSegment map_arena() { return map(0, hello_.arena_size, "arena"); }
+  ShmSegment map_arena() { return map(0, hello_.arena_size, "arena", ShmSegment::Populate::none); }
+  // Whether block b of `a` (this connection's arena) was committed when it
+  // said hello: a scan of the arena reads only those; the rest is a hole
+  // the arena may grow into, and reading it allocates it (until the
+  // server trims it back).
+  bool committed_at_hello(const ArenaBlocks& a, uint32_t b) const {
+    const uint32_t k = a.class_of(b);
+    return b - a.size_class(k).first_block < hello_.committed[k];
+  }
   ShmSegment map_bells() { return map(1, hello_.bells_size, "bells"); }
   ArenaConfig arena_config() const {
     ArenaConfig c;
@@ -145,8 +153,8 @@ class Control {
   }
 
  private:
-  ShmSegment map(size_t i, size_t size, const char* what) {
-    auto seg = ShmSegment::map_fd(hello_fds_.take(i), size, ShmSegment::Access::read_write, what);
+  ShmSegment map(size_t i, size_t size, const char* what, ShmSegment::Populate p = ShmSegment::Populate::whole) {
+    auto seg = ShmSegment::map_fd(hello_fds_.take(i), size, ShmSegment::Access::read_write, what, p);
     EXPECT_TRUE(seg.ok()) << seg.status().message();
     return seg.ok() ? std::move(*seg) : ShmSegment{};
   }

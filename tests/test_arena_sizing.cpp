@@ -87,6 +87,39 @@ TEST(ArenaSizing, TheSizedArenaStaysWithinAQuarterOfMemory) {
   EXPECT_TRUE(ArenaBlocks::validate(a).ok());
 }
 
+// The arena's plan (plan_arena): without [arena] the default classes grow
+// to a quarter of memory, each class laid out to take all of it; with
+// classes they do not grow unless grow_to says so; grow_to alone grows
+// the default classes.
+TEST(ArenaSizing, ThePlanLaysEachClassOutToTakeAllTheRoomToGrow) {
+  ServerConfig c;
+  ArenaPlan p = plan_arena(c);
+  EXPECT_EQ(p.grow_to, quarter_of_memory());
+  EXPECT_EQ(p.start_bytes, bytes(default_arena()));
+  uint64_t blocks = 0;
+  for (size_t k = 0; k < p.layout.classes.size(); ++k) {
+    const SizeClassConfig& most = p.layout.classes[k];
+    const SizeClassConfig& start = p.start.classes[k];
+    EXPECT_EQ(most.block_size, start.block_size);
+    EXPECT_EQ(most.count, start.count + (p.grow_to - p.start_bytes) / most.block_size) << most.block_size;
+    blocks += most.count;
+  }
+  EXPECT_LT(blocks, kArenaMaxBlocks);
+  EXPECT_TRUE(ArenaBlocks::validate(p.layout).ok());
+  c.arena = ArenaConfig{{{4096, 100}}};
+  p = plan_arena(c);
+  EXPECT_EQ(p.grow_to, p.start_bytes) << "configured classes stay as they are";
+  EXPECT_EQ(p.layout.classes[0].count, 100u);
+  c.arena_grow_to = 4096 * 1000;
+  p = plan_arena(c);
+  EXPECT_EQ(p.layout.classes[0].count, 1000u);
+  c.arena = {};
+  c.arena_grow_to = 1ull << 30;
+  p = plan_arena(c);
+  EXPECT_EQ(p.start_bytes, bytes(default_arena()));
+  EXPECT_EQ(p.grow_to, 1ull << 30);
+}
+
 TEST(ArenaSizing, SizeTextIsWhatParseSizeReads) {
   for (uint64_t v : {0ull, 1ull, 400ull, 1024ull, 4096ull, 1536ull, 65536ull, 8ull << 20, 3ull << 30, (1ull << 40) + 1024}) {
     auto back = parse_size(size_text(v));

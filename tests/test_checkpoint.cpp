@@ -604,6 +604,7 @@ TEST_F(ServerCheckpoint, RestoredOneChunkItemsSampleByTheLayoutCheckedAtRestore)
   ASSERT_TRUE(arena.ok()) << arena.status().message();
   uint32_t rewritten = 0;
   for (uint32_t b = 0; b < arena->total_blocks(); ++b) {
+    if (!ctl.committed_at_hello(*arena, b)) continue;
     auto* h = static_cast<ChunkHeader*>(arena->data({b, 0}));
     if (h->magic != kChunkMagic) continue;
     h->magic = 0;

@@ -26,13 +26,14 @@ ArenaConfig small_config() { return ArenaConfig{{{64, 40}, {256, 20}, {4096, 10}
 // the daemon's threads and be killed at any instruction), followed by one
 // page of test control words.
 struct SharedArena {
-  explicit SharedArena(const ArenaConfig& c) {
+  explicit SharedArena(const ArenaConfig& c, const std::vector<uint32_t>& committed = {}) {
     meta_bytes = align_up(ChunkArena::meta_bytes_needed(c), 4096);
     bytes = meta_bytes + ArenaBlocks::bytes_needed(c);
     auto s = ShmSegment::anonymous(bytes + 4096);
     EXPECT_TRUE(s.ok());
     seg = std::move(s.value());
-    auto a = ChunkArena::format(seg.data(), meta_bytes, static_cast<char*>(seg.data()) + meta_bytes, bytes - meta_bytes, c);
+    auto a = ChunkArena::format(seg.data(), meta_bytes, static_cast<char*>(seg.data()) + meta_bytes, bytes - meta_bytes, c,
+                                committed);
     EXPECT_TRUE(a.ok()) << a.status().to_string();
     arena = a.value();
     stop = new (static_cast<char*>(seg.data()) + bytes) std::atomic<uint32_t>(0);
@@ -57,6 +58,100 @@ void expect_all_free(const ChunkArena& a) {
   EXPECT_EQ(audit->listed, a.total_blocks());
   EXPECT_EQ(audit->reserved, 0u);
   EXPECT_EQ(audit->sealed, 0u);
+}
+
+// Growth (ChunkArena, "Growth"): a class formatted with fewer blocks than
+// its layout commits more when its list runs dry, within the bytes the
+// growth allows, and the walks see exactly the committed blocks.
+TEST(ChunkArena, AClassGrowsOnDemandWithinItsBound) {
+  SharedArena s(small_config(), {4, 2, 1});
+  std::vector<std::pair<uint64_t, uint64_t>> commits;
+  bool refuse = false;
+  ArenaGrowth g;
+  g.commit = [&](uint64_t off, uint64_t bytes) {
+    if (refuse) return Status{Errc::out_of_memory, "no memory here"};
+    commits.push_back({off, bytes});
+    return Status::Ok();
+  };
+  std::vector<std::pair<uint32_t, uint32_t>> grown;
+  g.grown = [&](uint32_t k, uint32_t n) { grown.push_back({k, n}); };
+  const uint64_t start = 4 * 64 + 2 * 256 + 1 * 4096;
+  g.max_bytes = start + 10 * 64;  // room for ten blocks of 64 B
+  s.arena.set_growth(&g);
+  EXPECT_EQ(s.arena.most_blocks(0), 14u);
+  EXPECT_EQ(s.arena.most_blocks(2), 1u) << "a 4 KiB block does not fit the room";
+  std::vector<BlockRef> held;
+  for (int i = 0; i < 14; ++i) {
+    auto b = s.arena.alloc(1, 0);
+    ASSERT_TRUE(b.ok()) << i << ": " << b.status().to_string();
+    held.push_back(*b);
+  }
+  EXPECT_EQ(s.arena.committed(0), 14u);
+  ASSERT_EQ(commits.size(), 1u) << "one growth of ten blocks";
+  EXPECT_EQ(commits[0], (std::pair<uint64_t, uint64_t>{4 * 64, 10 * 64})) << "the hole right after the first four";
+  EXPECT_EQ(grown, (std::vector<std::pair<uint32_t, uint32_t>>{{0, 14}}));
+  auto more = s.arena.alloc(1, 0);
+  EXPECT_EQ(more.status().code(), Errc::out_of_memory);
+  EXPECT_NE(s.arena.growth_refusal().find("grow_to"), std::string::npos) << s.arena.growth_refusal();
+  auto audit = s.arena.audit();
+  ASSERT_TRUE(audit.ok()) << audit.status().to_string();
+  EXPECT_EQ(audit->reserved, 14u);
+  EXPECT_EQ(audit->free, 2u + 1u) << "the other classes' committed blocks, and none of their hole";
+  // A commit that fails leaves the class as it was.
+  g.max_bytes = start + 10 * 64 + 2 * 256;
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(s.arena.alloc(1, 1).ok());
+  refuse = true;
+  EXPECT_EQ(s.arena.alloc(1, 1).status().code(), Errc::out_of_memory);
+  EXPECT_EQ(s.arena.committed(1), 2u);
+  EXPECT_EQ(s.arena.growth_refusal(), "no memory here");
+  refuse = false;
+  auto b = s.arena.alloc(1, 1);
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  EXPECT_EQ(s.arena.committed(1), 4u);
+  // A dead client's blocks come back from the grown part too.
+  auto freed = s.arena.reclaim(1);
+  ASSERT_TRUE(freed.ok());
+  EXPECT_EQ(*freed, 14u + 3u);
+  audit = s.arena.audit();
+  ASSERT_TRUE(audit.ok()) << audit.status().to_string();
+  EXPECT_EQ(audit->free, 14u + 4u + 1u);
+  EXPECT_EQ(audit->listed, audit->free);
+}
+
+// Threads that take and give back blocks while the class grows under them
+// lose none: every committed block is free and listed once at the end.
+TEST(ChunkArena, GrowthUnderConcurrentAllocsLosesNoBlock) {
+  SharedArena s(ArenaConfig{{{64, 4096}}}, {16});
+  ArenaGrowth g;
+  g.commit = [](uint64_t, uint64_t) { return Status::Ok(); };
+  g.max_bytes = 4096 * 64;
+  s.arena.set_growth(&g);
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (uint32_t c = 1; c <= 4; ++c)
+    threads.emplace_back([&, c] {
+      std::vector<BlockRef> mine;
+      for (int round = 0; round < 50; ++round) {
+        for (int i = 0; i < 20; ++i) {
+          auto b = s.arena.alloc(c, 0);
+          if (!b.ok()) {
+            ++failures;
+            return;
+          }
+          mine.push_back(*b);
+        }
+        for (BlockRef b : mine)
+          if (!s.arena.free_reserved(c, b).ok()) ++failures;
+        mine.clear();
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  auto audit = s.arena.audit();
+  ASSERT_TRUE(audit.ok()) << audit.status().to_string();
+  EXPECT_EQ(audit->free, s.arena.committed(0));
+  EXPECT_EQ(audit->listed, s.arena.committed(0));
+  EXPECT_GE(s.arena.committed(0), 16u + 1u);
 }
 
 TEST(ChunkArena, AllocFreeSealAcquireRelease) {

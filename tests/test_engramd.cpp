@@ -885,6 +885,112 @@ TEST(Engramd, TheDefaultArenaHoldsItsTablesInOneStepChunks) {
   engram_disconnect(c);
 }
 
+// A table made at run time on a server without config is held too: the
+// default arena grows on demand (here its 512 B class, from 65,536 blocks,
+// to hold 200,000 one-step items of 400 B), says so in the log and in
+// status. Before, the writer waited at about 65,500 items and ended with
+// ENGRAM_E_NOMEM (the hopeless wait).
+TEST(Engramd, TheDefaultArenaGrowsForATableMadeAtRunTime) {
+  Daemon d("");
+  engram_client* c = connect_c(d.socket());
+  ASSERT_NE(c, nullptr);
+  engram_column col = {"x", ENGRAM_UINT8, 1, {400}};
+  engram_table_options o;
+  engram_table_options_init(&o);
+  o.name = "t";
+  o.max_size = 200000;
+  o.columns = &col;
+  o.num_columns = 1;
+  ASSERT_EQ(engram_table_create(c, &o), ENGRAM_OK) << engram_last_error();
+  EXPECT_EQ(read_file(d.log()).find("writers wait long before the table is full"), std::string::npos)
+      << "no warning: the class can grow to hold the table";
+  engram_table* t = nullptr;
+  ASSERT_EQ(engram_table_open(c, "t", &t), ENGRAM_OK) << engram_last_error();
+  int n = 0;
+  Status written = write_one_step_items(c, t, col, 400, 200000, 30000, &n);
+  EXPECT_TRUE(written.ok()) << written.to_string();
+  EXPECT_EQ(n, 200000);
+  engram_table_info info;
+  engram_table_info_init(&info);
+  ASSERT_EQ(engram_table_info_get(c, "t", &info), ENGRAM_OK) << engram_last_error();
+  EXPECT_EQ(info.size, 200000u);
+  EXPECT_NE(read_file(d.log()).find("arena: the class of 512B blocks grew to"), std::string::npos) << read_file(d.log());
+  std::string out;
+  EXPECT_EQ(run({ENGRAMCTL_PATH, "--socket", d.socket(), "status"}, &out, d.dir()), 0) << out;
+  EXPECT_NE(out.find("grows on demand to"), std::string::npos) << out;
+  engram_table_close(t);
+  engram_disconnect(c);
+}
+
+// Growth stops at [arena] grow_to: a writer whose class cannot grow any
+// more, and whose table will not let an item go, ends with ENGRAM_E_NOMEM
+// naming the bound, as a fixed arena's does. The class grows once, from
+// 1,024 blocks of 512 B (512 KiB) to the 4,096 that 2 MiB holds.
+TEST(Engramd, TheArenaGrowsToItsBoundAndNoFurther) {
+  std::string dir = make_temp_dir(), out;
+  std::ofstream(dir + "/small.toml") << "[arena]\nclasses = [ { block_size = 512, count = 1024 } ]\n"
+                                     << "grow_to = \"256KiB\"\n";
+  EXPECT_EQ(run({ENGRAMD_PATH, "--check-config", "--config", dir + "/small.toml"}, &out, dir), 1) << out;
+  EXPECT_NE(out.find("arena.grow_to"), std::string::npos) << out;
+  Daemon d("[arena]\nclasses = [ { block_size = 512, count = 1024 } ]\ngrow_to = \"2MiB\"\n"
+           "[[table]]\nname = \"t\"\nmax_size = 100000\n[[table.column]]\nname = \"x\"\ndtype = \"uint8\"\n"
+           "shape = [400]\n");
+  EXPECT_NE(read_file(d.log()).find("and may grow to 4096"), std::string::npos) << read_file(d.log());
+  engram_client* c = connect_c(d.socket());
+  ASSERT_NE(c, nullptr);
+  engram_table* t = nullptr;
+  ASSERT_EQ(engram_table_open(c, "t", &t), ENGRAM_OK) << engram_last_error();
+  engram_column col = {"x", ENGRAM_UINT8, 1, {400}};
+  int n = 0;
+  Status written = write_one_step_items(c, t, col, 400, 100000, -1, &n);
+  EXPECT_EQ(written.code(), Errc::out_of_memory) << written.to_string();
+  EXPECT_NE(written.message().find("grow_to"), std::string::npos) << written.message();
+  EXPECT_GT(n, 3000) << "the class grew past its 1,024 blocks";
+  EXPECT_LE(n, 4096);
+  EXPECT_EQ(run({ENGRAMCTL_PATH, "--socket", d.socket(), "status", "--json"}, &out, d.dir()), 0) << out;
+  EXPECT_NE(out.find("\"arena_bytes\": 2097152, \"arena_grow_to\": 2097152"), std::string::npos) << out;
+  engram_table_close(t);
+  engram_disconnect(c);
+}
+
+// A client that reads the arena's hole (a scan of every block, as a
+// careless tool might; a test did, and reached 24 GiB) allocates its
+// pages, which would stay with the segment until the server stops. The
+// server gives them back within about a second (ChunkArena::trim_holes),
+// and keeps the committed blocks. Seen through mincore(2), which reports
+// the memfd's pages whoever faulted them in; without the trim every page
+// stays resident and the wait below runs out.
+TEST(Engramd, PagesAClientTouchesInTheArenasHoleAreGivenBack) {
+  Daemon d("[arena]\nclasses = [ { block_size = 512, count = 1024 } ]\ngrow_to = \"64MiB\"\n");
+  Control ctl(d.socket());
+  ASSERT_TRUE(ctl.ok());
+  ShmSegment seg = ctl.map_arena();
+  auto arena = ArenaBlocks::attach(seg.data(), seg.size(), ctl.arena_config());
+  ASSERT_TRUE(arena.ok()) << arena.status().message();
+  const SizeClass& sc = arena->size_class(0);
+  char* base = static_cast<char*>(seg.data());
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t start = sc.data_offset + 1024 * 512, end = sc.data_offset + uint64_t{sc.count} * sc.block_size;
+  ASSERT_GT(end - start, size_t{60} << 20) << "the class laid out to take all of grow_to";
+  auto resident = [&](size_t from, size_t to) {
+    std::vector<unsigned char> v((to - from + page - 1) / page);
+    EXPECT_EQ(::mincore(base + from, to - from, v.data()), 0) << std::strerror(errno);
+    size_t n = 0;
+    for (unsigned char c : v) n += c & 1;
+    return n;
+  };
+  for (size_t off = start; off < end; off += page) (void)*reinterpret_cast<volatile char*>(base + off);
+  const size_t touched = resident(start, end);
+  EXPECT_GT(touched, 0u) << "reading the hole allocates it (else there is nothing to give back)";
+  size_t left = touched;
+  for (int i = 0; i < 50 && left > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    left = resident(start, end);
+  }
+  EXPECT_EQ(left, 0u) << touched << " pages of the hole were allocated by the reads";
+  EXPECT_EQ(resident(sc.data_offset, start), 1024 * 512 / page) << "the committed blocks stay";
+}
+
 // A table a checkpoint brought back keeps the checkpoint's settings over a
 // changed [[table]] entry; that is said as a warning naming the keys (it
 // was an info line that named none), and a matching entry only at info.

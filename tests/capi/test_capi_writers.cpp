@@ -433,6 +433,7 @@ TEST_F(CApi, OneChunkItemsSampleByTheLayoutCheckedAtInsert) {
   RawClient raw(socket_, "one");
   uint32_t rewritten = 0;
   for (uint32_t b = 0; b < raw.arena.total_blocks(); ++b) {
+    if (!raw.ctl.committed_at_hello(raw.arena, b)) continue;
     auto* h = static_cast<ChunkHeader*>(raw.arena.data({b, 0}));
     if (h->magic != kChunkMagic) continue;
     h->magic = 0;
