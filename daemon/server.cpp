@@ -266,7 +266,7 @@ void Server::Impl::control_loop() {
 
 // How often the arena's holes are trimmed (ChunkArena::trim_holes): a
 // client's touch of a hole costs memory until then, and a trim that finds
-// nothing is a few page-table walks, some microseconds.
+// nothing frees no page (bench/NOTES.md, "Growth on demand").
 constexpr int64_t kTrimHolesNs = 1'000'000'000;
 
 int Server::Impl::trim_poll_ms() const {
