@@ -105,13 +105,27 @@ int run_actor(const Options& o) {
   const int actions = envs[0]->num_actions();
 
   DuelingQ net(o.env, shape, actions);
-  std::optional<Session> s(std::in_place, o, shape);
+  const std::string who = "engram-apex actor " + std::to_string(o.actor_id);
+  std::optional<Session> s;
   std::vector<float> params(parameter_count(*net));
-  // An actor acts only with the learner's first parameters.
-  int64_t version = s->reader.wait(0, 1, &params, [] { return g_stop != 0; }, std::chrono::milliseconds(10));
+  int64_t version = 0;
+  // An actor acts only with the learner's first parameters. A server that
+  // goes away while this actor still starts is an outage like any other
+  // (the actors of a busy machine start seconds apart): said, and waited
+  // out; one never there is said at once.
+  auto start = [&] {
+    s.emplace(o, shape);
+    version = s->reader.wait(0, 1, &params, [] { return g_stop != 0; }, std::chrono::milliseconds(10));
+  };
+  try {
+    start();
+  } catch (const api::Error& e) {
+    if (!(s ? server_gone(e) : killed_server_left(e, o.socket))) throw;
+    s.reset();
+    if (!reconnect(who.c_str(), "nothing: it had not acted yet", start, [] { return g_stop != 0; })) return 0;
+  }
   if (g_stop) return 0;
   load_parameters(*net, params.data(), params.size());
-  const std::string who = "engram-apex actor " + std::to_string(o.actor_id);
   const uint64_t seed = actor_seed(o.seed, version);
   Rng rng(Rng::derive(seed, 1000003 + static_cast<uint64_t>(o.actor_id)));
 

@@ -100,6 +100,19 @@ void act(const Options& o, ActorPort& port, ActorCounts* counts) {
   RolloutLog log(o.envs, o.unroll, static_cast<int64_t>(obs_size), actions);
   int32_t rollout = 0;
   int64_t version = 0;
+  // Runs f again after each outage of the server (reconnecting, and
+  // saying what was `lost`) until it returns: false if stopped first. A
+  // reproducible run cannot lose a rollout: it resumes from the learner's
+  // state instead (--resume), so an outage ends it.
+  auto through_outages = [&](const std::string& lost, const auto& f) {
+    for (;;) try {
+        f();
+        return true;
+      } catch (const api::Error& e) {
+        if (!server_gone(e) || o.reproducible) throw;
+        if (!port.reconnect(lost)) return false;
+      }
+  };
   if (resuming) {
     std::string path;
     StateIn in = LearnerStates("engram-impala actor", o).load(o.resume, [](const StateIn&) {}, &path);
@@ -108,8 +121,10 @@ void act(const Options& o, ActorPort& port, ActorCounts* counts) {
     params = in.get<float>("act_params", params.size());
     version = std::max(1, rollout);
   } else {
-    version = in_port([&] { return port.parameters(0, 1, &params); });
-    if (port.stopped()) return;
+    // A server gone while this actor still starts (the actors of a busy
+    // machine start seconds apart) is an outage like the loop's.
+    auto first = [&] { version = in_port([&] { return port.parameters(0, 1, &params); }); };
+    if (!through_outages("nothing: it had not acted yet", first) || port.stopped()) return;
   }
   load_parameters(*net, params.data(), params.size());
   const uint64_t seed = o.reproducible ? o.seed : actor_seed(o.seed, version);
@@ -132,10 +147,15 @@ void act(const Options& o, ActorPort& port, ActorCounts* counts) {
     const Stream& s = envs[j];
     port.step(j, obs_p + j * obs_size, s.action, s.reward, s.discount, s.logits.data(), s.global, rollout, item);
   };
-  in_port([&] {
-    for (size_t j = 0; j < m; ++j) append(j, false);
-    port.started();
-  });
+  // Each stream's step 0 alone in its first chunk, at the start and again
+  // after an outage (each stream then starts anew from its current step).
+  auto start_streams = [&] {
+    in_port([&] {
+      for (size_t j = 0; j < m; ++j) append(j, false);
+      port.started();
+    });
+  };
+  if (!through_outages("nothing: it had not acted yet", start_streams)) return;
 
   const int64_t micro = o.micro();
   while (!port.stopped()) try {
@@ -209,24 +229,12 @@ void act(const Options& o, ActorPort& port, ActorCounts* counts) {
     }
   } catch (const api::Error& e) {
     // engramd went away (--socket): the envs go on where they are, each
-    // stream starts anew from its current step (as at the start), and
-    // the rollout being acted is lost. A reproducible run cannot lose a
-    // rollout: it resumes from the learner's state instead (--resume).
+    // stream starts anew from its current step, and the rollout being
+    // acted is lost.
     if (!server_gone(e) || o.reproducible) throw;
-    bool back = false;  // and the streams started anew: the server may go away again meanwhile
-    while (!back && port.reconnect("the unroll being written by each of " + std::to_string(m) +
-                                   " envs, and the unrolls the server had not queued")) {
-      try {
-        in_port([&] {
-          for (size_t j = 0; j < m; ++j) append(j, false);
-          port.started();
-        });
-        back = true;
-      } catch (const api::Error& again) {
-        if (!server_gone(again)) throw;
-      }
-    }
-    if (!back) break;  // stopped
+    const std::string lost =
+        "the unroll being written by each of " + std::to_string(m) + " envs, and the unrolls the server had not queued";
+    if (!port.reconnect(lost) || !through_outages(lost, start_streams)) break;  // stopped
   }
 }
 
@@ -237,7 +245,7 @@ int run_actor(const Options& o) {
   EngramActorPort port(o, static_cast<size_t>(o.envs_per_actor()), *probe, &g_stop);
   ActorCounts counts;
   double wall0 = wall_s(), cpu0 = thread_cpu_s();
-  act(o, port, &counts);
+  if (!port.stopped()) act(o, port, &counts);  // stopped while its server was away
   write_actor_counts(o.out, o.actor_id, counts.frames, wall_s() - wall0, thread_cpu_s() - cpu0, counts.in_port);
   return 0;
 }

@@ -67,8 +67,17 @@ EngramActorPort::Session::Session(const Options& o, size_t envs, const Env& prob
 }
 
 EngramActorPort::EngramActorPort(const Options& o, size_t envs, const Env& probe, const volatile sig_atomic_t* stop)
-    : o_(o), envs_(envs), probe_(probe), stop_(stop), s_(std::make_unique<Session>(o, envs, probe)),
-      bytes_(probe.observation_size()) {}
+    : o_(o), envs_(envs), probe_(probe), stop_(stop), bytes_(probe.observation_size()) {
+  // A server killed before this actor first connects (while the actors
+  // of a busy machine start) is waited out like a later outage; stopped()
+  // says if it never came back. One never there is said at once.
+  try {
+    s_ = std::make_unique<Session>(o, envs, probe);
+  } catch (const api::Error& e) {
+    if (!killed_server_left(e, o.socket)) throw;
+    reconnect("nothing: it had not started");
+  }
+}
 
 bool EngramActorPort::reconnect(const std::string& lost) {
   s_.reset();

@@ -4,6 +4,9 @@ bad flag value is refused before anything starts (exit 2), naming the flag
 and what it takes, and a model --eval cannot load is one line naming the
 file (exit 1), not LibTorch's backtrace.
 Usage: command_lines.py ENGRAM_APEX ENGRAM_IMPALA"""
+import os
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -89,6 +92,28 @@ def main():
         r = subprocess.run([binary, "--eval", "/nonexistent/model.pt"], capture_output=True, text=True, timeout=60)
         if "frame #" in r.stderr or r.stderr.count("\n") > 2:
             failures.append(f"{binary} --eval of a missing file printed a backtrace: {r.stderr!r}")
+    # A socket left by a killed server is an outage, not a mistake: an
+    # actor that first meets it waits for the server to come back (and
+    # stops cleanly if told to first), where /nonexistent/s.sock above is
+    # said at once. Such actors exited 3, and a run whose server was
+    # killed while its actors started lost them (impala_engramd-restart).
+    with tempfile.TemporaryDirectory() as out:
+        stale = os.path.join(out, "s.sock")
+        lone = socket.socket(socket.AF_UNIX)
+        lone.bind(stale)
+        lone.close()  # the file stays, nothing listens: as after kill -9
+        for binary in (apex, impala):
+            p = subprocess.Popen([binary, "--role", "actor", "--actors", "2", "--actor-id", "1", "--all-actors", "2",
+                                  "--socket", stale, "--out", out], stderr=subprocess.PIPE, text=True)
+            try:
+                p.wait(timeout=3)
+                failures.append(f"{binary} actor on a stale socket exited {p.returncode} instead of waiting: "
+                                f"{p.stderr.read()!r}")
+            except subprocess.TimeoutExpired:
+                p.send_signal(signal.SIGTERM)
+                if p.wait(timeout=30) != 0:
+                    failures.append(f"{binary} actor waiting out an outage exited {p.returncode} on SIGTERM: "
+                                    f"{p.stderr.read()!r}")
     for f in failures:
         print("FAIL", f)
     print(f"command lines: {len(failures)} failures")

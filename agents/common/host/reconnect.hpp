@@ -10,6 +10,7 @@
 
 #include <engram/engram.hpp>
 
+#include <sys/stat.h>
 #include <time.h>
 
 #include <algorithm>
@@ -24,6 +25,16 @@ namespace engram::agents {
 
 // The error that starts an outage.
 inline bool server_gone(const api::Error& e) { return e.code() == ENGRAM_E_DISCONNECTED; }
+
+// Whether a first connect that found no server is an outage to wait out
+// rather than a mistake to say at once: the socket is there, left by a
+// server that was killed (while the actors of a busy machine still
+// start, say). No socket at all is a wrong --socket or a server not yet
+// started: said at once (exit 3).
+inline bool killed_server_left(const api::Error& e, const std::string& socket) {
+  struct stat st {};
+  return server_gone(e) && !socket.empty() && ::stat(socket.c_str(), &st) == 0 && S_ISSOCK(st.st_mode);
+}
 
 // The errors of a try while the server comes back: none there yet, its
 // tables not yet restored or created, or too busy restoring to answer.
