@@ -6,6 +6,7 @@
 #include <grp.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -409,6 +410,7 @@ Result<ServerConfig> parse_config(std::string_view text, const std::string& sour
     if (!group.ok()) return wrap(group.status());
     if (!prefix.ok()) return wrap(prefix.status());
     c.socket_path = *sock;
+    c.socket_given = root.contains("socket");
     c.group = *group;
     c.shm_prefix = *prefix;
     if (const toml::node* a = root.get("arena")) {
@@ -655,6 +657,17 @@ Result<ServerConfig> load_config(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return parse_config(ss.str(), path);
+}
+
+Result<ServerConfig> configure(const ConfigSources& from) {
+  Result<ServerConfig> c = !from.path.empty() ? load_config(from.path)
+                           : from.text      ? parse_config(*from.text, "config_toml")
+                                            : Result<ServerConfig>(ServerConfig{});
+  if (!c.ok()) return c;
+  if (!from.socket.empty()) c->socket_path = from.socket;
+  else if (const char* env = std::getenv("ENGRAM_SOCKET"); !c->socket_given && env && *env) c->socket_path = env;
+  if (Status s = validate_config(*c); !s.ok()) return s;
+  return c;
 }
 
 }  // namespace engram

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -53,12 +54,14 @@ struct RemoteConfig {
   // whose items this server delivers to a peer's table.
   struct Upstream {
     std::string table, peer, peer_table;
+    bool operator==(const Upstream&) const = default;
   };
   std::vector<Upstream> upstreams;
   // [[table]] mirror = "HOST:PORT" (and mirror_table): the tables that
   // keep the newest items of a peer's table.
   std::vector<Upstream> mirrors;
   bool tls() const { return !tls_cert.empty(); }
+  bool operator==(const RemoteConfig&) const = default;
 };
 
 // max(256, 4 * the CPUs this process may run on): the default
@@ -67,6 +70,7 @@ uint32_t default_connections_per_uid();
 
 struct ServerConfig {
   std::string socket_path = kDefaultSocket;
+  bool socket_given = false;  // the config's own `socket` key (configure() ranks it above $ENGRAM_SOCKET)
   std::string group;       // owner group of socket and segments; "" = the server's own
   std::string shm_prefix;  // segment name prefix; "" = derived from the socket path
   ArenaConfig arena;       // empty = arena_for_tables(default_arena(), tables)
@@ -145,6 +149,18 @@ uint32_t client_block_limit(uint32_t count, double share);
 // Parses a whole config file's text; `source` names it in messages.
 Result<ServerConfig> parse_config(std::string_view text, const std::string& source);
 Result<ServerConfig> load_config(const std::string& path);
+// Where a server's configuration comes from: engramd's flags, or
+// engram_server_options.
+struct ConfigSources {
+  std::string path;                 // an engramd.toml(5) file; "" = none
+  std::optional<std::string> text;  // the same as text, used when path is ""
+  std::string socket;               // the caller's own socket (a flag, an option); "" = none
+};
+// The configuration a server starts with (engramd and engram_server_start
+// alike): parsed, checked, and its socket by the one precedence,
+// from.socket, else the config's `socket`, else $ENGRAM_SOCKET, else
+// kDefaultSocket. No file and no text: the defaults.
+Result<ServerConfig> configure(const ConfigSources& from);
 // Parses one table definition, e.g. `engramctl create-table`'s input:
 // the keys of a [[table]] entry at top level. Not checked: the server
 // that creates it checks it (Table::check).

@@ -12,8 +12,8 @@
 #include "daemon/config.hpp"
 #include "daemon/log.hpp"
 #include "daemon/server.hpp"
-#include "remote/remote.hpp"
 #include "daemon/service_manager.hpp"
+#include "remote/server_with_peers.hpp"
 
 using namespace engram;
 
@@ -27,8 +27,8 @@ const char* kUsage =
     "tables, and serves clients of libengram over a Unix socket.\n"
     "\n"
     "  --config PATH     TOML configuration (man 5 engramd.toml)\n"
-    "  --socket PATH     control socket (default: $ENGRAM_SOCKET, the config's\n"
-    "                    `socket`, then /run/engram/engram.sock)\n"
+    "  --socket PATH     control socket (default: the config's `socket`, else\n"
+    "                    $ENGRAM_SOCKET, else /run/engram/engram.sock)\n"
     "  --restore DIR     restore this checkpoint directory at start (refuse to start\n"
     "                    if it does not check out), instead of the newest in\n"
     "                    [checkpoint] dir\n"
@@ -41,15 +41,6 @@ const char* kUsage =
 int usage_error(const std::string& msg) {
   std::fprintf(stderr, "engramd: %s\n%s", msg.c_str(), kUsage);
   return 2;
-}
-
-Result<ServerConfig> configure(const std::string& config_path, const std::string& socket_flag) {
-  Result<ServerConfig> c = config_path.empty() ? Result<ServerConfig>(ServerConfig{}) : load_config(config_path);
-  if (!c.ok()) return c;
-  if (const char* env = std::getenv("ENGRAM_SOCKET"); env && *env) c->socket_path = env;
-  if (!socket_flag.empty()) c->socket_path = socket_flag;
-  if (Status s = validate_config(*c); !s.ok()) return s;
-  return c;
 }
 
 }  // namespace
@@ -97,7 +88,8 @@ int main(int argc, char** argv) {
     }
   }
 
-  auto config = configure(config_path, socket_flag);
+  const ConfigSources sources{config_path, std::nullopt, socket_flag};
+  auto config = configure(sources);
   if (!config.ok()) {
     std::fprintf(stderr, "engramd: %s\n", config.status().message().c_str());
     return 1;
@@ -142,26 +134,21 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
 
   ServiceManager service;
-  auto server = Server::start(*config, [&service](const char* what, uint64_t done, uint64_t total) {
+  auto running = remote::ServerWithPeers::start(*config, [&service](const char* what, uint64_t done, uint64_t total) {
     service.progress(what, done, total);
   });
-  if (!server.ok()) {
-    log_error("cannot start: " + server.status().message());
+  if (!running.ok()) {
+    log_error("cannot start: " + running.status().message());
     return 1;
   }
-  auto peers = remote::Remote::start(config->remote, **server);
-  if (!peers.ok()) {
-    log_error("cannot start: " + peers.status().message());
-    (*server)->stop();
-    return 1;
-  }
-  service.ready(**server);
+  Server& server = (*running)->server();
+  service.ready(server);
   for (;;) {
     int sig = 0;
     timespec tick{service.tick_ms() / 1000, (service.tick_ms() % 1000) * 1'000'000L};
     sig = sigtimedwait(&set, nullptr, &tick);
     if (sig < 0) {
-      if (errno == EAGAIN) service.tick(**server);
+      if (errno == EAGAIN) service.tick(server);
       continue;
     }
     if (sig == SIGHUP) {
@@ -170,24 +157,19 @@ int main(int argc, char** argv) {
         continue;
       }
       service.reloading();
-      auto next = configure(config_path, socket_flag);
+      auto next = configure(sources);
       if (!next.ok()) {
         log_warn("SIGHUP: keeping the running configuration: " + next.status().message());
       } else {
         log_info("SIGHUP: reloading " + config_path);
-        (*server)->reload(*next);
-        const RemoteConfig &was = config->remote, &now = next->remote;
-        if (now.listen != was.listen || now.tls_cert != was.tls_cert || now.tls_key != was.tls_key ||
-            now.tls_ca != was.tls_ca || now.insecure != was.insecure)
-          log_warn("SIGHUP: [remote] changed; it takes effect at the next start (systemctl restart engramd)");
+        (*running)->reload(*next);
       }
       service.reloaded();
       continue;
     }
     log_info(std::string("received ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT") + "; stopping");
     service.stopping();
-    peers->reset();  // no peer's traffic into a stopping server
-    (*server)->stop();
+    (*running)->stop();
     return 0;
   }
 }

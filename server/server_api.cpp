@@ -9,13 +9,12 @@
 #include "daemon/log.hpp"
 #include "daemon/server.hpp"
 #include "engram/server.h"
-#include "remote/remote.hpp"
+#include "remote/server_with_peers.hpp"
 
 using namespace engram;
 
 struct engram_server {
-  std::unique_ptr<Server> server;
-  std::unique_ptr<remote::Remote> peers;  // [remote]; stopped before the server
+  std::unique_ptr<remote::ServerWithPeers> running;
 };
 
 extern "C" {
@@ -40,22 +39,17 @@ int engram_server_start(const engram_server_options* o, engram_server** out) {
     if (Status s = bounded_string(o->socket_path, kMaxSocketPath, "socket_path", &socket_path); !s.ok()) return set_error(s);
   if (o && o->config_path)
     if (Status s = bounded_string(o->config_path, PATH_MAX - 1, "config_path", &config_path); !s.ok()) return set_error(s);
-  Result<ServerConfig> config = ServerConfig{};
-  if (o && o->config_path) config = load_config(config_path);
-  else if (o && o->config_toml) config = parse_config(o->config_toml, "config_toml");
+  // NULL means "not given"; an empty string is a mistake, not NULL.
+  if (o && o->socket_path && socket_path.empty()) return fail(Errc::invalid_argument, "socket_path is \"\": give a path, or NULL for the config's");
+  if (o && o->config_path && config_path.empty()) return fail(Errc::invalid_argument, "config_path is \"\": give a file, or NULL for none");
+  ConfigSources sources{config_path, std::nullopt, socket_path};
+  if (o && !o->config_path && o->config_toml) sources.text = o->config_toml;
+  Result<ServerConfig> config = configure(sources);
   if (!config.ok()) return set_error(config.status());
-  if (const char* env = std::getenv("ENGRAM_SOCKET"); env && *env && !(o && o->config_path) && !(o && o->config_toml))
-    config->socket_path = env;
-  if (o && o->socket_path) config->socket_path = socket_path;
   if (o && o->quiet) set_log_level(LogLevel::warn);
-  auto server = Server::start(*config);
-  if (!server.ok()) return set_error(server.status());
-  auto peers = remote::Remote::start(config->remote, **server);
-  if (!peers.ok()) {
-    (*server)->stop();
-    return set_error(peers.status());
-  }
-  *out = new engram_server{std::move(*server), std::move(*peers)};
+  auto running = remote::ServerWithPeers::start(*config);
+  if (!running.ok()) return set_error(running.status());
+  *out = new engram_server{std::move(*running)};
   return ENGRAM_OK;
   ENGRAM_GUARD_END
 }
@@ -63,8 +57,7 @@ int engram_server_start(const engram_server_options* o, engram_server** out) {
 int engram_server_stop(engram_server* s) {
   ENGRAM_GUARD_BEGIN
   if (!s) return ENGRAM_OK;
-  s->peers.reset();
-  s->server->stop();
+  s->running->stop();
   delete s;
   return ENGRAM_OK;
   ENGRAM_GUARD_END

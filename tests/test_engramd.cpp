@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "daemon_fixture.hpp"
+#include "engram/server.h"
 
 namespace engram::test {
 namespace {
@@ -53,6 +54,61 @@ TEST(Engramd, HelpVersionAndCheckConfig) {
   EXPECT_NE(out.find("groupadd"), std::string::npos) << out;
   EXPECT_EQ(run({ENGRAMD_PATH, "--check-config", "--config", dir + "/missing.toml"}, &out, dir), 1);
   EXPECT_NE(out.find("missing.toml"), std::string::npos) << out;
+}
+
+// One precedence for the socket, in engramd and the embedded server alike
+// (issue 59.2): the caller's own (--socket, socket_path), else the
+// config's `socket`, else $ENGRAM_SOCKET, else /run/engram/engram.sock.
+// engramd used to rank $ENGRAM_SOCKET above the config, and the embedded
+// server ignored it under any config.
+TEST(Engramd, OneSocketPrecedenceForEngramdAndTheEmbeddedServer) {
+  std::string dir = make_temp_dir(), out;
+  const std::string env = dir + "/env.sock", named = dir + "/named.sock", flag = dir + "/flag.sock";
+  const std::string naming = "socket = \"" + named + "\"\n";
+  std::ofstream(dir + "/naming.toml") << naming;
+  std::ofstream(dir + "/silent.toml") << "group = \"\"\n";
+  auto check = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {ENGRAMD_PATH, "--check-config"});
+    std::string log = dir + "/run.out";
+    ::unlink(log.c_str());
+    int rc = wait_exit(spawn(args, log, [&] { ::setenv("ENGRAM_SOCKET", env.c_str(), 1); }), 30000);
+    std::string text = read_file(log);
+    EXPECT_EQ(rc, 0) << text;
+    return text;
+  };
+  EXPECT_NE(check({"--config", dir + "/naming.toml"}).find("socket " + named + ")"), std::string::npos);
+  EXPECT_NE(check({"--config", dir + "/silent.toml"}).find("socket " + env + ")"), std::string::npos);
+  EXPECT_NE(check({}).find("socket " + env + ")"), std::string::npos);
+  EXPECT_NE(check({"--config", dir + "/naming.toml", "--socket", flag}).find("socket " + flag + ")"), std::string::npos);
+
+  // The embedded server, from a config's text: where its socket appears.
+  ASSERT_EQ(::setenv("ENGRAM_SOCKET", env.c_str(), 1), 0);
+  auto bound = [&](const char* toml, const char* socket) {
+    engram_server_options so;
+    engram_server_options_init(&so);
+    so.config_toml = toml;
+    so.socket_path = socket;
+    so.quiet = 1;
+    engram_server* server = nullptr;
+    EXPECT_EQ(engram_server_start(&so, &server), ENGRAM_OK) << engram_last_error();
+    std::string where;
+    for (const std::string& p : {env, named, flag})
+      if (std::filesystem::exists(p)) where = p;
+    engram_server_stop(server);
+    return where;
+  };
+  EXPECT_EQ(bound(naming.c_str(), nullptr), named);
+  EXPECT_EQ(bound("group = \"\"\n", nullptr), env);
+  EXPECT_EQ(bound(nullptr, nullptr), env);
+  EXPECT_EQ(bound(naming.c_str(), flag.c_str()), flag);
+  // "" is not NULL: a mistake, said so.
+  engram_server_options so;
+  engram_server_options_init(&so);
+  so.socket_path = "";
+  engram_server* server = nullptr;
+  EXPECT_EQ(engram_server_start(&so, &server), ENGRAM_E_INVALID);
+  EXPECT_NE(std::string(engram_last_error()).find("socket_path"), std::string::npos) << engram_last_error();
+  ::unsetenv("ENGRAM_SOCKET");
 }
 
 // systemd's notify protocol, as a service manager hears it (sd_notify(3)).
