@@ -31,7 +31,7 @@ for arena in old new; do
     engramd_start "$dir/$arena.toml"
     PYTHONPATH=$src/bindings/python ENGRAM_LIBRARY=$build/capi/libengram.so.0 PYTHONDONTWRITEBYTECODE=1 \
       ${ENGRAM_PYTHON:-/usr/bin/python3} "$src/bench/arena/fill.py" "$dir/engram.sock" "$bytes" >"$dir/fill.json"
-    "$build/daemon/engramctl" --socket "$dir/engram.sock" status --json >"$dir/status.json"
+    "$build/programs/engramctl/engramctl" --socket "$dir/engram.sock" status --json >"$dir/status.json"
     python3 - "$arena" "$bytes" "$dir/fill.json" "$dir/status.json" >>"$dir/runs.jsonl" <<'PY'
 import json, sys
 arena, step, fill, status = sys.argv[1], int(sys.argv[2]), json.load(open(sys.argv[3])), json.load(open(sys.argv[4]))

@@ -33,7 +33,7 @@
 #include <thread>
 #include <vector>
 
-#include "daemon/file_writer.hpp"
+#include "server/file_writer.hpp"
 #include "bench_traffic.hpp"
 #include "engram/engram.hpp"
 #include "engram/server.hpp"

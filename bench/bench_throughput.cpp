@@ -37,6 +37,7 @@
 #include <thread>
 #include <vector>
 
+#include "stats.hpp"
 #include "engram/engram.hpp"
 
 namespace {
@@ -637,10 +638,7 @@ double rate(const std::vector<Result>& rs, size_t first, size_t n) {
   return total;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
+using engram::bench::median;
 
 void record(const std::string& system, const std::string& op, const std::string& table, uint64_t payload, int procs,
             const std::vector<double>& reps, const std::vector<Conditions>& conditions, const Latency& l = {}) {

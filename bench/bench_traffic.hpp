@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "stats.hpp"
 #include "engram/engram.hpp"
 
 namespace bench {
@@ -59,16 +60,8 @@ inline void insert_loop(const std::string& socket, std::atomic<bool>* stop, std:
   std::exit(1);
 }
 
-inline double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
-inline double pct(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * double(v.size())))];
-}
+using engram::bench::median;
+using engram::bench::pct;
 
 // Sequential write of `bytes` in 1 MiB writes, then fsync: dd conv=fsync.
 inline double disk_seq_mb_per_s(const std::string& dir, uint64_t bytes) {

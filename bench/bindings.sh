@@ -36,7 +36,7 @@ name = "payload"
 dtype = "uint8"
 shape = [40960]
 TOML
-"$build/daemon/engramd" --config "$tmp/engramd.toml" --log-level warn >"$tmp/engramd.log" 2>&1 &
+"$build/programs/engramd/engramd" --config "$tmp/engramd.toml" --log-level warn >"$tmp/engramd.log" 2>&1 &
 daemon=$!
 trap 'kill $daemon 2>/dev/null; wait $daemon 2>/dev/null; rm -rf "$tmp"' EXIT
 for _ in $(seq 1 100); do [ -S "$tmp/s.sock" ] && break; sleep 0.05; done
@@ -58,7 +58,7 @@ for r in $(seq 1 $rounds); do
     set -- $spec
     for k in 0 1 2 3; do
       lang=${langs[$(((k + r) % 4))]}
-      "$build/daemon/engramctl" --socket "$tmp/s.sock" reset "$1" >/dev/null
+      "$build/programs/engramctl/engramctl" --socket "$tmp/s.sock" reset "$1" >/dev/null
       run "$lang" "$1" "$2" "$3" | tee -a "$tmp/runs.jsonl"
     done
   done

@@ -14,12 +14,9 @@
 #include <string>
 #include <vector>
 
-namespace engram::bench {
+#include "stats.hpp"
 
-inline double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
+namespace engram::bench {
 
 struct CopyBench {
   bool quick = false;  // only keeps the benchmark from rotting: it must run, not measure

@@ -9,7 +9,7 @@ engramd_pid=""
 # Starts engramd on $dir/engram.sock with config $1 and waits for its
 # socket; says why and exits if it does not come up.
 engramd_start() {
-  "$build/daemon/engramd" --config "$1" --socket "$dir/engram.sock" --log-level warn 2>"$dir/engramd.log" &
+  "$build/programs/engramd/engramd" --config "$1" --socket "$dir/engram.sock" --log-level warn 2>"$dir/engramd.log" &
   engramd_pid=$!
   for _ in $(seq 100); do
     [ -S "$dir/engram.sock" ] && return 0

@@ -17,7 +17,7 @@ seeds=("$@")
 cmake --build "$build" --target engram-apex engram engram_embedded >/dev/null
 tmp=$(mktemp -d /tmp/engram-pytorch-apex-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
-export ENGRAM_LIBRARY=$build/capi/libengram.so.0 ENGRAM_SERVER_LIBRARY=$build/server/libengram-server.so.0
+export ENGRAM_LIBRARY=$build/capi/libengram.so.0 ENGRAM_SERVER_LIBRARY=$build/embedded/libengram-server.so.0
 for seed in "${seeds[@]}"; do
   for run in cpp pytorch pytorch-noprefetch; do
     d=$tmp/$run-$seed

@@ -167,7 +167,7 @@ TOML
   d=$!
   ip netns exec "$tx" "$bench" write "$dir/tx.sock" replay "$size" "$n" "$chunk" >"$dir/write.json"
   wait $d || {
-    "$build/daemon/engramctl" --socket "$dir/tx.sock" status >&2
+    "$build/programs/engramctl/engramctl" --socket "$dir/tx.sock" status >&2
     say "upstream $sec $size B: the learner gave up"
     exit 1
   }
@@ -250,7 +250,7 @@ TOML
     fo=$(cat "$dir/follow.json")
     p50+=("$(field "$fo" p50_us)")
     p99+=("$(field "$fo" p99_us)")
-    st=$("$build/daemon/engramctl" --socket "$dir/tx.sock" status --json)
+    st=$("$build/programs/engramctl/engramctl" --socket "$dir/tx.sock" status --json)
     per_version+=("$(python3 -c "import json,sys; m=json.loads(sys.argv[1])['remote']['mirrors'][0]; print(m['bytes'] / max(1, m['items']))" "$st")")
     stop tx
     stop rx

@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 
 build=${ENGRAM_BUILD_DIR:-build/release}
 bin=$build/bench/engram_bench_throughput
-[ -x "$bin" ] && [ -x $build/daemon/engramd ] ||
+[ -x "$bin" ] && [ -x $build/programs/engramd/engramd ] ||
   { echo "thread_cpu: build first: cmake --build --preset release" >&2; exit 1; }
 command -v perf >/dev/null || { echo "thread_cpu: perf is missing: apt-get install linux-perf" >&2; exit 1; }
 payloads=("$@")

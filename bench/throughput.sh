@@ -13,7 +13,7 @@ name=throughput
 if [ "${1:-}" = "--quick" ]; then quick=(--quick); name=throughput-quick; fi
 build=${ENGRAM_BUILD_DIR:-build/release}
 bin=$build/bench/engram_bench_throughput
-[ -x "$bin" ] && [ -x $build/daemon/engramd ] ||
+[ -x "$bin" ] && [ -x $build/programs/engramd/engramd ] ||
   { echo "throughput: build first: cmake --build --preset release" >&2; exit 1; }
 for tool in redis-server gnuplot; do
   command -v $tool >/dev/null || { echo "throughput: $tool is missing; run scripts/setup.sh" >&2; exit 1; }

@@ -30,7 +30,7 @@ tmp=$(mktemp -d /tmp/engram-torch-XXXXXX)
       "$b" "${size[$b]}" "$b"
   done
 } >"$tmp/engramd.toml"
-"$build/daemon/engramd" --config "$tmp/engramd.toml" --log-level warn >"$tmp/engramd.log" 2>&1 &
+"$build/programs/engramd/engramd" --config "$tmp/engramd.toml" --log-level warn >"$tmp/engramd.log" 2>&1 &
 daemon=$!
 trap 'kill $daemon 2>/dev/null; wait $daemon 2>/dev/null; rm -rf "$tmp"' EXIT
 for _ in $(seq 1 100); do [ -S "$tmp/s.sock" ] && break; sleep 0.05; done
@@ -49,7 +49,7 @@ for r in $(seq 1 $rounds); do
   for b in 400 4096 40960; do
     for k in 0 1 2; do
       lang=${langs[$(((k + r) % 3))]}
-      "$build/daemon/engramctl" --socket "$tmp/s.sock" reset "b$b" >/dev/null
+      "$build/programs/engramctl/engramctl" --socket "$tmp/s.sock" reset "b$b" >/dev/null
       run "$lang" "$b" | tee -a "$tmp/runs.jsonl"
     done
   done

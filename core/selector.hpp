@@ -13,6 +13,19 @@
 //  - Max/MinHeap: a binary heap ordered by (priority, seq), where seq is the
 //    value of a counter at the member's last insert or update, so that ties go
 //    to the least recently inserted or updated member.
+//
+// Cost per call, N members, K = kPrioritizedArity (Reverb's selectors
+// state theirs the same way; sample is one draw, a batch is b of them, and
+// a batch without repeats is sample_distinct.hpp's):
+//   kind          insert         sample          update         remove
+//   Uniform       O(1)           O(1)            O(1) (none)    O(1) swap with the last
+//   Prioritized   O(log_K N)     O(K log_K N)    O(log_K N)     O(log_K N)
+//   FIFO, LIFO    O(1)           O(1) the end    O(1) (none)    O(1) unlink
+//   Max/MinHeap   O(log N)       O(1) the top    O(log N)       O(log N)
+// All kinds share one header and one region shape (two u32 arrays of
+// capacity, then the kind's own) so that a table's selector region is
+// sized, sealed and checkpointed the same whatever its kind: the kinds are
+// cases of one view over that region, not classes with a vtable.
 #pragma once
 
 #include <cstdint>

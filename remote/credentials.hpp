@@ -15,8 +15,8 @@
 #include <string>
 
 #include "core/status.hpp"
-#include "daemon/config.hpp"
-#include "daemon/peer_address.hpp"
+#include "server/config.hpp"
+#include "server/peer_address.hpp"
 
 namespace engram::remote {
 

@@ -8,7 +8,7 @@
 #include "capi/relay.h"
 #include "remote/local_table.hpp"
 #include "core/table.hpp"
-#include "daemon/log.hpp"
+#include "server/log.hpp"
 
 namespace engram::remote {
 namespace {

@@ -5,7 +5,7 @@
 #include <unordered_set>
 
 #include "capi/take.h"
-#include "daemon/log.hpp"
+#include "server/log.hpp"
 #include "remote/local_table.hpp"
 #include "remote/wire_items.hpp"
 

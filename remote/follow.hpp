@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <string>
 
-#include "daemon/config.hpp"
+#include "server/config.hpp"
 #include "remote/peer.grpc.pb.h"
 #include "remote/peer_call.hpp"
 

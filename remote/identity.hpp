@@ -16,7 +16,7 @@
 
 #include <string>
 
-#include "daemon/config.hpp"
+#include "server/config.hpp"
 
 namespace engram::remote {
 

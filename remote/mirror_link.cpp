@@ -7,7 +7,7 @@
 
 #include "capi/relay.h"
 #include "core/table.hpp"
-#include "daemon/log.hpp"
+#include "server/log.hpp"
 #include "remote/follow.hpp"
 #include "remote/local_table.hpp"
 #include "remote/peer.grpc.pb.h"

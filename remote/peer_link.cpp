@@ -2,7 +2,7 @@
 
 #include <chrono>
 
-#include "daemon/log.hpp"
+#include "server/log.hpp"
 
 namespace engram::remote {
 namespace {

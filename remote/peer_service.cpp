@@ -3,7 +3,7 @@
 #include <mutex>
 #include <string>
 
-#include "daemon/log.hpp"
+#include "server/log.hpp"
 #include "remote/deliver.hpp"
 #include "remote/follow.hpp"
 

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <string>
 
-#include "daemon/log.hpp"
+#include "server/log.hpp"
 #include "remote/peer_call.hpp"
 #include "remote/producer_claims.hpp"
 #include "remote/peer.grpc.pb.h"

@@ -9,7 +9,7 @@
 #include <mutex>
 #include <thread>
 
-#include "daemon/log.hpp"
+#include "server/log.hpp"
 #include "remote/credentials.hpp"
 #include "remote/identity.hpp"
 #include "remote/mirror_link.hpp"
@@ -31,6 +31,18 @@ constexpr int kHealthTimeoutMs = 2000;
 // for gRPC's own pollers, beside [remote] max_streams.
 constexpr int kCallThreadHeadroom = 16;
 
+std::string json_escape(const std::string& s) {
+  std::string o;
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') o += '\\';
+    if (static_cast<unsigned char>(ch) < 0x20) continue;
+    o += ch;
+  }
+  return o;
+}
+
+}  // namespace
+
 // gRPC allocates every message's buffers afresh, on both sides of a link.
 // Left to glibc, buffers of a megabyte (a request's size) are mmapped and
 // unmapped each time, or the heap is trimmed after each free: every page
@@ -49,18 +61,6 @@ void keep_message_buffers_in_heap() {
   });
 #endif
 }
-
-std::string json_escape(const std::string& s) {
-  std::string o;
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') o += '\\';
-    if (static_cast<unsigned char>(ch) < 0x20) continue;
-    o += ch;
-  }
-  return o;
-}
-
-}  // namespace
 
 struct Remote::Impl {
   RemoteConfig config;

@@ -4,16 +4,17 @@
 //
 // Only engramds talk over the network: clients keep shared memory and the
 // C ABI, and nothing of this room is in core/ or libengram. A Remote
-// starts after its Server and is destroyed before it; engramd and the
-// embedded server (libengram-server) each hold one when [remote] asks.
+// starts after its Server and is destroyed before it: ServerWithPeers
+// (server_with_peers.hpp) holds the two, for engramd and the embedded
+// server (libengram-server) alike.
 #pragma once
 
 #include <memory>
 #include <string>
 
 #include "core/status.hpp"
-#include "daemon/config.hpp"
-#include "daemon/server.hpp"
+#include "server/config.hpp"
+#include "server/server.hpp"
 
 namespace engram::remote {
 
@@ -34,5 +35,10 @@ class Remote {
   explicit Remote(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// Keeps gRPC's message buffers in glibc's heap, process-wide (why: in
+// remote.cpp). Remote::start calls it; so does a program that measures
+// gRPC on its own (bench/grpc_stream.cpp), to measure what engramd runs.
+void keep_message_buffers_in_heap();
 
 }  // namespace engram::remote

@@ -1,6 +1,6 @@
 #include "remote/server_with_peers.hpp"
 
-#include "daemon/log.hpp"
+#include "server/log.hpp"
 
 namespace engram::remote {
 

@@ -10,8 +10,8 @@
 #include <memory>
 
 #include "core/status.hpp"
-#include "daemon/config.hpp"
-#include "daemon/server.hpp"
+#include "server/config.hpp"
+#include "server/server.hpp"
 #include "remote/remote.hpp"
 
 namespace engram::remote {

@@ -8,7 +8,7 @@
 
 #include "capi/take.h"
 #include "core/fnv.hpp"
-#include "daemon/log.hpp"
+#include "server/log.hpp"
 #include "remote/local_table.hpp"
 #include "remote/peer.grpc.pb.h"
 #include "remote/deliver.hpp"

@@ -16,7 +16,7 @@
 #include <memory>
 #include <string>
 
-#include "daemon/config.hpp"
+#include "server/config.hpp"
 #include "remote/credentials.hpp"
 
 namespace engram::remote {

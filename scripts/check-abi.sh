@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Compares a built library with its stored ABI baseline using abidiff from
 # abigail-tools: libengram.so (capi/abi/libengram.so.0.abi, engram.h) or
-# libengram-server.so (server/abi/libengram-server.so.0.abi, engram/server.h).
+# libengram-server.so (embedded/abi/libengram-server.so.0.abi, engram/server.h).
 #   check-abi.sh LIB            fails on an incompatible change (exit 1);
 #                               additions pass, with a note to update the baseline
 #   check-abi.sh --update LIB   rewrites LIB's baseline from LIB
@@ -15,8 +15,8 @@ case "$(basename "$lib")" in
     baseline=capi/abi/libengram.so.0.abi header=capi/include/engram/engram.h
     dirs=(--headers-dir capi/include/engram) ;;
   libengram-server.so*)
-    baseline=server/abi/libengram-server.so.0.abi header=server/include/engram/server.h
-    dirs=(--headers-dir server/include/engram --headers-dir capi/include/engram) ;;
+    baseline=embedded/abi/libengram-server.so.0.abi header=embedded/include/engram/server.h
+    dirs=(--headers-dir embedded/include/engram --headers-dir capi/include/engram) ;;
   *) echo "check-abi: $lib is neither libengram.so nor libengram-server.so" >&2; exit 2 ;;
 esac
 soname=$(basename "$baseline" .abi)

@@ -40,7 +40,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HEADER = os.path.join(ROOT, "capi/include/engram/engram.h")
-SERVER_HEADER = os.path.join(ROOT, "server/include/engram/server.h")
+SERVER_HEADER = os.path.join(ROOT, "embedded/include/engram/server.h")
 # Each header with what a program includes and links to use it.
 HEADERS = [(HEADER, "engram/engram.h", "\\fI\\-lengram\\fP (pkg\\-config engram)", "The engram client library"),
            (SERVER_HEADER, "engram/server.h",
@@ -346,7 +346,7 @@ def defaults(tys):
         lib = os.environ.get("ENGRAM_BUILD_DIR", os.path.join(ROOT, "build/release"))
         # The *_init functions live in the libraries; a probe that cannot
         # link states the headers' layout only, so they must be built.
-        r = subprocess.run([cc, "-std=c99", "-I", os.path.join(ROOT, "capi/include"), "-I", os.path.join(ROOT, "server/include"),
+        r = subprocess.run([cc, "-std=c99", "-I", os.path.join(ROOT, "capi/include"), "-I", os.path.join(ROOT, "embedded/include"),
                             src, "-o", exe, f"-L{lib}/capi", f"-L{lib}/server", "-lengram-server", "-lengram",
                             f"-Wl,-rpath,{lib}/capi:{lib}/server"], capture_output=True, text=True)
         if r.returncode != 0:

@@ -21,7 +21,7 @@ export PKG_CONFIG_PATH=$libdir/pkgconfig
 read -ra client < <(pkg-config --cflags --libs engram)
 read -ra server < <(pkg-config --cflags --libs engram-server)
 
-"$build/daemon/engramd" --socket "$tmp/s.sock" >"$tmp/engramd.log" 2>&1 &
+"$build/programs/engramd/engramd" --socket "$tmp/s.sock" >"$tmp/engramd.log" 2>&1 &
 daemon=$!
 for _ in $(seq 1 100); do [ -S "$tmp/s.sock" ] && break; sleep 0.05; done
 # The table actor.c and learner.c use, made as engram-tutorial(7) makes it.
@@ -39,7 +39,7 @@ name = "action"
 dtype = "int32"
 shape = []
 TOML
-"$build/daemon/engramctl" --socket "$tmp/s.sock" create-table "$tmp/replay.toml" >/dev/null ||
+"$build/programs/engramctl/engramctl" --socket "$tmp/s.sock" create-table "$tmp/replay.toml" >/dev/null ||
   fail "engramctl create-table replay"
 # What each example must print (a line matched as an extended regex).
 declare -A must=(

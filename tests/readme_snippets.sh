@@ -26,7 +26,7 @@ block cpp 0 >"$tmp/snippet.cpp"
 c++ -std=c++17 -Wall -Wextra -Werror -I"$src/capi/include" "$tmp/snippet.cpp" -L"$build/capi" -lengram \
   -Wl,-rpath,"$build/capi" -o "$tmp/snippet_cpp"
 
-"$build/daemon/engramd" --socket "$tmp/s.sock" >"$tmp/engramd.log" 2>&1 &
+"$build/programs/engramd/engramd" --socket "$tmp/s.sock" >"$tmp/engramd.log" 2>&1 &
 daemon=$!
 for _ in $(seq 1 100); do [ -S "$tmp/s.sock" ] && break; sleep 0.05; done
 out=$(ENGRAM_SOCKET=$tmp/s.sock "$tmp/snippet_c")
@@ -40,7 +40,7 @@ n=0
 while :; do
   block toml $n >"$tmp/recipe.toml"
   [ -s "$tmp/recipe.toml" ] || break
-  "$build/daemon/engramd" --check-config --config "$tmp/recipe.toml" >"$tmp/check.log" 2>&1 ||
+  "$build/programs/engramd/engramd" --check-config --config "$tmp/recipe.toml" >"$tmp/check.log" 2>&1 ||
     { cat "$tmp/recipe.toml" "$tmp/check.log" >&2; fail "the README's toml block $((n + 1)) is not a valid engramd.toml"; }
   n=$((n + 1))
 done

@@ -1,4 +1,4 @@
-// The arena a server gets without [arena] (daemon/config.hpp): classes
+// The arena a server gets without [arena] (server/config.hpp): classes
 // fine enough that a small one-step chunk takes a small block, and blocks
 // enough for the configured tables, within a quarter of memory.
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include "core/arena_blocks.hpp"
 #include "core/chunk_format.hpp"
 #include "core/table.hpp"
-#include "daemon/config.hpp"
+#include "server/config.hpp"
 
 namespace engram {
 namespace {

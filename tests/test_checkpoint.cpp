@@ -19,7 +19,7 @@
 #include "core/chunk_arena.hpp"
 #include "core/chunk_format.hpp"
 #include "core/shm.hpp"
-#include "daemon/checkpointer.hpp"
+#include "server/checkpointer.hpp"
 #include "daemon_fixture.hpp"
 #include "engram/engram.h"
 #include "engram/server.h"

@@ -11,8 +11,8 @@
 #include <atomic>
 #include <fstream>
 
-#include "daemon/config.hpp"
-#include "daemon/server.hpp"
+#include "server/config.hpp"
+#include "server/server.hpp"
 #include "daemon_fixture.hpp"
 
 namespace engram::test {

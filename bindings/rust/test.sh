@@ -34,7 +34,7 @@ if missing:
 PY
 cargo build --offline --quiet --examples
 tmp=$(mktemp -d /tmp/engram-rust-XXXXXX)
-"$build/daemon/engramd" --socket "$tmp/s.sock" >"$tmp/engramd.log" 2>&1 &
+"$build/programs/engramd/engramd" --socket "$tmp/s.sock" >"$tmp/engramd.log" 2>&1 &
 daemon=$!
 trap 'kill $daemon 2>/dev/null; wait $daemon 2>/dev/null; rm -rf "$tmp"' EXIT
 for _ in $(seq 1 100); do [ -S "$tmp/s.sock" ] && break; sleep 0.05; done

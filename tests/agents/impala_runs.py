@@ -63,7 +63,7 @@ def table_info(ctl, socket, name):
 
 def queue_case(binary, out):
     build = os.environ["ENGRAM_BUILD_DIR"]
-    engramd, ctl = os.path.join(build, "daemon", "engramd"), os.path.join(build, "daemon", "engramctl")
+    engramd, ctl = os.path.join(build, "programs", "engramd", "engramd"), os.path.join(build, "programs", "engramctl", "engramctl")
     socket = os.path.join(out, "engramd.sock")
     config = os.path.join(out, "engramd.toml")
     with open(config, "w") as f:  # room for the unrolls' chunks, the episodes and the parameters

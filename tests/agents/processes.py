@@ -56,7 +56,7 @@ def actor_pids(learner):
 
 
 class Engramd:
-    """An engramd of the test's own in DIR (ENGRAMD: its binary), with a
+    """An engramd of the test's own in DIR (ENGRAMD, ENGRAMCTL: the binaries), with a
     checkpoint every second, restored when it starts. Its arena: `classes`
     (TOML), by default the one the README gives for Ape-X CartPole."""
 
@@ -91,7 +91,7 @@ class Engramd:
         wrote until now, and the kill lands within a fraction of a second
         of the caller's cue, while the run goes on (waiting for the
         periodic one let a fast run end first)."""
-        ctl = os.path.join(os.path.dirname(os.environ["ENGRAMD"]), "engramctl")
+        ctl = os.environ["ENGRAMCTL"]
         p = subprocess.run([ctl, "--socket", self.socket, "checkpoint"], capture_output=True, text=True, timeout=60)
         if p.returncode != 0:
             sys.exit(f"engramctl checkpoint: {p.stdout}{p.stderr}")

@@ -26,7 +26,7 @@ name = "payload"
 dtype = "uint8"
 shape = [48]
 TOML
-"$build/daemon/engramd" --config "$tmp/engramd.toml" >"$tmp/engramd.log" 2>&1 &
+"$build/programs/engramd/engramd" --config "$tmp/engramd.toml" >"$tmp/engramd.log" 2>&1 &
 daemon=$!
 trap 'kill $daemon 2>/dev/null; wait $daemon 2>/dev/null; rm -rf "$tmp"' EXIT
 for _ in $(seq 1 100); do [ -S "$tmp/s.sock" ] && break; sleep 0.05; done

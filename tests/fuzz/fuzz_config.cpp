@@ -5,7 +5,7 @@
 #include <string_view>
 
 #include "core/table.hpp"
-#include "daemon/config.hpp"
+#include "server/config.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);

@@ -31,9 +31,9 @@
 #include <vector>
 
 #include "core/control_message.hpp"
-#include "daemon/config.hpp"
-#include "daemon/log.hpp"
-#include "daemon/server.hpp"
+#include "server/config.hpp"
+#include "server/log.hpp"
+#include "server/server.hpp"
 
 using namespace engram;
 

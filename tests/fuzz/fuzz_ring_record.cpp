@@ -14,8 +14,8 @@
 #include "core/channel.hpp"
 #include "core/chunk_arena.hpp"
 #include "core/chunk_format.hpp"
-#include "daemon/log.hpp"
-#include "daemon/table_owner.hpp"
+#include "server/log.hpp"
+#include "server/table_owner.hpp"
 #include "tests/test_util.hpp"
 
 using namespace engram;

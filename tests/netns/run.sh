@@ -83,7 +83,7 @@ engramd() {
 ctl() {
   local name=$1
   shift
-  "$build/daemon/engramctl" --socket "$tmp/$name.sock" "$@"
+  "$build/programs/engramctl/engramctl" --socket "$tmp/$name.sock" "$@"
 }
 json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 inserts() { ctl "$1" info "$2" --json 2>/dev/null | json 'd["counters"]["inserts"]' || echo 0; }
@@ -427,7 +427,7 @@ apex)
     # What the Python actor's machine delivered, read while the learner runs.
     a2_items=0
     count_a2() {
-      a2_items=$("$build/daemon/engramctl" --socket "$out/a2/engram.sock" info replay --json 2>/dev/null |
+      a2_items=$("$build/programs/engramctl/engramctl" --socket "$out/a2/engram.sock" info replay --json 2>/dev/null |
         json 'd["counters"]["inserts"]' || echo "$a2_items")
     }
     watch_learner count_a2

@@ -15,17 +15,17 @@ veth_link() {
   ip -n "$2" link set lo up
 }
 
-# netns_engramd NS SOCKET LOG ARGS...: starts $build/daemon/engramd ARGS in
+# netns_engramd NS SOCKET LOG ARGS...: starts $build/programs/engramd/engramd ARGS in
 # namespace NS, its output appended to LOG, and waits until SOCKET answers
 # engramctl status (10 s); its pid in $engramd_pid. Returns 1 if it did
 # not come up.
 netns_engramd() {
   local ns=$1 socket=$2 log=$3
   shift 3
-  ip netns exec "$ns" "$build/daemon/engramd" "$@" >>"$log" 2>&1 &
+  ip netns exec "$ns" "$build/programs/engramd/engramd" "$@" >>"$log" 2>&1 &
   engramd_pid=$!
   for _ in $(seq 1 200); do
-    "$build/daemon/engramctl" --socket "$socket" status >/dev/null 2>&1 && return 0
+    "$build/programs/engramctl/engramctl" --socket "$socket" status >/dev/null 2>&1 && return 0
     sleep 0.05
   done
   return 1

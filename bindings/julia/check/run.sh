@@ -19,7 +19,7 @@ fi
 # the embedded server (engram/server.h, whose #include of engram.h the
 # guard then skips).
 header=$work/engram-all.h
-cat "$src/capi/include/engram/engram.h" "$src/server/include/engram/server.h" >"$header"
+cat "$src/capi/include/engram/engram.h" "$src/embedded/include/engram/server.h" >"$header"
 probe() {  # HEADER OUT: the C layout of every struct typedef in HEADER
   local h=$1 out=$2 c=$work/layout.c
   {

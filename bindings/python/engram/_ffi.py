@@ -7,7 +7,7 @@ wherever the dynamic linker finds libengram.so.0 (the libengram0 package).
 The embedded server's library (engram/server.h) is loaded only by
 server_lib(), the first time a process starts a server: at
 $ENGRAM_SERVER_LIBRARY, beside the client library (or in the tree's
-build/release/server), then wherever the dynamic linker finds
+build/release/embedded), then wherever the dynamic linker finds
 libengram-server.so.0 (the libengram-server0 package).
 """
 import ctypes
@@ -38,13 +38,25 @@ def _find_library():
     return "libengram.so.0"
 
 
-try:
-    lib = ctypes.CDLL(_find_library())
-except OSError as e:
-    raise ImportError(
-        f"engram: cannot load libengram ({e}); install the libengram0 package, build the tree "
-        "(cmake --preset release && cmake --build --preset release), or set ENGRAM_LIBRARY "
-        "to the path of libengram.so.0") from None
+def _load(path, name, package, env, signatures, needed_by=""):
+    """Loads one of engram's two libraries and types its functions; an
+    ImportError says how to get the library, or which function it lacks."""
+    try:
+        loaded = ctypes.CDLL(path)
+    except OSError as e:
+        raise ImportError(
+            f"engram: cannot load {name} ({e}){needed_by}; install the {package} package, build the tree "
+            f"(cmake --preset release && cmake --build --preset release), or set {env} to the path of "
+            f"{name}.so.0") from None
+    for fn_name, (res, args) in signatures.items():
+        try:
+            fn = getattr(loaded, fn_name)
+        except AttributeError:
+            raise ImportError(f"engram: {fn_name} is missing from the loaded {name} ({loaded._name}); it is "
+                              "older than this binding needs (0.5)") from None
+        fn.restype = res
+        fn.argtypes = args
+    return loaded
 
 
 class Column(Structure):
@@ -185,14 +197,7 @@ _SIGNATURES = {
     "engram_delete_items": (c_int, [Table, _P(c_uint64), c_size_t, _P(c_int32)]),
 }
 
-for _name, (_res, _args) in _SIGNATURES.items():
-    try:
-        _fn = getattr(lib, _name)
-    except AttributeError:
-        raise ImportError(f"engram: {_name} is missing from the loaded libengram "
-                          f"({lib._name}); it is older than this binding needs (0.5)") from None
-    _fn.restype = _res
-    _fn.argtypes = _args
+lib = _load(_find_library(), "libengram", "libengram0", "ENGRAM_LIBRARY", _SIGNATURES)
 
 _SERVER_SIGNATURES = {
     "engram_server_options_init": (None, [_P(ServerOptions)]),
@@ -207,7 +212,7 @@ def _find_server_library():
     if env:
         return env
     client_dir = os.path.dirname(os.path.abspath(lib._name)) if os.sep in lib._name else None
-    for d in ([client_dir, os.path.join(client_dir, "..", "server")] if client_dir else []):
+    for d in ([client_dir, os.path.join(client_dir, "..", "embedded")] if client_dir else []):
         path = os.path.join(d, "libengram-server.so.0")
         if os.path.exists(path):
             return os.path.normpath(path)
@@ -218,16 +223,6 @@ def server_lib():
     """libengram-server.so.0, with its functions typed; loaded once."""
     global _server_lib
     if _server_lib is None:
-        try:
-            loaded = ctypes.CDLL(_find_server_library())
-        except OSError as e:
-            raise ImportError(
-                f"engram: cannot load libengram-server ({e}), which engram.Server needs (clients do not); "
-                "install the libengram-server0 package, build the tree, or set ENGRAM_SERVER_LIBRARY to the path "
-                "of libengram-server.so.0") from None
-        for name, (res, args) in _SERVER_SIGNATURES.items():
-            fn = getattr(loaded, name)
-            fn.restype = res
-            fn.argtypes = args
-        _server_lib = loaded
+        _server_lib = _load(_find_server_library(), "libengram-server", "libengram-server0", "ENGRAM_SERVER_LIBRARY",
+                            _SERVER_SIGNATURES, ", which engram.Server needs (clients do not)")
     return _server_lib

@@ -85,6 +85,15 @@ class Table(_Child):
         with _interrupt.waiting(self._core):
             return fn(*args)
 
+    def _sample_into(self, o, bufs, infos):
+        """engram_sample with options `o` (from _options) into the caller's
+        buffers, one per column, and SampleInfos: returns how many items
+        were drawn. What engram.torch fills its tensors with."""
+        n = ctypes.c_uint32()
+        with self._core:
+            _check(self._blocking(lib.engram_sample, self._ptr(), ctypes.byref(o), bufs, infos, ctypes.byref(n)))
+        return n.value
+
     def sample(self, batch_size, num_steps=1, timeout_ms=-1, no_repeats=False):
         """Samples a batch and copies it out: returns (data, info). data maps
         each column name to an array [n, num_steps, *shape]; info is a

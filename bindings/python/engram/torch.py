@@ -23,11 +23,10 @@ import numpy as np
 import torch
 
 from . import _ffi
-from ._ffi import lib
 from ._checks import _real
 from ._handles import _Handle
 from .client import Client
-from .errors import Disconnected, Interrupted, _check
+from .errors import Disconnected, Interrupted
 from .table import _as_table
 
 # engram's dtypes as torch's (in _columns._DTYPES' order); None where
@@ -36,12 +35,11 @@ _TORCH = {np.dtype(np.uint8): torch.uint8, np.dtype(np.int8): torch.int8, np.dty
           np.dtype(np.int32): torch.int32, np.dtype(np.int64): torch.int64, np.dtype(np.float16): torch.float16,
           np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64, np.dtype(np.bool_): torch.bool}
 
-# engram_sample_info, 32 bytes: key u64 @0, priority f64 @8, probability
-# f64 @16, times_sampled u32 @24, table_size u32 @28 (test_structs_match_
-# the_c_compiler checks the layout). The infos land in one byte tensor and
-# each field is a strided view of it: no copy, no Python loop.
+# engram_sample_info as _ffi.SampleInfo lays it out (test_structs_match_
+# the_c_compiler checks that against engram.h). The infos land in one byte
+# tensor and each field is a strided view of it, at the field's offset: no
+# copy, no Python loop.
 _INFO_BYTES = ctypes.sizeof(_ffi.SampleInfo)
-assert _INFO_BYTES == 32
 
 
 def torch_dtype(table, column):
@@ -93,34 +91,36 @@ class TensorBatch:
         return (table.name == self.table_name and batch_size == self.batch_size and num_steps == self.num_steps
                 and [(n, s) for n, _, s in self._columns] == [(n, s) for n, _, s in table.columns])
 
-    def _field(self, dtype, index, per):
-        return self._info.view(dtype)[index: self.size * per: per]
+    def _field(self, name, dtype):
+        size = torch.empty((), dtype=dtype).element_size()
+        offset, per = getattr(_ffi.SampleInfo, name).offset, _INFO_BYTES // size
+        return self._info.view(dtype)[offset // size: self.size * per: per]
 
     @property
     def keys(self):
         """The items' keys, int64 (engram's uint64 keys, bit for bit: torch
         has no uint64); give them back as they are to update_priorities."""
-        return self._field(torch.int64, 0, 4)
+        return self._field("key", torch.int64)
 
     @property
     def priorities(self):
         """The items' priorities when sampled, float64."""
-        return self._field(torch.float64, 1, 4)
+        return self._field("priority", torch.float64)
 
     @property
     def probabilities(self):
         """The probability each item was drawn with, float64."""
-        return self._field(torch.float64, 2, 4)
+        return self._field("probability", torch.float64)
 
     @property
     def times_sampled(self):
         """How often each item had been sampled, this time included (int32)."""
-        return self._field(torch.int32, 6, 8)
+        return self._field("times_sampled", torch.int32)
 
     @property
     def table_sizes(self):
         """The table's size when each item was drawn (int32)."""
-        return self._field(torch.int32, 7, 8)
+        return self._field("table_size", torch.int32)
 
     def importance_weights(self, beta, dtype=torch.float32):
         """Prioritized replay's weights (N P(i))^-beta / max_j (N P(j))^-beta
@@ -138,14 +138,6 @@ class TensorBatch:
         return self.size
 
 
-def _sample_options(batch_size, num_steps, timeout_ms, no_repeats):
-    o = _ffi.SampleOptions()
-    lib.engram_sample_options_init(ctypes.byref(o))
-    o.batch_size, o.num_steps, o.timeout_ms = batch_size, num_steps, timeout_ms
-    o.flags = _ffi.SAMPLE_NO_REPEATS if no_repeats else 0
-    return o
-
-
 def sample(table, batch_size, num_steps=1, timeout_ms=-1, no_repeats=False, out=None, pin_memory=False):
     """Samples a batch of `table` (an engram.Table) into tensors: a
     TensorBatch, `out` when given (its tensors filled again, none
@@ -159,12 +151,9 @@ def sample(table, batch_size, num_steps=1, timeout_ms=-1, no_repeats=False, out=
     elif not isinstance(out, TensorBatch) or not out._fits(table, batch_size, num_steps):
         raise ValueError(f"out must be a TensorBatch of table {table.name!r}, batch_size {batch_size} and "
                          f"num_steps {num_steps}")
-    n = ctypes.c_uint32()
     infos = ctypes.cast(out._info.data_ptr(), ctypes.POINTER(_ffi.SampleInfo))
     out.size = 0
-    with table._core:
-        _check(table._blocking(lib.engram_sample, table._ptr(), ctypes.byref(o), out._bufs, infos, ctypes.byref(n)))
-    out.size = n.value
+    out.size = table._sample_into(o, out._bufs, infos)
     return out
 
 

@@ -612,7 +612,7 @@ def test_structs_match_the_c_compiler(tmp_path):
     src = tmp_path / "layout.c"
     src.write_text("\n".join(lines))
     exe = tmp_path / "layout"
-    subprocess.run([cc, "-I", os.path.join(ROOT, "capi", "include"), "-I", os.path.join(ROOT, "server", "include"),
+    subprocess.run([cc, "-I", os.path.join(ROOT, "capi", "include"), "-I", os.path.join(ROOT, "embedded", "include"),
                     str(src), "-o", str(exe)], check=True)
     c = dict(line.rsplit(" ", 1) for line in subprocess.run([str(exe)], capture_output=True, text=True,
                                                             check=True).stdout.splitlines())

@@ -2,7 +2,7 @@
 //! pkg-config names for engram (its search path), else this source tree's
 //! build/release/capi, else the system's library path; and libengram-server
 //! (the embedded server, linked as needed) the same way: $ENGRAM_SERVER_LIB_DIR,
-//! pkg-config's engram-server, the tree's build/release/server. The
+//! pkg-config's engram-server, the tree's build/release/embedded. The
 //! directories go to dependents as DEP_ENGRAM_LIB_DIR and
 //! DEP_ENGRAM_SERVER_LIB_DIR, so that their tests and examples can find
 //! the libraries at run time (rpath).
@@ -44,7 +44,7 @@ fn main() {
         println!("cargo:rustc-link-search=native={}", d);
         println!("cargo:lib_dir={}", d);
     }
-    if let Some(d) = find("ENGRAM_SERVER_LIB_DIR", "engram-server", "server", "libengram-server.so") {
+    if let Some(d) = find("ENGRAM_SERVER_LIB_DIR", "engram-server", "embedded", "libengram-server.so") {
         println!("cargo:rustc-link-search=native={}", d);
         println!("cargo:server_lib_dir={}", d);
     }

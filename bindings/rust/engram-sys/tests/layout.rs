@@ -59,7 +59,7 @@ fn structs_match_the_c_compiler() {
         .arg("-I")
         .arg(root.join("capi/include"))
         .arg("-I")
-        .arg(root.join("server/include"))
+        .arg(root.join("embedded/include"))
         .arg(dir.join("layout.c"))
         .arg("-o")
         .arg(dir.join("layout"))
