@@ -1,5 +1,7 @@
 """libengram through ctypes: the structs of engram/engram.h, mirrored field
-by field, and every public function with its argument and result types.
+by field, and every public function with its argument and result types
+(checked against the header by scripts/check-bindings.py; the structs'
+layouts against the C compiler by test_structs_match_the_c_compiler).
 
 The library is found, in this order, at $ENGRAM_LIBRARY (a path to
 libengram.so.0), in this source tree's build (build/release/capi), then

@@ -21,6 +21,13 @@ def connect(socket=None, timeout_ms=10000):
     return Client(socket, timeout_ms)
 
 
+
+def _selector(what, name):
+    try:
+        return _SELECTORS[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"{what} {name!r}: one of {', '.join(_SELECTORS)}") from None
+
 class Client(_Handle):
     """A connection to an engram server (engram.connect makes one;
     engram_connect(3)): tables, writers and listings are made from it.
@@ -87,26 +94,31 @@ class Client(_Handle):
         if self._p is not None:
             lib.engram_client_interrupt(self._p)
 
-    def create_table(self, name, columns, max_size, sampler="uniform", remover="fifo", priority_exponent=1.0,
-                     max_times_sampled=0, max_chunks_per_item=8, rate_limiter=None, compression=None):
+    def create_table(self, name, columns, max_size, sampler=None, remover=None, priority_exponent=None,
+                     max_times_sampled=None, max_chunks_per_item=None, rate_limiter=None, compression=None):
         """Creates a table. columns: [(name, dtype, shape), ...]; sampler and
         remover: "uniform", "prioritized", "fifo", "lifo", "max_heap",
         "min_heap"; rate_limiter: min_size(n) (default n=1), queue(size) or
         sample_to_insert_ratio(...); compression: {column index or name:
-        "zstd" or ("delta_zstd", level)}."""
+        "zstd" or ("delta_zstd", level)}. An option left None is
+        engram_table_options_init(3)'s default (a uniform sampler, a FIFO
+        remover, exponent 1, no limit on times sampled, 8 chunks per item)."""
         cols = _Columns(columns)
         o = _ffi.TableOptions()
         lib.engram_table_options_init(ctypes.byref(o))
         b = _text("a table name", name)
         o.name = b
         o.max_size = _int("max_size", max_size, _U64)
-        try:
-            o.sampler, o.remover = _SELECTORS[sampler], _SELECTORS[remover]
-        except KeyError as e:
-            raise ValueError(f"selector {e.args[0]!r}: one of {', '.join(_SELECTORS)}") from None
-        o.priority_exponent = _real("priority_exponent", priority_exponent)
-        o.max_times_sampled = _int("max_times_sampled", max_times_sampled, _U32)
-        o.max_chunks_per_item = _int("max_chunks_per_item", max_chunks_per_item, _U32)
+        if sampler is not None:
+            o.sampler = _selector("sampler", sampler)
+        if remover is not None:
+            o.remover = _selector("remover", remover)
+        if priority_exponent is not None:
+            o.priority_exponent = _real("priority_exponent", priority_exponent)
+        if max_times_sampled is not None:
+            o.max_times_sampled = _int("max_times_sampled", max_times_sampled, _U32)
+        if max_chunks_per_item is not None:
+            o.max_chunks_per_item = _int("max_chunks_per_item", max_chunks_per_item, _U32)
         if rate_limiter is not None:
             o.rate_limiter = _limiter_arg(rate_limiter)
         o.columns = cols.c

@@ -4,7 +4,9 @@
 //! API; this one mirrors the header one to one.
 //!
 //! The structs' layouts are checked against the C compiler by this crate's
-//! tests (`tests/layout.rs`).
+//! tests (`tests/layout.rs`); every function's arguments and result, and
+//! whether each pointee is const, against the header by
+//! `scripts/check-bindings.py` (ctest `bindings_match_header`).
 #![allow(non_camel_case_types)]
 
 use std::os::raw::{c_char, c_int, c_uint, c_void};

@@ -61,6 +61,20 @@ pub enum Selector {
     MinHeap = 6,
 }
 
+impl Selector {
+    // engram_selector's value as read from a struct the library filled.
+    fn from_c(v: i32) -> Selector {
+        match v {
+            2 => Selector::Prioritized,
+            3 => Selector::Fifo,
+            4 => Selector::Lifo,
+            5 => Selector::MaxHeap,
+            6 => Selector::MinHeap,
+            _ => Selector::Uniform,
+        }
+    }
+}
+
 /// What [`Client::create_table`] makes; the fields not given to `new` have
 /// the C defaults.
 #[derive(Clone, Debug)]
@@ -99,8 +113,13 @@ pub struct TableOptions {
 impl TableOptions {
     /// A table of `max_size` items with these columns.
     pub fn new(name: &str, columns: Vec<Column>, max_size: u64) -> TableOptions {
-        TableOptions { name: name.to_string(), columns, max_size, sampler: Selector::Uniform, remover: Selector::Fifo,
-                       priority_exponent: 1.0, max_times_sampled: 0, max_chunks_per_item: 8, rate_limiter: None }
+        // The defaults are engram_table_options_init's, not copies of them.
+        let mut c = unsafe { std::mem::zeroed::<sys::engram_table_options>() };
+        unsafe { sys::engram_table_options_init(&mut c) };
+        TableOptions { name: name.to_string(), columns, max_size, sampler: Selector::from_c(c.sampler),
+                       remover: Selector::from_c(c.remover), priority_exponent: c.priority_exponent,
+                       max_times_sampled: c.max_times_sampled, max_chunks_per_item: c.max_chunks_per_item,
+                       rate_limiter: None }
     }
 }
 
@@ -132,7 +151,10 @@ pub struct WriterOptions {
 impl WriterOptions {
     /// A writer of steps with these columns.
     pub fn new(columns: Vec<Column>) -> WriterOptions {
-        WriterOptions { columns, chunk_length: 1, max_item_steps: 0, insert_timeout_ms: -1, keep_keys: false }
+        let mut c = unsafe { std::mem::zeroed::<sys::engram_writer_options>() };
+        unsafe { sys::engram_writer_options_init(&mut c) };
+        WriterOptions { columns, chunk_length: c.chunk_length, max_item_steps: c.max_item_steps,
+                        insert_timeout_ms: c.insert_timeout_ms, keep_keys: c.keep_keys != 0 }
     }
 }
 
@@ -167,7 +189,10 @@ pub struct SampleOptions {
 impl SampleOptions {
     /// Batches of `batch_size` one-step items, waiting for ever.
     pub fn new(batch_size: u32) -> SampleOptions {
-        SampleOptions { batch_size, num_steps: 1, timeout_ms: -1, no_repeats: false }
+        let mut c = unsafe { std::mem::zeroed::<sys::engram_sample_options>() };
+        unsafe { sys::engram_sample_options_init(&mut c) };
+        SampleOptions { batch_size, num_steps: c.num_steps, timeout_ms: c.timeout_ms,
+                        no_repeats: c.flags & sys::ENGRAM_SAMPLE_NO_REPEATS != 0 }
     }
     pub(crate) fn c(&self) -> sys::engram_sample_options {
         let mut o = unsafe { std::mem::zeroed::<sys::engram_sample_options>() };
