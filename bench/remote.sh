@@ -6,6 +6,10 @@
 #   tls       one mutual-TLS stream the same way, with the engramds'
 #             certificates and gRPC's TLS library (tls_stream.c): the TLS
 #             link's own limit, which TLS rows are measured against too
+#   grpc      gRPC's own stream, per item size and security: engram's peer
+#             messages of 1 MiB with nothing of engram behind them
+#             (grpc_stream.cpp); what the link loses to gRPC, and what
+#             engram loses against it (each row's fraction_of_grpc_stream)
 #   upstream  items of 400 B, 4 KB, 28 KB and 400 KB written on tx into an
 #             upstream table, drained from rx's table by a learner, in
 #             plaintext and with mutual TLS: items/s, bytes/s as a fraction
@@ -59,6 +63,7 @@ ip netns add "$tx"
 veth_link "$rx" "$tx" "br$tag" "bt$tag" 10.78.0.1 10.78.0.2
 "$src/tests/remote/make_certs.sh" "$dir/certs" 10.78.0.1 10.78.0.2
 bench=$build/bench/engram_bench_remote tls_bench=$build/bench/engram_bench_tls_stream
+grpc_bench=$build/bench/engram_bench_grpc_stream
 out=$src/bench/results/remote.json
 [ $quick = 1 ] && out=$dir/remote.json
 say() { echo "remote.sh: $*" >&2; }
@@ -135,6 +140,31 @@ stream tcp
 json_tls=null tls_median=0
 case " ${ENGRAM_REMOTE_SECURITY:-plain tls} " in *" tls "*) stream tls ;; esac
 
+# grpc_stream SIZE tls|plain: gRPC's own stream of 1 MiB requests of
+# SIZE-byte chunks, engram's messages and credentials with nothing of
+# engram behind them (grpc_stream.cpp), $reps times; sets grpc_median
+# (bytes/s) and appends to json_grpc.
+json_grpc=""
+grpc_stream() {
+  local size=$1 sec=$2 rate=() send_cpu=() recv_cpu=() s rcv recv tls_args=() bytes
+  [ "$sec" = tls ] && tls_args=("${certs[@]}")
+  for r in $(seq "$reps"); do
+    ip netns exec "$rx" "$grpc_bench" recv 7100 "${tls_args[@]}" >"$dir/stream-recv.json" &
+    recv=$!
+    sleep 0.3
+    s=$(ip netns exec "$tx" "$grpc_bench" send 10.78.0.1:7100 "$stream_bytes" "$size" "${tls_args[@]}")
+    wait $recv
+    rcv=$(cat "$dir/stream-recv.json")
+    bytes=$(field "$rcv" bytes)
+    rate+=("$(python3 -c "print($bytes / $(field "$rcv" seconds))")")
+    send_cpu+=("$(python3 -c "print($(field "$s" cpu_s) / ($bytes / 1e9))")")
+    recv_cpu+=("$(python3 -c "print($(field "$rcv" cpu_s) / ($bytes / 1e9))")")
+  done
+  grpc_median=$(python3 -c "import sys, statistics; print(statistics.median(float(x) for x in sys.argv[1:]))" "${rate[@]}")
+  say "gRPC stream $sec, $size B chunks: $(python3 -c "print(f'{$grpc_median / 1e9:.2f}')") GB/s"
+  json_grpc+="${json_grpc:+, }{\"item_bytes\": $size, \"security\": \"$sec\", \"bytes_per_s\": {$(median_spread "${rate[@]}")}, \"cpu_s_per_gb\": {\"send\": {$(median_spread "${send_cpu[@]}")}, \"recv\": {$(median_spread "${recv_cpu[@]}")}}}"
+}
+
 # --- upstream items ---
 upstream_run() {  # size, tls|plain, items, chunk length: "items/s send_cpu_s recv_cpu_s writer_cpu_s learner_cpu_s" into $dir/run.txt
   local size=$1 sec=$2 n=$3 chunk=$4 block
@@ -181,26 +211,28 @@ TOML
 json_up=""
 for sec in ${ENGRAM_REMOTE_SECURITY:-plain tls}; do
   for size in ${ENGRAM_REMOTE_SIZES:-400 4096 28672 409600}; do
+  grpc_stream "$size" "$sec"
   for chunk in ${ENGRAM_REMOTE_CHUNKS:-1 16}; do
     bytes=$((1 << 30))
     [ $quick = 1 ] && bytes=$((16 << 20))
     n=$((bytes / size))
     [ $n -gt 2000000 ] && n=2000000
     [ $n -lt 1000 ] && n=1000
-    rates=() fractions=() tls_fractions=() scpu=() rcpu=() wcpu=() lcpu=()
+    rates=() fractions=() tls_fractions=() grpc_fractions=() scpu=() rcpu=() wcpu=() lcpu=()
     for r in $(seq "$reps"); do
       upstream_run "$size" "$sec" "$n" "$chunk"
       read -r rate s_cpu r_cpu w_cpu l_cpu <"$dir/run.txt"
       rates+=("$rate")
       fractions+=("$(python3 -c "print($rate * $size / $tcp_median)")")
       [ "$sec" = tls ] && tls_fractions+=("$(python3 -c "print($rate * $size / $tls_median)")")
+      grpc_fractions+=("$(python3 -c "print($rate * $size / $grpc_median)")")
       scpu+=("$(python3 -c "print($s_cpu / ($n * $size / 1e9))")")
       rcpu+=("$(python3 -c "print($r_cpu / ($n * $size / 1e9))")")
       wcpu+=("$(python3 -c "print($w_cpu / ($n * $size / 1e9))")")
       lcpu+=("$(python3 -c "print($l_cpu / ($n * $size / 1e9))")")
     done
     say "upstream $sec $size B, chunk_length $chunk: ${rates[*]} items/s"
-    json_up+="${json_up:+, }{\"item_bytes\": $size, \"chunk_length\": $chunk, \"security\": \"$sec\", \"items\": $n, \"items_per_s\": {$(median_spread "${rates[@]}")}, \"fraction_of_tcp\": {$(median_spread "${fractions[@]}")}, $([ "$sec" = tls ] && echo "\"fraction_of_tls_stream\": {$(median_spread "${tls_fractions[@]}")}, ")\"engramd_cpu_s_per_gb\": {\"send\": {$(median_spread "${scpu[@]}")}, \"recv\": {$(median_spread "${rcpu[@]}")}}, \"client_cpu_s_per_gb\": {\"writer\": {$(median_spread "${wcpu[@]}")}, \"learner\": {$(median_spread "${lcpu[@]}")}}}"
+    json_up+="${json_up:+, }{\"item_bytes\": $size, \"chunk_length\": $chunk, \"security\": \"$sec\", \"items\": $n, \"items_per_s\": {$(median_spread "${rates[@]}")}, \"fraction_of_tcp\": {$(median_spread "${fractions[@]}")}, $([ "$sec" = tls ] && echo "\"fraction_of_tls_stream\": {$(median_spread "${tls_fractions[@]}")}, ")\"fraction_of_grpc_stream\": {$(median_spread "${grpc_fractions[@]}")}, \"engramd_cpu_s_per_gb\": {\"send\": {$(median_spread "${scpu[@]}")}, \"recv\": {$(median_spread "${rcpu[@]}")}}, \"client_cpu_s_per_gb\": {\"writer\": {$(median_spread "${wcpu[@]}")}, \"learner\": {$(median_spread "${lcpu[@]}")}}}"
   done
   done
 done
@@ -264,6 +296,7 @@ cat >"$out" <<JSON
  "host": "$(nproc) cores, $(uname -r)", "repetitions": $reps, "link": "veth pair between two network namespaces",
  "tcp": $json_tcp,
  "tls_stream": $json_tls,
+ "grpc_stream": [$json_grpc],
  "upstream": [$json_up],
  "mirror": [$json_mirror]}
 JSON
