@@ -347,8 +347,8 @@ def defaults(tys):
         # The *_init functions live in the libraries; a probe that cannot
         # link states the headers' layout only, so they must be built.
         r = subprocess.run([cc, "-std=c99", "-I", os.path.join(ROOT, "capi/include"), "-I", os.path.join(ROOT, "embedded/include"),
-                            src, "-o", exe, f"-L{lib}/capi", f"-L{lib}/server", "-lengram-server", "-lengram",
-                            f"-Wl,-rpath,{lib}/capi:{lib}/server"], capture_output=True, text=True)
+                            src, "-o", exe, f"-L{lib}/capi", f"-L{lib}/embedded", "-lengram-server", "-lengram",
+                            f"-Wl,-rpath,{lib}/capi:{lib}/embedded"], capture_output=True, text=True)
         if r.returncode != 0:
             sys.exit(f"gen-man3: the defaults probe does not build (set ENGRAM_BUILD_DIR to a build of the libraries):\n{r.stderr}")
         run = subprocess.run([exe], capture_output=True, text=True, check=True).stdout

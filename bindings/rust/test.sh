@@ -7,7 +7,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${1:?usage: bindings/rust/test.sh BUILD_DIR}" && pwd)
 command -v cargo >/dev/null || { echo "cargo is missing: scripts/setup.sh installs Debian's" >&2; exit 1; }
-export ENGRAM_LIB_DIR=$build/capi ENGRAM_SERVER_LIB_DIR=$build/server CARGO_TARGET_DIR=$build/rust
+export ENGRAM_LIB_DIR=$build/capi ENGRAM_SERVER_LIB_DIR=$build/embedded CARGO_TARGET_DIR=$build/rust
 echo "rust: $(cargo --version), $(rustc --version)"
 cd "$here"
 cargo test --offline --quiet

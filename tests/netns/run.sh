@@ -401,7 +401,7 @@ apex)
   [ -x "$agent" ] || skip "engram-apex was not built (LibTorch missing)"
   command -v cargo >/dev/null || fail "cargo is missing (scripts/setup.sh installs it): the Rust actor needs it"
   step "building the Rust binding's actor (cargo, offline)"
-  CARGO_TARGET_DIR=$build/rust ENGRAM_LIB_DIR=$build/capi ENGRAM_SERVER_LIB_DIR=$build/server \
+  CARGO_TARGET_DIR=$build/rust ENGRAM_LIB_DIR=$build/capi ENGRAM_SERVER_LIB_DIR=$build/embedded \
     cargo build --offline --quiet --release --example apex_actor --manifest-path "$src/bindings/rust/Cargo.toml" ||
     fail "the Rust actor did not build"
   rust_actor=$build/rust/release/examples/apex_actor
