@@ -1,7 +1,7 @@
 // engram_table_*: creating, opening, closing, dropping and resetting
 // tables, their info and rate limiters, the rate-limiter presets, and
 // engram_checkpoint. What a table handle does on its channel is
-// channel.cpp's; writing and sampling, writer.cpp's and sample.cpp's.
+// table_channel.cpp's; writing and sampling, writer.cpp's and sample.cpp's.
 #include <algorithm>
 #include <cstring>
 #include <memory>

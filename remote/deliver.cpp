@@ -23,9 +23,9 @@ constexpr int32_t kAnswerSliceMs = 100;
 // One stream's state: its client of this server, the relay, the chunks it
 // holds (the peer's ids to the relay's), and its items in the order they
 // went in, until answered.
-class Delivery {
+class DeliverSession {
  public:
-  Delivery(const PeerCall& peer, DeliverStream* stream) : peer_(peer), stream_(stream) {}
+  DeliverSession(const PeerCall& peer, DeliverStream* stream) : peer_(peer), stream_(stream) {}
 
   grpc::Status open(const DeliverRequest& rq, const std::string& socket) {
     if (rq.table().empty() || rq.table().size() > ENGRAM_MAX_NAME)
@@ -223,7 +223,7 @@ grpc::Status serve_deliver(DeliverStream* stream, const PeerCall& peer, const st
     }
     held.emplace(std::move(*c));
   }
-  Delivery d(peer, stream);
+  DeliverSession d(peer, stream);
   if (grpc::Status s = d.open(rq, socket); !s.ok()) return s;
   const std::string table = rq.table();
   log_info("remote: " + peer.name + " delivers into table " + table + " (producer " + std::to_string(rq.producer()) +
