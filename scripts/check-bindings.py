@@ -156,28 +156,25 @@ def main():
 
     problems = []
 
-    def compare(binding, name, result, params, want_result, want_params, show):
-        if len(params) != len(want_params):
-            problems.append(f"{binding}: {name} takes {len(params)} arguments, the header {len(want_params)}")
-            return
-        if show(result) != show(want_result):
-            problems.append(f"{binding}: {name} returns {show(result)}, the header {show(want_result)}")
-        for k, (got, want) in enumerate(zip(params, want_params)):
-            if show(got) != show(want):
-                problems.append(f"{binding}: {name} argument {k + 1} is {show(got)}, the header's {show(want)}")
-
-    for binding, declared, show_decl, show_header in (
-            ("python", python, lambda t: t, for_python),
+    # Each binding's types and the header's as one spelling (Python's view
+    # of pointers and handles, Rust's with const), then compared as text.
+    for binding, declared, spell, spell_header in (
+            ("python", python, py_type, for_python),
             ("rust", rust, render, render)):
         for name, (result, params) in sorted(declared.items()):
             if name not in header:
                 problems.append(f"{binding}: declares {name}, which the header does not")
                 continue
-            want_result, want_params = header[name]
-            if binding == "python":
-                result, params = py_type(result), [py_type(p) for p in params]
-            compare(binding, name, result, params, show_header(want_result), [show_header(p) for p in want_params],
-                    show_decl if binding == "rust" else (lambda t: t))
+            got = [spell(result)] + [spell(p) for p in params]
+            want = [spell_header(header[name][0])] + [spell_header(p) for p in header[name][1]]
+            if len(got) != len(want):
+                problems.append(f"{binding}: {name} takes {len(got) - 1} arguments, the header {len(want) - 1}")
+                continue
+            if got[0] != want[0]:
+                problems.append(f"{binding}: {name} returns {got[0]}, the header {want[0]}")
+            for k in range(1, len(got)):
+                if got[k] != want[k]:
+                    problems.append(f"{binding}: {name} argument {k} is {got[k]}, the header's {want[k]}")
         missing = sorted(set(header) - set(declared))
         print(f"check-bindings: {binding}: {len(declared)} of the headers' {len(header)} functions checked"
               + (f"; not bound: {', '.join(missing)}" if missing else ""))

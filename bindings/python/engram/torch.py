@@ -40,6 +40,9 @@ _TORCH = {np.dtype(np.uint8): torch.uint8, np.dtype(np.int8): torch.int8, np.dty
 # tensor and each field is a strided view of it, at the field's offset: no
 # copy, no Python loop.
 _INFO_BYTES = ctypes.sizeof(_ffi.SampleInfo)
+# The bytes of each info field's dtype, worked out once (torch 1.13's
+# dtypes have no itemsize).
+_ELEMENT_BYTES = {d: torch.empty((), dtype=d).element_size() for d in (torch.int64, torch.float64, torch.int32)}
 
 
 def torch_dtype(table, column):
@@ -92,7 +95,7 @@ class TensorBatch:
                 and [(n, s) for n, _, s in self._columns] == [(n, s) for n, _, s in table.columns])
 
     def _field(self, name, dtype):
-        size = torch.empty((), dtype=dtype).element_size()
+        size = _ELEMENT_BYTES[dtype]
         offset, per = getattr(_ffi.SampleInfo, name).offset, _INFO_BYTES // size
         return self._info.view(dtype)[offset // size: self.size * per: per]
 
