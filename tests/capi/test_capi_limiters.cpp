@@ -33,82 +33,92 @@ TEST_F(CApi, RateLimiterChangesAtRunTime) {
 // writer took every insert the limiter let through, and the second starved
 // (an Ape-X actor in Python did 3,200 frames beside a Rust one's 400,000).
 TEST_F(CApi, WritersHeldByOneRateLimiterShareIt) {
-  engram_table_options o = two_columns("ratio", 100000);
-  ASSERT_EQ(engram_rate_limiter_sample_to_insert_ratio(&o.rate_limiter, 8, 100, 800), ENGRAM_OK);
-  ASSERT_EQ(engram_table_create(c_, &o), ENGRAM_OK) << last();
-  std::atomic<bool> stop{false};
-  std::atomic<int> ready{0};     // writers connected, with a writer open
-  std::vector<uint64_t> keys[2];  // of each writer's applied items
-  auto write = [&](int k) {
-    engram_client* c = connect_c(socket_);
-    engram_table* t = nullptr;
-    engram_writer* w = nullptr;
-    engram_writer_options wo;
-    engram_writer_options_init(&wo);
-    wo.columns = cols_;
-    wo.num_columns = 2;
-    wo.insert_timeout_ms = 200;  // so that the writers end when the test does
-    wo.keep_keys = 1;
-    if (!c || engram_table_open(c, "ratio", &t) || engram_writer_open(c, &wo, &w)) {
-      ADD_FAILURE() << "writer " << k << ": " << last();
+  // Up to three runs, each on a table of its own: a writer descheduled by
+  // a loaded machine is not waiting and misses turns (20% and 14% seen in
+  // CI under -j2), while the starvation this guards against gave one
+  // writer 0-54 of 400 every time.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const std::string name = "ratio" + std::to_string(attempt);
+    engram_table_options o = two_columns(name.c_str(), 100000);
+    ASSERT_EQ(engram_rate_limiter_sample_to_insert_ratio(&o.rate_limiter, 8, 100, 800), ENGRAM_OK);
+    ASSERT_EQ(engram_table_create(c_, &o), ENGRAM_OK) << last();
+    std::atomic<bool> stop{false};
+    std::atomic<int> ready{0};     // writers connected, with a writer open
+    std::vector<uint64_t> keys[2];  // of each writer's applied items
+    auto write = [&](int k) {
+      engram_client* c = connect_c(socket_);
+      engram_table* t = nullptr;
+      engram_writer* w = nullptr;
+      engram_writer_options wo;
+      engram_writer_options_init(&wo);
+      wo.columns = cols_;
+      wo.num_columns = 2;
+      wo.insert_timeout_ms = 200;  // so that the writers end when the test does
+      wo.keep_keys = 1;
+      if (!c || engram_table_open(c, name.c_str(), &t) || engram_writer_open(c, &wo, &w)) {
+        ADD_FAILURE() << "writer " << k << ": " << last();
+        ready.fetch_add(1);
+        return;
+      }
       ready.fetch_add(1);
-      return;
+      uint8_t obs[20] = {};
+      float r = static_cast<float>(k);
+      const void* step[2] = {obs, &r};
+      while (!stop.load()) {
+        if (engram_writer_append(w, step) == ENGRAM_OK) (void)engram_writer_create_item(w, t, 1, 1.0);
+      }
+      (void)engram_writer_flush(w, 1000);
+      uint64_t got[256];
+      size_t n = 0;
+      while (engram_writer_take_keys(w, got, 256, &n) == ENGRAM_OK && n > 0) keys[k].insert(keys[k].end(), got, got + n);
+      engram_disconnect(c);
+    };
+    std::thread a(write, 0), b(write, 1);
+    engram_table* t = open(name.c_str());
+    // Sampling before both writers are set up would give the first the
+    // limiter's every turn (under load, writer 0 once connected after the
+    // last sample: 0 of 400).
+    while (ready.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    engram_sample_options so = batch_options(16, 1);
+    so.timeout_ms = 5000;
+    uint8_t obs[16][20];
+    float r[16];
+    void* bufs[2] = {obs, r};
+    int sampled = ENGRAM_OK;
+    for (int i = 0; i < 400 && sampled == ENGRAM_OK; ++i) {
+      uint32_t n = 0;
+      sampled = engram_sample(t, &so, bufs, nullptr, &n);
+      if (sampled != ENGRAM_OK) ADD_FAILURE() << "sample " << i << ": " << last();
     }
-    ready.fetch_add(1);
-    uint8_t obs[20] = {};
-    float r = static_cast<float>(k);
-    const void* step[2] = {obs, &r};
-    while (!stop.load()) {
-      if (engram_writer_append(w, step) == ENGRAM_OK) (void)engram_writer_create_item(w, t, 1, 1.0);
+    stop.store(true);  // the writers end before any assertion can return
+    a.join();
+    b.join();
+    ASSERT_EQ(sampled, ENGRAM_OK);
+    // Keys are slots in the order of insertion here (nothing left the
+    // table). The first few hundred inserts, which the limiter lets through
+    // before the samples catch up (min_size and error buffer), go to
+    // whoever is fastest; the last 400 were held by the limiter, and the
+    // writers take turns in the order they began waiting (they alternate
+    // exactly on an idle machine; under load a writer that is descheduled
+    // is not waiting, and misses turns: 35% seen). Before, the channel the owner served first took
+    // what the limiter let through (one writer got 56 of 6,400 sampled items
+    // in a CI run, and 0-54 of the last 400 inserts here).
+    std::vector<std::pair<uint64_t, int>> all;
+    for (int k = 0; k < 2; ++k)
+      for (uint64_t key : keys[k]) all.push_back({key & 0xffffffffu, k});
+    std::sort(all.begin(), all.end());
+    ASSERT_GT(all.size(), 800u) << "the limiter let too few inserts through to judge";
+    int64_t by[2] = {0, 0};
+    for (size_t i = all.size() - 400; i < all.size(); ++i) ++by[all[i].second];
+    int64_t total = by[0] + by[1];
+    std::printf("the last 400 inserts: writer 0 %lld, writer 1 %lld\n", static_cast<long long>(by[0]),
+                static_cast<long long>(by[1]));
+    if ((by[0] > total / 4 && by[1] > total / 4) || attempt == 2) {
+      EXPECT_GT(by[0], total / 4) << "writer 0 inserted " << by[0] << " of " << total;
+      EXPECT_GT(by[1], total / 4) << "writer 1 inserted " << by[1] << " of " << total;
+      break;
     }
-    (void)engram_writer_flush(w, 1000);
-    uint64_t got[256];
-    size_t n = 0;
-    while (engram_writer_take_keys(w, got, 256, &n) == ENGRAM_OK && n > 0) keys[k].insert(keys[k].end(), got, got + n);
-    engram_disconnect(c);
-  };
-  std::thread a(write, 0), b(write, 1);
-  engram_table* t = open("ratio");
-  // Sampling before both writers are set up would give the first the
-  // limiter's every turn (under load, writer 0 once connected after the
-  // last sample: 0 of 400).
-  while (ready.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  engram_sample_options so = batch_options(16, 1);
-  so.timeout_ms = 5000;
-  uint8_t obs[16][20];
-  float r[16];
-  void* bufs[2] = {obs, r};
-  int sampled = ENGRAM_OK;
-  for (int i = 0; i < 400 && sampled == ENGRAM_OK; ++i) {
-    uint32_t n = 0;
-    sampled = engram_sample(t, &so, bufs, nullptr, &n);
-    if (sampled != ENGRAM_OK) ADD_FAILURE() << "sample " << i << ": " << last();
   }
-  stop.store(true);  // the writers end before any assertion can return
-  a.join();
-  b.join();
-  ASSERT_EQ(sampled, ENGRAM_OK);
-  // Keys are slots in the order of insertion here (nothing left the
-  // table). The first few hundred inserts, which the limiter lets through
-  // before the samples catch up (min_size and error buffer), go to
-  // whoever is fastest; the last 400 were held by the limiter, and the
-  // writers take turns in the order they began waiting (they alternate
-  // exactly on an idle machine; under load a writer that is descheduled
-  // is not waiting, and misses turns: 35% seen). Before, the channel the owner served first took
-  // what the limiter let through (one writer got 56 of 6,400 sampled items
-  // in a CI run, and 0-54 of the last 400 inserts here).
-  std::vector<std::pair<uint64_t, int>> all;
-  for (int k = 0; k < 2; ++k)
-    for (uint64_t key : keys[k]) all.push_back({key & 0xffffffffu, k});
-  std::sort(all.begin(), all.end());
-  ASSERT_GT(all.size(), 800u) << "the limiter let too few inserts through to judge";
-  int64_t by[2] = {0, 0};
-  for (size_t i = all.size() - 400; i < all.size(); ++i) ++by[all[i].second];
-  int64_t total = by[0] + by[1];
-  std::printf("the last 400 inserts: writer 0 %lld, writer 1 %lld\n", static_cast<long long>(by[0]),
-              static_cast<long long>(by[1]));
-  EXPECT_GT(by[0], total / 4) << "writer 0 inserted " << by[0] << " of " << total;
-  EXPECT_GT(by[1], total / 4) << "writer 1 inserted " << by[1] << " of " << total;
 }
 
 // A writer that outruns its sampler fills its request ring and sleeps
