@@ -84,9 +84,9 @@ int engram_table_create(engram_client* c, const engram_table_options* o) {
                     o->rate_limiter.max_diff};
   const engram_compression* comp = ENGRAM_HAS_FIELD(o, engram_table_options, compression) ? o->compression : nullptr;
   if (Status s = columns_from_c(o->columns, o->num_columns, comp, &t.signature); !s.ok()) return set_error(s);
-  // The server's own check, first: to_spec cuts what the wire form has no room for.
-  if (auto checked = Table::check(t); !checked.ok()) return set_error(checked.status());
-  TableSpec spec = to_spec(t);
+  auto checked = Table::check(std::move(t));
+  if (!checked.ok()) return set_error(checked.status());
+  TableSpec spec = to_spec(*checked);
   return set_error(c->control(ControlType::create_table, &spec, sizeof spec, nullptr));
   ENGRAM_GUARD_END
 }

@@ -22,7 +22,8 @@ HelloRequest hello_request() noexcept {
   return {kProtocolVersion, kLayoutVersion, kArenaLayoutHash, kChannelLayoutHash, kBellsLayoutHash};
 }
 
-TableSpec to_spec(const TableOptions& o) {
+TableSpec to_spec(const CheckedTableOptions& checked) {
+  const TableOptions& o = *checked;
   TableSpec s{};
   std::strncpy(s.name, o.name.c_str(), sizeof s.name - 1);
   s.capacity = o.capacity;

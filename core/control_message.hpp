@@ -263,11 +263,12 @@ struct ClientStatus {
 // The hello of a client built from this tree: its protocol and layouts.
 HelloRequest hello_request() noexcept;
 
-// The wire form of options that fit it: a name and columns within
-// Table::check's bounds. It cuts what does not fit, so every caller with
-// options not yet checked (a client's) runs Table::check first, and
-// nothing narrows a field before the check sees it.
-TableSpec to_spec(const TableOptions& o);
+// The wire form of a table's options. It takes checked options only: the
+// wire form has room for no more than Table::check allows, so nothing is
+// cut or narrowed before the check has seen it. A client checks its
+// options as the server will (the same check, so one message) and sends
+// this; the server reports a table's options from the table (Table::options).
+TableSpec to_spec(const CheckedTableOptions& o);
 TableOptions from_spec(const TableSpec& s);
 // A C string from a fixed array that may lack its NUL.
 std::string fixed_string(const char* s, size_t cap);

@@ -32,22 +32,24 @@ Status sys_error(const std::string& what) { return {Errc::system, what + ": " + 
 // config keys, the rate limiter left out: a reload applies it, and
 // an operator who edited max_size would otherwise see "rate limiter
 // applied" and think the edit took; a restore keeps the checkpoint's.
-std::string settings_kept(const TableSpec& running, const TableSpec& wanted, bool& limiter_differs) {
+std::string settings_kept(const TableOptions& running, const TableOptions& wanted, bool& limiter_differs) {
   std::string out;
   auto differs = [&](bool d, const char* key) {
     if (d) out += (out.empty() ? "" : ", ") + std::string(key);
   };
   differs(running.capacity != wanted.capacity, "max_size");
-  differs(running.sampler != wanted.sampler, "sampler");
-  differs(running.remover != wanted.remover, "remover");
+  differs(running.sampler.kind != wanted.sampler.kind, "sampler");
+  differs(running.remover.kind != wanted.remover.kind, "remover");
   // An exponent means something to a prioritized sampler only (a
-  // checkpoint keeps none for the others: Manifest tests).
-  const bool prioritized = wanted.sampler == static_cast<uint32_t>(SelectorKind::prioritized);
-  differs(prioritized && running.sampler_exponent != wanted.sampler_exponent, "priority_exponent");
+  // selector keeps none for the others: Selector::format).
+  const bool prioritized = wanted.sampler.kind == SelectorKind::prioritized;
+  differs(prioritized && running.sampler.exponent != wanted.sampler.exponent, "priority_exponent");
   differs(running.max_times_sampled != wanted.max_times_sampled, "max_times_sampled");
   differs(running.max_refs_per_item != wanted.max_refs_per_item, "max_chunks_per_item");
-  differs(!same_signature(running.columns, running.num_columns, wanted.columns, wanted.num_columns), "column");
-  const RateLimiterConfig &a = running.limiter, &b = wanted.limiter;
+  differs(!same_signature(running.signature.data(), running.signature.size(), wanted.signature.data(),
+                          wanted.signature.size()),
+          "column");
+  const RateLimiterConfig &a = running.rate_limiter, &b = wanted.rate_limiter;
   limiter_differs = a.samples_per_insert != b.samples_per_insert || a.min_size_to_sample != b.min_size_to_sample ||
                     a.min_diff != b.min_diff || a.max_diff != b.max_diff;
   return out;
@@ -100,7 +102,7 @@ Status Server::Impl::init(const ServerConfig& c) {
     const TableOptions& o = *checked;
     if (TableEntry* e = tables->find(o.name)) {
       bool limiter = false;
-      std::string kept = settings_kept(e->owner->info().spec, to_spec(o), limiter);
+      std::string kept = settings_kept(*e->owner->options(), o, limiter);
       if (limiter) kept += (kept.empty() ? "" : ", ") + std::string("rate_limiter");
       if (kept.empty())
         log_info("table " + o.name + ": restored from the checkpoint, as its [[table]] entry in the config says");
@@ -295,7 +297,7 @@ void Server::Impl::apply_reload() {
       continue;
     }
     bool limiter = false;
-    std::string kept = settings_kept(e->owner->info().spec, to_spec(o), limiter);
+    std::string kept = settings_kept(*e->owner->options(), o, limiter);
     if (!kept.empty())
       log_warn("reload: table " + o.name + ": " + kept + " in the config differ from the running table and are not "
                "applied: a reload changes rate limiters only (drop the table and create it again to change them)");

@@ -40,6 +40,10 @@ bool Server::Impl::export_begin(Client& c, const std::vector<char>& p) {
   TableEntry* e = tables->find(name);
   if (!e) return reply(c, kType, tables->no_such_table(name));
 
+  // Read before the table stands still (a parked owner answers nothing);
+  // only its rate limiter may change meanwhile, and the export's reader
+  // wants the signature, which cannot.
+  const TableSpec spec = e->owner->info().spec;
   // The table stands still while its index is copied and its chunks pinned.
   auto x = std::make_unique<TableExport>();
   auto parked = std::make_shared<std::latch>(1);
@@ -69,7 +73,7 @@ bool Server::Impl::export_begin(Client& c, const std::vector<char>& p) {
       x->steps += x->refs[it.first_ref + k].length;
   x->last_ns = monotonic_ns();
   ExportBeginReply r{};
-  r.spec = to_spec(st.options);
+  r.spec = spec;
   r.items = x->items.size();
   r.refs = x->refs.size();
   r.steps = x->steps;

@@ -7,13 +7,13 @@
 #include <pthread.h>
 
 #include <future>
+#include <optional>
 #include <string>
 
 namespace engram {
 
-TableOwner::TableOwner(ChunkArena arena, uint32_t arena_id, Table table, const TableSpec& spec, Doorbell* bell,
-                       uint32_t max_batch)
-    : arena_(arena), arena_id_(arena_id), table_(table), bell_(bell), max_batch_(max_batch), spec_(spec),
+TableOwner::TableOwner(ChunkArena arena, uint32_t arena_id, Table table, Doorbell* bell, uint32_t max_batch)
+    : arena_(arena), arena_id_(arena_id), table_(table), bell_(bell), max_batch_(max_batch),
       sig_hash_(signature_hash(table.columns(), table.num_columns())),
       packed_(signature_compressed(table.columns(), table.num_columns())) {
   table_.set_remove_hook([this](const ItemSlot& it, const ChunkRef* refs) {
@@ -145,11 +145,14 @@ void TableOwner::reset() {
 
 Status TableOwner::set_rate_limiter(const RateLimiterConfig& c) {
   Status s;
-  call([&] {
-    s = table_.set_rate_limiter(c);
-    if (s.ok()) spec_.limiter = c;
-  });
+  call([&] { s = table_.set_rate_limiter(c); });
   return s;
+}
+
+CheckedTableOptions TableOwner::options() {
+  std::optional<CheckedTableOptions> o;
+  call([&] { o = table_.options(); });
+  return *o;
 }
 
 uint32_t TableOwner::list(uint32_t from, uint32_t max_items, std::vector<ListedItem>* out, uint32_t* capacity) {
@@ -165,7 +168,7 @@ TableInfoWire TableOwner::info() {
   TableInfoWire w{};
   call([&] {
     TableInfo i = table_.info();
-    w.spec = spec_;
+    w.spec = to_spec(table_.options());
     w.size = i.size;
     w.can_sample = i.can_sample;
     w.can_insert = i.can_insert;

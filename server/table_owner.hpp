@@ -48,8 +48,7 @@ class TableOwner {
   // `arena_id` is the arena client id this owner releases blocks with (one
   // per owner: intent slots are single-writer). `bell` may be null when no
   // thread runs (tests, fuzzing).
-  TableOwner(ChunkArena arena, uint32_t arena_id, Table table, const TableSpec& spec, Doorbell* bell,
-             uint32_t max_batch);
+  TableOwner(ChunkArena arena, uint32_t arena_id, Table table, Doorbell* bell, uint32_t max_batch);
   ~TableOwner();
   TableOwner(const TableOwner&) = delete;
   TableOwner& operator=(const TableOwner&) = delete;
@@ -67,7 +66,10 @@ class TableOwner {
   void detach(uint32_t client, ChannelClosed reason);
   void reset();
   Status set_rate_limiter(const RateLimiterConfig& c);
+  // What the owner reports of its table is read from the table itself
+  // (Table::options), never kept beside it.
   TableInfoWire info();
+  CheckedTableOptions options();
   // A piece of a listing (Table::list, at most kMaxListScan slots): the
   // owner's time it takes is bounded so.
   uint32_t list(uint32_t from, uint32_t max_items, std::vector<ListedItem>* out, uint32_t* capacity);
@@ -205,7 +207,6 @@ class TableOwner {
   Table table_;
   Doorbell* bell_;
   uint32_t max_batch_;
-  TableSpec spec_;
   uint64_t sig_hash_;
   bool packed_;  // some column compressed: chunks are checked by their headers
   bool stopping_ = false;  // owner thread only: refuse instead of deferring

@@ -47,7 +47,7 @@ Status TableRegistry::create(const CheckedTableOptions& checked) {
     undo();
     return t.status();
   }
-  e.owner = std::make_unique<TableOwner>(arena_, *aid, *t, to_spec(o), &bells_->slots[*id].bell, ring_records_);
+  e.owner = std::make_unique<TableOwner>(arena_, *aid, *t, &bells_->slots[*id].bell, ring_records_);
   e.owner->start();
   log_info("table " + o.name + ": created (max_size " + std::to_string(o.capacity) + ", sampler " +
            selector_kind_name(o.sampler.kind) + ", remover " + selector_kind_name(o.remover.kind) + ")");

@@ -381,11 +381,12 @@ TEST(Engramd, NamesThatWouldForgeLogLinesAreRefusedAndNothingIsLoggedRaw) {
   engram_disconnect(c);
   Control ctl(d.socket());
   ASSERT_TRUE(ctl.ok());
-  TableOptions t;
-  t.name = "raw\n<2>forged through the protocol";
-  t.capacity = 10;
-  t.signature = {make_column("x", DType::f32, {})};
-  TableSpec spec = to_spec(t);
+  TableSpec spec{};  // made by hand: to_spec takes checked options only
+  std::strncpy(spec.name, "raw\n<2>forged through the protocol", sizeof spec.name - 1);
+  spec.capacity = 10;
+  spec.num_columns = 1;
+  spec.columns[0] = make_column("x", DType::f32, {});
+  spec.max_refs_per_item = kMaxItemChunks;
   Status s = ctl.call(ControlType::create_table, &spec, sizeof spec, nullptr);
   EXPECT_EQ(s.code(), Errc::invalid_argument) << s.message();
   NameRequest n{};

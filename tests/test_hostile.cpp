@@ -209,7 +209,7 @@ class Hostile {
           t.name = "h";
           t.capacity = 4;
           t.signature = {make_column("x", DType::f32, {kFloats})};
-          TableSpec spec = to_spec(t);
+          TableSpec spec = to_spec(Table::check(t).value());
           NameRequest n{};
           std::strncpy(n.name, "h", sizeof n.name - 1);
           if (pick(2)) (void)ctl.call(ControlType::create_table, &spec, sizeof spec, nullptr);

@@ -280,11 +280,9 @@ int main(int argc, char** argv) {
     }
     auto o = parse_table_snippet(text.str(), args[1] == "-" ? "<stdin>" : args[1]);
     if (!o.ok()) return fail(o.status().message());
-    // Checked here as the server will check it: to_spec would cut a name
-    // or columns past the wire form's room before the server saw them.
     auto checked = Table::check(*o);
     if (!checked.ok()) return fail(checked.status().message());
-    spec = to_spec(**checked);
+    spec = to_spec(*checked);
   }
 
   Connection c;

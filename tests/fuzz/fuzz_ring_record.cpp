@@ -39,7 +39,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Table table = *Table::format(table_mem.data(), table_mem.size, test::checked(to));
   test::AlignedBuffer chan_mem(Channel::bytes_needed(16));
   Channel chan = *Channel::format(chan_mem.data(), chan_mem.size, 0, 16);
-  TableOwner owner(arena, kOwnerId, table, to_spec(to), nullptr, 16);
+  TableOwner owner(arena, kOwnerId, table, nullptr, 16);
   owner.attach(kClient, chan);
 
   // Four blocks reserved by the client, with valid chunks of 2 steps, so
