@@ -25,29 +25,18 @@ constexpr int64_t kStopWaitMs = 100;    // nothing is owed at a stop: it need no
 
 struct MirrorLink::Impl final : PeerLink {
   Impl(MirrorLinkOptions opts, std::shared_ptr<grpc::ChannelCredentials> c)
-      : PeerLink("mirror " + opts.table + " of " + opts.peer + " table " + opts.peer_table),
-        o(std::move(opts)),
-        creds(std::move(c)) {
+      : PeerLink("mirror " + opts.table + " of " + opts.peer + " table " + opts.peer_table, opts.peer, std::move(c)),
+        o(std::move(opts)) {
     start();
   }
   ~Impl() override { stop(kStopWaitMs); }
 
   MirrorLinkOptions o;
-  std::shared_ptr<grpc::ChannelCredentials> creds;
   Stats stats;  // but the PeerLink's state; under mu_
 
   LocalTable local;
   uint32_t keep = 1;  // the newest items the local table keeps (FollowRequest.count)
 
-  Stats snapshot() const {
-    PeerLink::State st = state();
-    std::lock_guard lock(mu_);
-    Stats out = stats;
-    out.state = st.state;
-    out.reconnects = st.reconnects;
-    out.last_error = st.last_error;
-    return out;
-  }
 
   std::string after_break() const override { return "retrying (the peer sends its newest items again)"; }
 
@@ -127,7 +116,7 @@ struct MirrorLink::Impl final : PeerLink {
   }
 
   grpc::Status stream(grpc::ClientContext& ctx) override {
-    auto stub = pb::Peer::NewStub(grpc::CreateChannel(o.peer, creds));
+    auto stub = pb::Peer::NewStub(channel());
     pb::FollowRequest rq;
     rq.set_table(o.peer_table);
     rq.set_signature(local.signature);
@@ -155,6 +144,6 @@ MirrorLink::MirrorLink(MirrorLinkOptions o, std::shared_ptr<grpc::ChannelCredent
 
 MirrorLink::~MirrorLink() = default;
 
-MirrorLink::Stats MirrorLink::stats() const { return impl_->snapshot(); }
+MirrorLink::Stats MirrorLink::stats() const { return impl_->report(impl_->stats); }
 
 }  // namespace engram::remote

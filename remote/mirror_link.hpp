@@ -11,28 +11,20 @@
 #include <memory>
 #include <string>
 
-#include "remote/credentials.hpp"
+#include "remote/peer_link.hpp"
 
 namespace engram::remote {
 
-struct MirrorLinkOptions {
-  std::string table;       // the local table
-  std::string peer;        // HOST:PORT of the peer's [remote] listen
-  std::string peer_table;  // the peer's table
-  std::string socket;      // this server's control socket
-};
+using MirrorLinkOptions = LinkEnds;
 
 class MirrorLink {
  public:
   MirrorLink(MirrorLinkOptions o, std::shared_ptr<grpc::ChannelCredentials> creds);
   ~MirrorLink();
 
-  struct Stats {
-    std::string state;  // "connecting", "following ...", "waiting to reconnect"
+  struct Stats : LinkState {
     uint64_t items = 0, bytes = 0;  // received and inserted
     uint64_t last_sequence = 0;     // of the newest item received (the peer's numbering)
-    uint64_t reconnects = 0;
-    std::string last_error;
   };
   Stats stats() const;
 

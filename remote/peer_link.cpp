@@ -12,11 +12,6 @@ constexpr int64_t kLastBackoffMs = 5000;
 
 }  // namespace
 
-PeerLink::State PeerLink::state() const {
-  std::lock_guard lock(mu_);
-  return st_;
-}
-
 void PeerLink::set_state(const std::string& s, const std::string& error) {
   std::lock_guard lock(mu_);
   st_.state = s;

@@ -11,25 +11,53 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 
 namespace engram::remote {
 
+// The two tables a link joins: every link's options start with these.
+struct LinkEnds {
+  std::string table;       // the local table
+  std::string peer;        // HOST:PORT of the peer's [remote] listen
+  std::string peer_table;  // the peer's table
+  std::string socket;      // this server's control socket
+};
+
+// What engramctl status shows of every link; each link's Stats adds its
+// own counters to it.
+struct LinkState {
+  std::string state;  // "connecting to ...", "delivering to ...", "waiting to reconnect ..."
+  uint64_t reconnects = 0;
+  std::string last_error;
+};
+
 class PeerLink {
  public:
-  struct State {
-    std::string state;  // "connecting to ...", "delivering to ...", "waiting to reconnect ..."
-    uint64_t reconnects = 0;
-    std::string last_error;
-  };
-  State state() const;
+  // A link's counters (a LinkState and its own, guarded by mu_) with this
+  // link's state filled in. A last_error of the link's own (a refusal the
+  // peer answered) shows until a break gives another.
+  template <typename Stats>
+  Stats report(const Stats& counters) const {
+    std::lock_guard lock(mu_);
+    Stats out = counters;
+    out.state = st_.state;
+    out.reconnects = st_.reconnects;
+    if (!st_.last_error.empty()) out.last_error = st_.last_error;
+    return out;
+  }
 
  protected:
-  // `what` names the link in the log ("upstream outbox to HOST:PORT table replay").
-  explicit PeerLink(std::string what) : what_(std::move(what)) {}
+  // `what` names the link in the log ("upstream outbox to HOST:PORT table
+  // replay"); `peer` and `creds` are what its streams' channels are made of.
+  PeerLink(std::string what, std::string peer, std::shared_ptr<grpc::ChannelCredentials> creds)
+      : what_(std::move(what)), peer_(std::move(peer)), creds_(std::move(creds)) {}
   virtual ~PeerLink() = default;  // a subclass calls stop() in its destructor
+
+  // A new channel to the peer, for one stream.
+  std::shared_ptr<grpc::Channel> channel() const { return grpc::CreateChannel(peer_, creds_); }
 
   // Starts the thread: last in the subclass's constructor.
   void start();
@@ -60,7 +88,9 @@ class PeerLink {
   void run();
 
   std::string what_;
-  State st_;
+  std::string peer_;
+  std::shared_ptr<grpc::ChannelCredentials> creds_;
+  LinkState st_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> done_{false};
   std::condition_variable wake_;

@@ -41,6 +41,23 @@ std::string json_escape(const std::string& s) {
   return o;
 }
 
+// One link in engramctl status --json: its ends and state around `counters`
+// (its own fields, already JSON).
+std::string link_json(const RemoteConfig::Upstream& u, const LinkState& st, const std::string& counters) {
+  return "{\"table\": \"" + json_escape(u.table) + "\", \"peer\": \"" + json_escape(u.peer) + "\", \"peer_table\": \"" +
+         json_escape(u.peer_table) + "\", \"state\": \"" + json_escape(st.state) + "\", " + counters +
+         ", \"reconnects\": " + std::to_string(st.reconnects) + ", \"last_error\": \"" + json_escape(st.last_error) +
+         "\"}";
+}
+
+// One link's line in engramctl status.
+std::string link_line(const char* kind, const char* arrow, const RemoteConfig::Upstream& u, const LinkState& st,
+                      const std::string& counters) {
+  return "  " + std::string(kind) + u.table + arrow + u.peer + " " + u.peer_table + ": " + st.state + "; " + counters +
+         ", " + std::to_string(st.reconnects) + " reconnects" +
+         (st.last_error.empty() ? std::string() : "; last error: " + st.last_error) + "\n";
+}
+
 }  // namespace
 
 // gRPC allocates every message's buffers afresh, on both sides of a link.
@@ -102,27 +119,21 @@ struct Remote::Impl {
             std::to_string(peer_service ? peer_service->claims().clashes() : 0) + ", \"last_clash\": \"" +
             json_escape(peer_service ? peer_service->claims().last_clash() : std::string()) + "\", \"upstreams\": [";
       for (size_t i = 0; i < links.size(); ++i) {
-        const RemoteConfig::Upstream& u = config.upstreams[i];
         UpstreamLink::Stats st = links[i]->stats();
-        out += std::string(i ? ", " : "") + "{\"table\": \"" + json_escape(u.table) + "\", \"peer\": \"" +
-               json_escape(u.peer) + "\", \"peer_table\": \"" + json_escape(u.peer_table) + "\", \"state\": \"" +
-               json_escape(st.state) + "\", \"items_sent\": " + std::to_string(st.items_sent) +
-               ", \"items_answered\": " + std::to_string(st.items_answered) + ", \"bytes_sent\": " +
-               std::to_string(st.bytes_sent) + ", \"backlog\": " + std::to_string(st.backlog) +
-               ", \"duplicates\": " + std::to_string(st.duplicates) + ", \"refused\": " + std::to_string(st.refused) +
-               ", \"reconnects\": " + std::to_string(st.reconnects) + ", \"last_error\": \"" +
-               json_escape(st.last_error) + "\"}";
+        out += std::string(i ? ", " : "") +
+               link_json(config.upstreams[i], st,
+                         "\"items_sent\": " + std::to_string(st.items_sent) + ", \"items_answered\": " +
+                             std::to_string(st.items_answered) + ", \"bytes_sent\": " + std::to_string(st.bytes_sent) +
+                             ", \"backlog\": " + std::to_string(st.backlog) + ", \"duplicates\": " +
+                             std::to_string(st.duplicates) + ", \"refused\": " + std::to_string(st.refused));
       }
       out += "], \"mirrors\": [";
       for (size_t i = 0; i < mirrors.size(); ++i) {
-        const RemoteConfig::Upstream& u = config.mirrors[i];
         MirrorLink::Stats st = mirrors[i]->stats();
-        out += std::string(i ? ", " : "") + "{\"table\": \"" + json_escape(u.table) + "\", \"peer\": \"" +
-               json_escape(u.peer) + "\", \"peer_table\": \"" + json_escape(u.peer_table) + "\", \"state\": \"" +
-               json_escape(st.state) + "\", \"items\": " + std::to_string(st.items) + ", \"bytes\": " +
-               std::to_string(st.bytes) + ", \"last_sequence\": " + std::to_string(st.last_sequence) +
-               ", \"reconnects\": " + std::to_string(st.reconnects) + ", \"last_error\": \"" +
-               json_escape(st.last_error) + "\"}";
+        out += std::string(i ? ", " : "") +
+               link_json(config.mirrors[i], st,
+                         "\"items\": " + std::to_string(st.items) + ", \"bytes\": " + std::to_string(st.bytes) +
+                             ", \"last_sequence\": " + std::to_string(st.last_sequence));
       }
       return out + "]}";
     }
@@ -131,21 +142,16 @@ struct Remote::Impl {
       out += "  clashes      " + std::to_string(peer_service->claims().clashes()) +
              " streams refused for a producer another sender holds; last: " + peer_service->claims().last_clash() + "\n";
     for (size_t i = 0; i < links.size(); ++i) {
-      const RemoteConfig::Upstream& u = config.upstreams[i];
       UpstreamLink::Stats st = links[i]->stats();
-      out += "  upstream     " + u.table + " -> " + u.peer + " " + u.peer_table + ": " + st.state + "; " +
-             std::to_string(st.items_sent) + " items sent, " + std::to_string(st.items_answered) + " answered, " +
-             std::to_string(st.backlog) + " in flight, " + std::to_string(st.bytes_sent) + " bytes, " +
-             std::to_string(st.reconnects) + " reconnects" +
-             (st.last_error.empty() ? std::string() : "; last error: " + st.last_error) + "\n";
+      out += link_line("upstream     ", " -> ", config.upstreams[i], st,
+                       std::to_string(st.items_sent) + " items sent, " + std::to_string(st.items_answered) +
+                           " answered, " + std::to_string(st.backlog) + " in flight, " + std::to_string(st.bytes_sent) +
+                           " bytes");
     }
     for (size_t i = 0; i < mirrors.size(); ++i) {
-      const RemoteConfig::Upstream& u = config.mirrors[i];
       MirrorLink::Stats st = mirrors[i]->stats();
-      out += "  mirror       " + u.table + " <- " + u.peer + " " + u.peer_table + ": " + st.state + "; " +
-             std::to_string(st.items) + " items received, " + std::to_string(st.bytes) + " bytes, " +
-             std::to_string(st.reconnects) + " reconnects" +
-             (st.last_error.empty() ? std::string() : "; last error: " + st.last_error) + "\n";
+      out += link_line("mirror       ", " <- ", config.mirrors[i], st,
+                       std::to_string(st.items) + " items received, " + std::to_string(st.bytes) + " bytes");
     }
     return out;
   }
@@ -166,32 +172,36 @@ Result<std::unique_ptr<Remote>> Remote::start(const RemoteConfig& c, Server& ser
   const std::string& name = me.name;
   const uint64_t incarnation = random_u64();  // this process, against a clone of its name
   if (!c.upstreams.empty()) log_info("remote: this server delivers as " + name + " (" + me.note + ")");
-  for (const RemoteConfig::Upstream& u : c.upstreams) {
+  // A link's credentials for its peer, and the words the log gives them.
+  struct LinkCredentials {
+    std::shared_ptr<grpc::ChannelCredentials> creds;
+    std::string security;
+  };
+  auto credentials_for = [&](const RemoteConfig::Upstream& u, const char* kind) -> Result<LinkCredentials> {
+    const std::string where = "table " + u.table + ": " + kind + ": ";
     auto peer = parse_peer_address(u.peer, false);
-    if (!peer.ok()) return Status{Errc::invalid_argument, "table " + u.table + ": upstream: " + peer.status().message()};
+    if (!peer.ok()) return Status{Errc::invalid_argument, where + peer.status().message()};
     auto creds = channel_credentials(c, *tls, *peer);
-    if (!creds.ok()) return Status{creds.status().code(), "table " + u.table + ": upstream: " + creds.status().message()};
+    if (!creds.ok()) return Status{creds.status().code(), where + creds.status().message()};
+    return LinkCredentials{*creds, security_text(c, *peer)};
+  };
+  const std::string socket = server.socket_path();
+  for (const RemoteConfig::Upstream& u : c.upstreams) {
+    auto lc = credentials_for(u, "upstream");
+    if (!lc.ok()) return lc.status();
     UpstreamLinkOptions lo;
-    lo.table = u.table;
-    lo.peer = u.peer;
-    lo.peer_table = u.peer_table;
+    static_cast<LinkEnds&>(lo) = {u.table, u.peer, u.peer_table, socket};
     lo.producer = producer_of(name, u.table);
     lo.sender = name;
     lo.incarnation = incarnation;
-    lo.socket = server.socket_path();
-    impl->links.push_back(std::make_unique<UpstreamLink>(lo, *creds));
-    log_info("remote: table " + u.table + " delivers to " + u.peer + " table " + u.peer_table + " (" +
-             security_text(c, *peer) + ")");
+    impl->links.push_back(std::make_unique<UpstreamLink>(lo, lc->creds));
+    log_info("remote: table " + u.table + " delivers to " + u.peer + " table " + u.peer_table + " (" + lc->security + ")");
   }
   for (const RemoteConfig::Upstream& u : c.mirrors) {
-    auto peer = parse_peer_address(u.peer, false);
-    if (!peer.ok()) return Status{Errc::invalid_argument, "table " + u.table + ": mirror: " + peer.status().message()};
-    auto creds = channel_credentials(c, *tls, *peer);
-    if (!creds.ok()) return Status{creds.status().code(), "table " + u.table + ": mirror: " + creds.status().message()};
-    impl->mirrors.push_back(std::make_unique<MirrorLink>(
-        MirrorLinkOptions{u.table, u.peer, u.peer_table, server.socket_path()}, *creds));
-    log_info("remote: table " + u.table + " mirrors " + u.peer + " table " + u.peer_table + " (" +
-             security_text(c, *peer) + ")");
+    auto lc = credentials_for(u, "mirror");
+    if (!lc.ok()) return lc.status();
+    impl->mirrors.push_back(std::make_unique<MirrorLink>(LinkEnds{u.table, u.peer, u.peer_table, socket}, lc->creds));
+    log_info("remote: table " + u.table + " mirrors " + u.peer + " table " + u.peer_table + " (" + lc->security + ")");
   }
   Impl* p = impl.get();
   if (c.listen.empty()) {

@@ -50,9 +50,8 @@ uint64_t producer_of(const std::string& server_name, const std::string& table) {
 
 struct UpstreamLink::Impl final : PeerLink {
   Impl(UpstreamLinkOptions opts, std::shared_ptr<grpc::ChannelCredentials> c)
-      : PeerLink("upstream " + opts.table + " to " + opts.peer + " table " + opts.peer_table),
-        o(std::move(opts)),
-        creds(std::move(c)) {
+      : PeerLink("upstream " + opts.table + " to " + opts.peer + " table " + opts.peer_table, opts.peer, std::move(c)),
+        o(std::move(opts)) {
     start();
   }
   // The request in flight took its items out of the local table: give the
@@ -61,7 +60,6 @@ struct UpstreamLink::Impl final : PeerLink {
   ~Impl() override { stop(kStopWaitMs); }
 
   UpstreamLinkOptions o;
-  std::shared_ptr<grpc::ChannelCredentials> creds;
   Stats stats;  // but the PeerLink's state; under mu_
 
   LocalTable local;
@@ -69,15 +67,6 @@ struct UpstreamLink::Impl final : PeerLink {
   std::unordered_set<uint64_t> on_stream;  // chunk names the current stream holds
   std::vector<uint64_t> to_forget;
 
-  Stats snapshot() const {
-    PeerLink::State st = state();
-    std::lock_guard lock(mu_);
-    Stats out = stats;
-    out.state = st.state;
-    out.reconnects = st.reconnects;
-    if (!st.last_error.empty()) out.last_error = st.last_error;  // a break before a refusal
-    return out;
-  }
 
   // Items per take: as many as keep a request's new chunk bytes near
   // o.batch_bytes (and far below the peer's largest message), at most
@@ -189,7 +178,7 @@ struct UpstreamLink::Impl final : PeerLink {
   // new items, up to kWindow requests in flight, until it breaks or the
   // link stops (then what is in flight is answered first).
   grpc::Status stream(grpc::ClientContext& context) override {
-    auto stub = pb::Peer::NewStub(grpc::CreateChannel(o.peer, creds));
+    auto stub = pb::Peer::NewStub(channel());
     auto rw = stub->Deliver(&context);
     on_stream.clear();
     to_forget.clear();
@@ -280,6 +269,6 @@ UpstreamLink::UpstreamLink(UpstreamLinkOptions o, std::shared_ptr<grpc::ChannelC
 
 UpstreamLink::~UpstreamLink() = default;
 
-UpstreamLink::Stats UpstreamLink::stats() const { return impl_->snapshot(); }
+UpstreamLink::Stats UpstreamLink::stats() const { return impl_->report(impl_->stats); }
 
 }  // namespace engram::remote

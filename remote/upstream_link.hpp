@@ -16,19 +16,14 @@
 #include <memory>
 #include <string>
 
-#include "server/config.hpp"
-#include "remote/credentials.hpp"
+#include "remote/peer_link.hpp"
 
 namespace engram::remote {
 
-struct UpstreamLinkOptions {
-  std::string table;       // the local table
-  std::string peer;        // HOST:PORT of the peer's [remote] listen
-  std::string peer_table;  // the peer's table
+struct UpstreamLinkOptions : LinkEnds {
   uint64_t producer = 0;   // nonzero, the same across restarts
   std::string sender;      // this server's name among peers (remote/identity.hpp), for the peer's messages
   uint64_t incarnation = 0;  // this server process, nonzero (remote/producer_claims.hpp)
-  std::string socket;      // this server's control socket
   uint32_t batch_items = 1024;      // items per request at most
   uint32_t batch_bytes = 1 << 20;  // new chunk bytes per request, about (one item's chunks at least): bench/NOTES.md
 };
@@ -38,12 +33,9 @@ class UpstreamLink {
   UpstreamLink(UpstreamLinkOptions o, std::shared_ptr<grpc::ChannelCredentials> creds);
   ~UpstreamLink();  // stops: what was not answered stays for the next start only if checkpointed
 
-  struct Stats {
-    std::string state;  // "connecting", "delivering", "waiting: ..." 
+  struct Stats : LinkState {
     uint64_t items_sent = 0, items_answered = 0, bytes_sent = 0, duplicates = 0, refused = 0;
     uint64_t backlog = 0;  // taken, not yet answered
-    uint64_t reconnects = 0;
-    std::string last_error;
   };
   Stats stats() const;
 
