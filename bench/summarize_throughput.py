@@ -15,7 +15,7 @@ import json
 import sys
 
 PAYLOADS = [400, 4000, 40000, 400000]
-# As kBusyWarning in bench_throughput.cpp: more than 0.8 of one of two CPUs
+# As kBusyWarning in bench/throughput/machine.hpp: more than 0.8 of one of two CPUs
 # went to something else just before a repetition.
 BUSY_WARNING = 0.4
 # (label, system, op, table, processes)
