@@ -93,23 +93,14 @@ Status Selector::sample_distinct(uint32_t n, const uint32_t* certain, uint32_t n
     case SelectorKind::lifo: {
       const bool oldest = kind() == SelectorKind::fifo;
       uint32_t s = oldest ? h_->head : h_->tail;
-      for (uint32_t k = 0; k < n; ++k, s = oldest ? order_[s] : back_[s]) out[k] = {s, 1.0};
+      const OrderList l = list();
+      for (uint32_t k = 0; k < n; ++k, s = oldest ? l.next[s] : l.prev[s]) out[k] = {s, 1.0};
       return Status::Ok();
     }
     case SelectorKind::max_heap:
     case SelectorKind::min_heap: {
-      // Best first over the heap's array: the next in heap order is the
-      // best child of one already taken. O(n log n).
-      auto after = [&](uint32_t a, uint32_t b) { return heap_before(order_[b], order_[a]); };
-      std::priority_queue<uint32_t, std::vector<uint32_t>, decltype(after)> frontier(after);
-      frontier.push(0);
-      for (uint32_t k = 0; k < n; ++k) {
-        uint32_t i = frontier.top();
-        frontier.pop();
-        out[k] = {order_[i], 1.0};
-        for (uint32_t c : {2 * i + 1, 2 * i + 2})
-          if (c < h_->count) frontier.push(c);
-      }
+      uint32_t k = 0;
+      heap().best(n, [&](uint32_t slot) { out[k++] = {slot, 1.0}; });
       return Status::Ok();
     }
     case SelectorKind::prioritized: break;

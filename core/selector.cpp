@@ -139,6 +139,8 @@ Selector::Selector(SelectorHeader* h) : h_(h) {
 }
 
 DenseSet Selector::uniform_set() const noexcept { return {order_, back_, &h_->count}; }
+OrderList Selector::list() const noexcept { return {order_, back_, &h_->head, &h_->tail, &h_->count}; }
+PriorityHeap Selector::heap() const noexcept { return {order_, back_, prio_, seq_, &h_->count, kind() == SelectorKind::max_heap}; }
 
 double Selector::weight_of(double priority) const noexcept { return priority_weight(priority, h_->exponent); }
 
@@ -152,9 +154,9 @@ bool Selector::contains(uint32_t slot) const noexcept {
     case SelectorKind::prioritized: return tree_.is_occupied(slot);
     case SelectorKind::uniform: return uniform_set().contains(slot);
     case SelectorKind::fifo:
-    case SelectorKind::lifo: return back_[slot] != kNone || h_->head == slot;
+    case SelectorKind::lifo: return list().contains(slot);
     case SelectorKind::max_heap:
-    case SelectorKind::min_heap: return back_[slot] != kNone;
+    case SelectorKind::min_heap: return heap().contains(slot);
   }
   return false;
 }
@@ -187,40 +189,20 @@ Status Selector::insert(uint32_t slot, double priority) {
     case SelectorKind::prioritized: tree_.set(slot, weight_of(priority)); break;
     case SelectorKind::uniform: uniform_set().insert(slot); break;
     case SelectorKind::fifo:
-    case SelectorKind::lifo:  // append at the tail; order_ = next, back_ = prev
-      order_[slot] = kNone;
-      back_[slot] = h_->tail;
-      if (h_->tail != kNone) order_[h_->tail] = slot;
-      else h_->head = slot;
-      h_->tail = slot;
-      // back_[head] is kNone, so contains() also checks head == slot.
-      ++h_->count;
-      break;
+    case SelectorKind::lifo: list().push_newest(slot); break;
     case SelectorKind::max_heap:
-    case SelectorKind::min_heap: {
-      uint32_t i = h_->count++;
-      order_[i] = slot;
-      back_[slot] = i;
-      prio_[slot] = priority;
-      seq_[slot] = h_->seq++;
-      heap_up(i);
-      break;
-    }
+    case SelectorKind::min_heap: heap().insert(slot, priority, h_->seq++); break;
   }
   return Status::Ok();
 }
 
 uint64_t Selector::tie_seq(uint32_t slot) const noexcept {
-  bool heap = kind() == SelectorKind::max_heap || kind() == SelectorKind::min_heap;
-  return heap && contains(slot) ? seq_[slot] : 0;
+  return is_heap(kind()) && contains(slot) ? seq_[slot] : 0;
 }
 
 Status Selector::insert_with_seq(uint32_t slot, double priority, uint64_t seq) {
   if (Status s = insert(slot, priority); !s.ok()) return s;
-  if (kind() == SelectorKind::max_heap || kind() == SelectorKind::min_heap) {
-    seq_[slot] = seq;
-    heap_fix(back_[slot]);
-  }
+  if (is_heap(kind())) heap().set(slot, priority, seq);
   return Status::Ok();
 }
 
@@ -228,12 +210,7 @@ Status Selector::put_back(uint32_t slot, double priority, uint64_t seq) {
   if (kind() != SelectorKind::fifo) return insert_with_seq(slot, priority, seq);
   if (slot >= h_->capacity || contains(slot))
     return {Errc::invalid_argument, "slot " + std::to_string(slot) + " is outside capacity or already in the selector"};
-  order_[slot] = h_->head;  // at the head; order_ = next, back_ = prev
-  back_[slot] = kNone;
-  if (h_->head != kNone) back_[h_->head] = slot;
-  else h_->tail = slot;
-  h_->head = slot;
-  ++h_->count;
+  list().push_oldest(slot);
   return Status::Ok();
 }
 
@@ -246,11 +223,7 @@ Status Selector::update(uint32_t slot, double priority) {
     case SelectorKind::fifo:
     case SelectorKind::lifo: break;  // order does not depend on priority
     case SelectorKind::max_heap:
-    case SelectorKind::min_heap:
-      prio_[slot] = priority;
-      seq_[slot] = h_->seq++;
-      heap_fix(back_[slot]);
-      break;
+    case SelectorKind::min_heap: heap().set(slot, priority, h_->seq++); break;
   }
   return Status::Ok();
 }
@@ -261,28 +234,9 @@ void Selector::remove(uint32_t slot) noexcept {
     case SelectorKind::prioritized: tree_.clear(slot); break;
     case SelectorKind::uniform: uniform_set().erase(slot); break;
     case SelectorKind::fifo:
-    case SelectorKind::lifo: {
-      uint32_t next = order_[slot], prev = back_[slot];
-      if (prev != kNone) order_[prev] = next;
-      else h_->head = next;
-      if (next != kNone) back_[next] = prev;
-      else h_->tail = prev;
-      order_[slot] = back_[slot] = kNone;
-      --h_->count;
-      break;
-    }
+    case SelectorKind::lifo: list().erase(slot); break;
     case SelectorKind::max_heap:
-    case SelectorKind::min_heap: {
-      uint32_t i = back_[slot], last = --h_->count;
-      if (i != last) {
-        heap_swap(i, last);
-        back_[slot] = kNone;
-        heap_fix(i);
-      } else {
-        back_[slot] = kNone;
-      }
-      break;
-    }
+    case SelectorKind::min_heap: heap().erase(slot); break;
   }
 }
 
@@ -299,7 +253,7 @@ Result<Sampled> Selector::sample(double u) const {
     case SelectorKind::fifo: return Sampled{h_->head, 1.0};
     case SelectorKind::lifo: return Sampled{h_->tail, 1.0};
     case SelectorKind::max_heap:
-    case SelectorKind::min_heap: return Sampled{order_[0], 1.0};
+    case SelectorKind::min_heap: return Sampled{heap().top(), 1.0};
   }
   return Status{Errc::corrupt, "selector kind is invalid"};
 }
@@ -326,59 +280,14 @@ Status Selector::sample_batch(const double* u, Sampled* out, uint32_t n, SumTree
 }
 
 void Selector::clear() noexcept {
-  h_->count = 0;
-  h_->head = h_->tail = kNone;
   switch (kind()) {
     case SelectorKind::prioritized: tree_.clear_all(); break;
     case SelectorKind::uniform: uniform_set().clear(h_->capacity); break;
     case SelectorKind::fifo:
-    case SelectorKind::lifo:
-      std::fill(order_, order_ + h_->capacity, kNone);
-      std::fill(back_, back_ + h_->capacity, kNone);
-      break;
+    case SelectorKind::lifo: list().clear(h_->capacity); break;
     case SelectorKind::max_heap:
-    case SelectorKind::min_heap: std::fill(back_, back_ + h_->capacity, kNone); break;
+    case SelectorKind::min_heap: heap().clear(h_->capacity); break;
   }
-}
-
-// --- heaps: order_ = heap array of slots, back_ = slot -> heap index ---------------
-
-bool Selector::heap_before(uint32_t a, uint32_t b) const noexcept {
-  double pa = prio_[a], pb = prio_[b];
-  if (pa != pb) return kind() == SelectorKind::max_heap ? pa > pb : pa < pb;
-  return seq_[a] < seq_[b];
-}
-
-void Selector::heap_swap(uint32_t i, uint32_t j) noexcept {
-  std::swap(order_[i], order_[j]);
-  back_[order_[i]] = i;
-  back_[order_[j]] = j;
-}
-
-void Selector::heap_up(uint32_t i) noexcept {
-  while (i > 0) {
-    uint32_t p = (i - 1) / 2;
-    if (!heap_before(order_[i], order_[p])) break;
-    heap_swap(i, p);
-    i = p;
-  }
-}
-
-void Selector::heap_down(uint32_t i) noexcept {
-  uint32_t n = h_->count;
-  for (;;) {
-    uint32_t best = i, l = 2 * i + 1, r = l + 1;
-    if (l < n && heap_before(order_[l], order_[best])) best = l;
-    if (r < n && heap_before(order_[r], order_[best])) best = r;
-    if (best == i) return;
-    heap_swap(i, best);
-    i = best;
-  }
-}
-
-void Selector::heap_fix(uint32_t i) noexcept {
-  heap_up(i);
-  heap_down(i);
 }
 
 }  // namespace engram

@@ -22,16 +22,25 @@
 //   Prioritized   O(log_K N)     O(K log_K N)    O(log_K N)     O(log_K N)
 //   FIFO, LIFO    O(1)           O(1) the end    O(1) (none)    O(1) unlink
 //   Max/MinHeap   O(log N)       O(1) the top    O(log N)       O(log N)
-// All kinds share one header and one region shape (two u32 arrays of
-// capacity, then the kind's own) so that a table's selector region is
-// sized, sealed and checkpointed the same whatever its kind: the kinds are
-// cases of one view over that region, not classes with a vtable.
+// Each kind's structure is its own file, a view over the region's arrays
+// that states its invariants: dense_set.hpp (Uniform), sum_tree.hpp
+// (Prioritized), order_list.hpp (FIFO, LIFO), priority_heap.hpp (heaps).
+// This class lays the region out, checks what enters, turns draws into
+// probabilities and dispatches each operation to its kind in one switch.
+// It stays one class, not one per kind behind a vtable: the region is in
+// shared memory, where a vtable pointer cannot live, and all kinds share
+// one header and one region shape (two u32 arrays of capacity, then the
+// kind's own), so that a table's selector region is sized, sealed,
+// attached and checkpointed the same whatever its kind.
 #pragma once
 
 #include <cstdint>
 #include <limits>
 #include <random>
 
+#include "core/dense_set.hpp"
+#include "core/order_list.hpp"
+#include "core/priority_heap.hpp"
 #include "core/segment_header.hpp"
 #include "core/status.hpp"
 #include "core/sum_tree.hpp"
@@ -159,13 +168,11 @@ class Selector {
 
  private:
   explicit Selector(SelectorHeader* h);
+  // Each kind's own view over the region (its file says its invariants).
   DenseSet uniform_set() const noexcept;
+  OrderList list() const noexcept;
+  PriorityHeap heap() const noexcept;
   double weight_of(double priority) const noexcept;
-  bool heap_before(uint32_t a, uint32_t b) const noexcept;
-  void heap_swap(uint32_t i, uint32_t j) noexcept;
-  void heap_up(uint32_t i) noexcept;
-  void heap_down(uint32_t i) noexcept;
-  void heap_fix(uint32_t i) noexcept;
 
   SelectorHeader* h_ = nullptr;
   uint32_t* order_ = nullptr;  // off_order: members in the selector's order
