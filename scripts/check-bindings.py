@@ -8,15 +8,21 @@ pointers level by level down to what they point at (a struct by its name,
 an opaque handle, char, void), and in Rust whether each pointee is const.
 Python's handles are c_void_p, so there a pointer to a handle is a void*.
 The structs' layouts are checked elsewhere, against the C compiler
-(test_structs_match_the_c_compiler, engram-sys/tests/layout.rs); Julia's
-declarations by bindings/julia/check/run.sh.
+(test_structs_match_the_c_compiler, engram-sys/tests/layout.rs). Julia's
+ccalls are checked by bindings/julia/check/run.sh (Julia cannot run
+here; its checker reads the Julia grammar), against the functions this
+parser reads, which --dump writes for it.
 
 Usage: check-bindings.py [--header ENGRAM_H --server-header SERVER_H]
-Needs ENGRAM_LIBRARY (the Python binding loads libengram to be read).
+       check-bindings.py --dump FILE [--header ... --server-header ...]
+         (the headers' functions as JSON: name -> {ret, args} as C types)
+Needs ENGRAM_LIBRARY (the Python binding loads libengram to be read),
+but not with --dump.
 Exit 1 with one line per difference."""
 import argparse
 import ctypes
 import importlib.util
+import json
 import os
 import re
 import sys
@@ -130,6 +136,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--header", default=os.path.join(ROOT, "capi/include/engram/engram.h"))
     ap.add_argument("--server-header", default=os.path.join(ROOT, "embedded/include/engram/server.h"))
+    ap.add_argument("--dump", metavar="FILE", help="write the headers' functions as JSON and check nothing")
     args = ap.parse_args()
 
     spec = importlib.util.spec_from_file_location("gen_man3", os.path.join(ROOT, "scripts/gen-man3.py"))
@@ -143,11 +150,16 @@ def main():
     opaque = set(re.findall(r"typedef struct (engram_\w+) \1;", text))
     enums = set(re.findall(r"typedef enum (engram_\w+)", text))
     fns = set(re.findall(r"typedef \w+ \(\*(engram_\w+)\)", text))
-    header = {}
+    header, dump = {}, {}
     for f in man.functions():
         result = f["proto"][: f["proto"].index(f["name"])]
-        header[f["name"]] = (c_type(result, opaque, enums, fns),
-                             [c_type(t, opaque, enums, fns) for t, _ in man.proto_params(f["proto"])])
+        params = [t for t, _ in man.proto_params(f["proto"])]
+        header[f["name"]] = (c_type(result, opaque, enums, fns), [c_type(t, opaque, enums, fns) for t in params])
+        dump[f["name"]] = {"ret": result.strip(), "args": params}
+    if args.dump:
+        with open(args.dump, "w") as out:
+            json.dump(dump, out, indent=1, sort_keys=True)
+        return 0
 
     sys.path.insert(0, os.path.join(ROOT, "bindings/python"))
     from engram import _ffi

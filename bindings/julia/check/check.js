@@ -1,7 +1,10 @@
 // Checks Engram.jl without Julia: every .jl file parses with the Julia
 // grammar (tree-sitter-julia), every public function of engram.h has a
 // ccall whose name, argument count, argument types and return type agree
-// with the header (through the table of C -> Julia types below), and every
+// with the header (through the table of C -> Julia types below), as the
+// one header parser reads it (gen-man3.py's, which writes the man pages
+// and checks the Python and Rust bindings: FUNCTIONS_JSON is its
+// `scripts/check-bindings.py --dump`), and every
 // mirrored struct has the header's fields in order, with the sizes and
 // offsets the C compiler gives (LAYOUT, from a probe that run.sh compiles).
 //
@@ -11,7 +14,7 @@
 // take: the README's snippet is checked like the package, since it cannot
 // be run here either.
 //
-// Usage: node check.js HEADER PACKAGE_DIR LAYOUT_FILE [README]
+// Usage: node check.js HEADER FUNCTIONS_JSON PACKAGE_DIR LAYOUT_FILE [README]
 //   LAYOUT_FILE: lines "struct size N" and "struct.field N" (offsetof).
 // Exit 0 when everything agrees; else 1, with one line per disagreement.
 'use strict';
@@ -20,9 +23,9 @@ const path = require('path');
 const Parser = require('tree-sitter');
 const Julia = require('tree-sitter-julia');
 
-const [headerPath, pkgDir, layoutPath, readmePath] = process.argv.slice(2);
+const [headerPath, functionsPath, pkgDir, layoutPath, readmePath] = process.argv.slice(2);
 if (!layoutPath) {
-  console.error('usage: node check.js HEADER PACKAGE_DIR LAYOUT_FILE');
+  console.error('usage: node check.js HEADER FUNCTIONS_JSON PACKAGE_DIR LAYOUT_FILE [README]');
   process.exit(2);
 }
 const problems = [];
@@ -44,14 +47,8 @@ function cType(text) {
 }
 
 const functions = {};
-for (const m of header.matchAll(/ENGRAM_API\s+([\w\s\*]+?)\s*\b(engram_\w+)\s*\(([^)]*)\)\s*;/g)) {
-  const args = m[3].trim() === 'void' ? [] : m[3].split(',').map((a) => {
-    const s = a.trim();
-    const name = s.match(/(\w+)\s*$/)[1];
-    return cType(s.slice(0, s.length - name.length));
-  });
-  functions[m[2]] = { ret: cType(m[1]), args };
-}
+for (const [name, f] of Object.entries(JSON.parse(fs.readFileSync(functionsPath, 'utf8'))))
+  functions[name] = { ret: cType(f.ret), args: f.args.map(cType) };
 const structs = {};
 for (const m of header.matchAll(/typedef struct (engram_\w+) \{([\s\S]*?)\} \1;/g)) {
   const fields = [];

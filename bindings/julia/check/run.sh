@@ -43,14 +43,20 @@ PY
   cc -I "$src/capi/include" -o "$work/layout" "$c"
   "$work/layout" >"$out"
 }
+# The functions as the one header parser reads them (scripts/check-bindings.py).
+functions() {  # HEADER OUT
+  python3 "$src/scripts/check-bindings.py" --header "$1" --server-header "$src/embedded/include/engram/server.h" --dump "$2"
+}
 probe "$header" "$work/layout.txt"
-NODE_PATH=$work/node_modules node "$here/check.js" "$header" "$src/bindings/julia/Engram" "$work/layout.txt" "$src/README.md"
+functions "$src/capi/include/engram/engram.h" "$work/functions.json"
+NODE_PATH=$work/node_modules node "$here/check.js" "$header" "$work/functions.json" "$src/bindings/julia/Engram" \
+  "$work/layout.txt" "$src/README.md"
 
 # The README check must be able to fail: a keyword the package does not take.
 sed 's/max_size = 10_000, sampler = :prioritized/max_size = 10_000, sampler_kind = :prioritized/' "$src/README.md" >"$work/README-changed.md"
 cmp -s "$src/README.md" "$work/README-changed.md" && { echo "julia check: the self-test's edit of README.md did not apply" >&2; exit 1; }
-if NODE_PATH=$work/node_modules node "$here/check.js" "$header" "$src/bindings/julia/Engram" "$work/layout.txt" \
-  "$work/README-changed.md" >"$work/readme-changed.log"; then
+if NODE_PATH=$work/node_modules node "$here/check.js" "$header" "$work/functions.json" "$src/bindings/julia/Engram" \
+  "$work/layout.txt" "$work/README-changed.md" >"$work/readme-changed.log"; then
   echo "julia check: a README snippet with a wrong keyword went unnoticed" >&2
   exit 1
 fi
@@ -58,11 +64,15 @@ grep -q "create_table takes no keyword sampler_kind" "$work/readme-changed.log" 
   { cat "$work/readme-changed.log"; echo "julia check: the wrong keyword was not the reason" >&2; exit 1; }
 
 # The check must be able to fail: engram_batch_size returning uint64_t.
-sed 's/ENGRAM_API uint32_t engram_batch_size(/ENGRAM_API uint64_t engram_batch_size(/' "$header" >"$work/changed.h"
-cmp -s "$header" "$work/changed.h" && { echo "julia check: the self-test's edit of engram.h did not apply" >&2; exit 1; }
+sed 's/ENGRAM_API uint32_t engram_batch_size(/ENGRAM_API uint64_t engram_batch_size(/' "$src/capi/include/engram/engram.h" \
+  >"$work/changed-engram.h"
+cmp -s "$src/capi/include/engram/engram.h" "$work/changed-engram.h" &&
+  { echo "julia check: the self-test's edit of engram.h did not apply" >&2; exit 1; }
+cat "$work/changed-engram.h" "$src/embedded/include/engram/server.h" >"$work/changed.h"
 probe "$work/changed.h" "$work/layout-changed.txt"
-if NODE_PATH=$work/node_modules node "$here/check.js" "$work/changed.h" "$src/bindings/julia/Engram" \
-  "$work/layout-changed.txt" >"$work/changed.log"; then
+functions "$work/changed-engram.h" "$work/functions-changed.json"
+if NODE_PATH=$work/node_modules node "$here/check.js" "$work/changed.h" "$work/functions-changed.json" \
+  "$src/bindings/julia/Engram" "$work/layout-changed.txt" >"$work/changed.log"; then
   echo "julia check: a changed signature in engram.h went unnoticed" >&2
   exit 1
 fi
