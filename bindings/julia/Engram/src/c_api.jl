@@ -124,6 +124,23 @@ end
 
 const ENGRAM_SAMPLE_NO_REPEATS = UInt64(1)
 
+# A C options struct as its engram_*_init function fills it: engram.h asks
+# every caller to start from there, so this package's defaults are the
+# library's and are written nowhere here.
+function defaults(::Type{T}, init) where {T}
+    r = Ref{T}()
+    init(r)
+    r[]
+end
+
+# The struct `d` with the fields named in `fields` replaced, each
+# converted to its field's type; a field given as `nothing` keeps d's
+# value (a keyword the caller left out keeps the library's default).
+function options_with(d::T; fields...) where {T}
+    pick(f) = (v = get(fields, f, nothing); v === nothing ? getfield(d, f) : v)
+    T(map(pick, fieldnames(T))...)
+end
+
 struct engram_transfer_options
     struct_size::Csize_t
     progress::Ptr{Cvoid}      # int (*)(void*, uint64_t, uint64_t), or C_NULL

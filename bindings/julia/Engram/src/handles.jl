@@ -39,12 +39,12 @@ end
 # connect) once the collector has taken the last of those arrays.
 const CLOSING_CLIENTS = Client[]
 
-function connect(socket::Union{Nothing,AbstractString} = nothing; timeout_ms::Integer = 10_000)
+function connect(socket::Union{Nothing,AbstractString} = nothing; timeout_ms::Union{Nothing,Integer} = nothing)
     s = socket === nothing ? nothing : Base.cconvert(Cstring, socket)
     out = Ref{Ptr{engram_client}}(C_NULL)
     GC.@preserve s begin
-        o = engram_connect_options(sizeof(engram_connect_options), s === nothing ? C_NULL : pointer(s),
-                                   Int32(timeout_ms))
+        o = options_with(defaults(engram_connect_options, engram_connect_options_init);
+                 socket_path = s === nothing ? nothing : pointer(s), timeout_ms = timeout_ms)
         check(engram_connect(o, out))
     end
     drain_closing()

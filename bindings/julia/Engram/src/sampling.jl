@@ -1,33 +1,37 @@
 # --- sampling ---------------------------------------------------------------------------------
 
+# Keywords left out (nothing) take engram_sample_options_init(3)'s defaults.
 sample_options(batch_size, num_steps, timeout_ms, no_repeats::Bool) =
-    engram_sample_options(sizeof(engram_sample_options), UInt32(batch_size), UInt32(num_steps), Int32(timeout_ms),
-                          no_repeats ? ENGRAM_SAMPLE_NO_REPEATS : UInt64(0))
+    options_with(defaults(engram_sample_options, engram_sample_options_init); batch_size = batch_size, num_steps = num_steps,
+         timeout_ms = timeout_ms, flags = no_repeats ? ENGRAM_SAMPLE_NO_REPEATS : nothing)
 
 """
-    sample(table, batch_size; num_steps = 1, timeout_ms = -1, no_repeats = false) -> (data, infos)
+    sample(table, batch_size; num_steps = 1, timeout_ms, no_repeats = false) -> (data, infos)
 
 Samples a batch and copies it out. `data[i]` is column i as an array of size
 (shape..., num_steps, n), the C layout [batch, steps, shape...] read
-column-major; `infos` one `engram_sample_info` per item. `no_repeats`: no
+column-major; `infos` one `engram_sample_info` per item. `timeout_ms`
+left out waits as engram_sample_options_init(3) says (for ever). `no_repeats`: no
 item twice in the batch (engram(7), "Batches without repeats"); an
 `EngramError` with code ENGRAM_E_RANGE when the table holds fewer items.
 """
-function sample(t::Table, batch_size::Integer; num_steps::Integer = 1, timeout_ms::Integer = -1, no_repeats::Bool = false)
+function sample(t::Table, batch_size::Integer; num_steps::Integer = 1, timeout_ms::Union{Nothing,Integer} = nothing,
+                     no_repeats::Bool = false)
     copy_out(t, batch_size, num_steps) do buffers, infos, n
         engram_sample(live(t), sample_options(batch_size, num_steps, timeout_ms, no_repeats), buffers, infos, n)
     end
 end
 
 """
-    sample_begin(table, batch_size; num_steps = 1, timeout_ms = -1, no_repeats = false)
+    sample_begin(table, batch_size; num_steps = 1, timeout_ms, no_repeats = false)
 
 Sends a sample request and returns without waiting: the server draws the
 batch while the caller goes on, and `sample_end` copies it out. The batch
 sees every earlier call on the table and none later. One at a time per
 table; the timeout counts from this call.
 """
-function sample_begin(t::Table, batch_size::Integer; num_steps::Integer = 1, timeout_ms::Integer = -1, no_repeats::Bool = false)
+function sample_begin(t::Table, batch_size::Integer; num_steps::Integer = 1, timeout_ms::Union{Nothing,Integer} = nothing,
+                     no_repeats::Bool = false)
     check(engram_sample_begin(live(t), sample_options(batch_size, num_steps, timeout_ms, no_repeats)))
     t.begun = (Int(batch_size), Int(num_steps))
     nothing
@@ -58,7 +62,8 @@ function copy_out(call, t::Table, batch_size::Integer, num_steps::Integer)
 end
 
 """Samples a batch without copying: see `view_column`."""
-function sample_view(t::Table, batch_size::Integer; num_steps::Integer = 1, timeout_ms::Integer = -1, no_repeats::Bool = false)
+function sample_view(t::Table, batch_size::Integer; num_steps::Integer = 1, timeout_ms::Union{Nothing,Integer} = nothing,
+                     no_repeats::Bool = false)
     out = Ref{Ptr{engram_batch}}(C_NULL)
     check(engram_sample_view(live(t), sample_options(batch_size, num_steps, timeout_ms, no_repeats), out))
     adopt(Batch(out[], t, false, false), t.client)

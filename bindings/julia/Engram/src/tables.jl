@@ -16,22 +16,28 @@ sample_to_insert_ratio(spi, min_size, error_buffer) =
 # --- tables ---------------------------------------------------------------------------
 
 """
-    create_table(client, name, columns; max_size, sampler = :uniform, remover = :fifo,
-                 priority_exponent = 1.0, max_times_sampled = 0, max_chunks_per_item = 8,
-                 rate_limiter = min_size(1))
+    create_table(client, name, columns; max_size, sampler, remover, priority_exponent,
+                 max_times_sampled, max_chunks_per_item, rate_limiter)
+
+Each keyword left out takes engram_table_options_init(3)'s default: a
+uniform sampler, a FIFO remover, exponent 1, no limit on samples, 8
+chunks per item, `min_size(1)`.
 """
 function create_table(c::Client, name::AbstractString, columns::Vector{Column}; max_size::Integer,
-                      sampler::Symbol = :uniform, remover::Symbol = :fifo, priority_exponent::Real = 1.0,
-                      max_times_sampled::Integer = 0, max_chunks_per_item::Integer = 8,
-                      rate_limiter::engram_rate_limiter = min_size(1))
-    sel(s) = (i = findfirst(==(s), SELECTORS); i === nothing ? throw(ArgumentError("selector $s: one of $SELECTORS")) : Int32(i))
+                      sampler::Union{Nothing,Symbol} = nothing, remover::Union{Nothing,Symbol} = nothing,
+                      priority_exponent::Union{Nothing,Real} = nothing,
+                      max_times_sampled::Union{Nothing,Integer} = nothing,
+                      max_chunks_per_item::Union{Nothing,Integer} = nothing,
+                      rate_limiter::Union{Nothing,engram_rate_limiter} = nothing)
+    sel(s) = s === nothing ? nothing :
+        (i = findfirst(==(s), SELECTORS); i === nothing ? throw(ArgumentError("selector $s: one of $SELECTORS")) : i)
     cols, keep = c_columns(columns)
     n = Base.cconvert(Cstring, name)
     GC.@preserve cols keep n begin
-        o = engram_table_options(sizeof(engram_table_options), pointer(n), UInt64(max_size), sel(sampler),
-                                 sel(remover), Float64(priority_exponent), UInt32(max_times_sampled),
-                                 UInt32(max_chunks_per_item), rate_limiter, pointer(cols), UInt32(length(cols)),
-                                 C_NULL)
+        o = options_with(defaults(engram_table_options, engram_table_options_init); name = pointer(n), max_size = max_size,
+                 sampler = sel(sampler), remover = sel(remover), priority_exponent = priority_exponent,
+                 max_times_sampled = max_times_sampled, max_chunks_per_item = max_chunks_per_item,
+                 rate_limiter = rate_limiter, columns = pointer(cols), num_columns = length(cols))
         check(engram_table_create(live(c), o))
     end
     nothing

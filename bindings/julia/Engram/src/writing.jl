@@ -1,14 +1,21 @@
 # --- writing ------------------------------------------------------------------------------
 
-"""A writer of steps with these columns (the tables' signature)."""
-function writer(c::Client, columns::Vector{Column}; chunk_length::Integer = 1, max_item_steps::Integer = 0,
-                insert_timeout_ms::Integer = -1, keep_keys::Bool = false)
+"""
+    writer(client, columns; chunk_length, max_item_steps, insert_timeout_ms, keep_keys)
+
+A writer of steps with these columns (the tables' signature). Each
+keyword left out takes engram_writer_options_init(3)'s default: chunks
+of one step, items of any length, inserts that wait for ever, no keys kept.
+"""
+function writer(c::Client, columns::Vector{Column}; chunk_length::Union{Nothing,Integer} = nothing,
+                max_item_steps::Union{Nothing,Integer} = nothing, insert_timeout_ms::Union{Nothing,Integer} = nothing,
+                keep_keys::Union{Nothing,Bool} = nothing)
     cols, keep = c_columns(columns)
     out = Ref{Ptr{engram_writer}}(C_NULL)
     GC.@preserve cols keep begin
-        o = engram_writer_options(sizeof(engram_writer_options), pointer(cols), UInt32(length(cols)),
-                                  UInt32(chunk_length), UInt32(max_item_steps), Int32(insert_timeout_ms),
-                                  Int32(keep_keys), C_NULL)
+        o = options_with(defaults(engram_writer_options, engram_writer_options_init); columns = pointer(cols),
+                 num_columns = length(cols), chunk_length = chunk_length, max_item_steps = max_item_steps,
+                 insert_timeout_ms = insert_timeout_ms, keep_keys = keep_keys === nothing ? nothing : Int32(keep_keys))
         check(engram_writer_open(live(c), o, out))
     end
     adopt(Writer(out[], c, columns), c)
