@@ -134,94 +134,104 @@ TEST_F(CApi, WritersHeldByOneRateLimiterShareIt) {
 // switches, each a sleep. And nothing is lost: every item goes in, in
 // order.
 TEST_F(CApi, AWriterHeldByTheRateLimiterIsWokenInStepsNotAtEveryTurn) {
-  engram_table_options o = two_columns("held", 100000);
-  o.sampler = ENGRAM_FIFO;
-  o.max_times_sampled = 1;
-  ASSERT_EQ(engram_rate_limiter_queue(&o.rate_limiter, 16), ENGRAM_OK);
-  ASSERT_EQ(engram_table_create(c_, &o), ENGRAM_OK) << last();
-  // Past a ring (the server's default client.ring_records, 1024) and the queue.
-  const int kItems = 8192 + 16, kTurns = kItems - 1024 - 16;
-  std::atomic<bool> written{false};
-  long sleeps = -1;
-  std::vector<uint64_t> keys;
-  std::thread writer_thread([&] {
-    engram_client* c = connect_c(socket_);
-    engram_table* t = nullptr;
-    engram_writer_options wo;
-    engram_writer_options_init(&wo);
-    wo.columns = cols_;
-    wo.num_columns = 2;
-    wo.chunk_length = 16;  // as an Ape-X actor's: a block per 16 items
-    wo.keep_keys = 1;
-    engram_writer* w = nullptr;
-    if (!c || engram_table_open(c, "held", &t) != ENGRAM_OK || engram_writer_open(c, &wo, &w) != ENGRAM_OK) {
-      ADD_FAILURE() << last();
-      written = true;
-      return;
-    }
-    rusage before{}, after{};
-    getrusage(RUSAGE_THREAD, &before);
-    for (int i = 0; i < kItems; ++i) {
-      uint8_t obs[20];
-      std::memset(obs, i & 0xff, sizeof obs);
-      float r = static_cast<float>(i);
-      const void* step[2] = {obs, &r};
-      if (engram_writer_append(w, step) != ENGRAM_OK || engram_writer_create_item(w, t, 1, 1.0) != ENGRAM_OK) {
-        ADD_FAILURE() << "item " << i << ": " << last();
-        break;
+  // Up to three runs, each on a table of its own, judged on the last: a
+  // machine loaded by other tests adds sleeps (a wait whose spin runs out
+  // while the owner is not scheduled: 23 in one CI run under -j2 and a
+  // build), never takes them away, while waking at every turn or once
+  // fewer than an eighth of the ring is queued sleeps that often every time.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const std::string name = "held" + std::to_string(attempt);
+    engram_table_options o = two_columns(name.c_str(), 100000);
+    o.sampler = ENGRAM_FIFO;
+    o.max_times_sampled = 1;
+    ASSERT_EQ(engram_rate_limiter_queue(&o.rate_limiter, 16), ENGRAM_OK);
+    ASSERT_EQ(engram_table_create(c_, &o), ENGRAM_OK) << last();
+    // Past a ring (the server's default client.ring_records, 1024) and the queue.
+    const int kItems = 8192 + 16, kTurns = kItems - 1024 - 16;
+    std::atomic<bool> written{false};
+    long sleeps = -1;
+    std::vector<uint64_t> keys;
+    std::thread writer_thread([&] {
+      engram_client* c = connect_c(socket_);
+      engram_table* t = nullptr;
+      engram_writer_options wo;
+      engram_writer_options_init(&wo);
+      wo.columns = cols_;
+      wo.num_columns = 2;
+      wo.chunk_length = 16;  // as an Ape-X actor's: a block per 16 items
+      wo.keep_keys = 1;
+      engram_writer* w = nullptr;
+      if (!c || engram_table_open(c, name.c_str(), &t) != ENGRAM_OK || engram_writer_open(c, &wo, &w) != ENGRAM_OK) {
+        ADD_FAILURE() << last();
+        written = true;
+        return;
       }
+      rusage before{}, after{};
+      getrusage(RUSAGE_THREAD, &before);
+      for (int i = 0; i < kItems; ++i) {
+        uint8_t obs[20];
+        std::memset(obs, i & 0xff, sizeof obs);
+        float r = static_cast<float>(i);
+        const void* step[2] = {obs, &r};
+        if (engram_writer_append(w, step) != ENGRAM_OK || engram_writer_create_item(w, t, 1, 1.0) != ENGRAM_OK) {
+          ADD_FAILURE() << "item " << i << ": " << last();
+          break;
+        }
+      }
+      getrusage(RUSAGE_THREAD, &after);
+      sleeps = after.ru_nvcsw - before.ru_nvcsw;
+      written = true;
+      EXPECT_EQ(engram_writer_flush(w, 10000), ENGRAM_OK) << last();
+      keys.resize(kItems);
+      size_t n = 0;
+      EXPECT_EQ(engram_writer_take_keys(w, keys.data(), keys.size(), &n), ENGRAM_OK);
+      keys.resize(n);
+      engram_writer_close(w);
+      engram_table_close(t);
+      engram_disconnect(c);
+    });
+    engram_table* t = open(name.c_str());
+    // Samples of eight, 0.2 ms apart, like a learner's updates: long enough
+    // that the writer, in its wait, sleeps rather than spins, and often
+    // enough that its waits' slices (a wake-up every 0.1 s to see that the
+    // server lives) are a few of its sleeps.
+    constexpr uint32_t kPerTurn = 8;
+    engram_sample_options eight = batch_options(kPerTurn, 1);
+    eight.timeout_ms = 5000;
+    uint8_t obs[kPerTurn * 20];
+    float r[kPerTurn];
+    void* bufs[2] = {obs, r};
+    std::vector<float> order;  // the rewards sampled: the items in insertion order
+    int turns = 0;             // items let through, one per sampled item
+    while (!written.load()) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      uint32_t n = 0;
+      ASSERT_EQ(engram_sample(t, &eight, bufs, nullptr, &n), ENGRAM_OK) << last();
+      order.insert(order.end(), r, r + n);
+      turns += static_cast<int>(n);
     }
-    getrusage(RUSAGE_THREAD, &after);
-    sleeps = after.ru_nvcsw - before.ru_nvcsw;
-    written = true;
-    EXPECT_EQ(engram_writer_flush(w, 10000), ENGRAM_OK) << last();
-    keys.resize(kItems);
-    size_t n = 0;
-    EXPECT_EQ(engram_writer_take_keys(w, keys.data(), keys.size(), &n), ENGRAM_OK);
-    keys.resize(n);
-    engram_writer_close(w);
+    engram_rate_limiter free;  // the rest goes in unheld, for the flush
+    ASSERT_EQ(engram_rate_limiter_min_size(&free, 1), ENGRAM_OK);
+    ASSERT_EQ(engram_table_set_rate_limiter(c_, name.c_str(), &free), ENGRAM_OK) << last();
+    writer_thread.join();
+    EXPECT_EQ(keys.size(), static_cast<size_t>(kItems)) << "every item acked with its key";
+    for (size_t i = 0; i < order.size(); ++i) ASSERT_EQ(order[i], static_cast<float>(i)) << "FIFO out, in order in";
+    EXPECT_GE(turns, kTurns) << "the writer was held for at least this many turns";
+    std::printf("%d limiter turns while the writer wrote; it slept %ld times\n", turns, sleeps);
+    // 9 sleeps in 8056 turns here; 14-15 in 7192-7672 with the owner waking
+    // it once fewer than an eighth of its ring was queued.
+    // The bound is the release build's: under ASan on two cores the owner
+    // and the sampler run several times slower than the writer's waits are
+    // tuned for, and the writer's other sleeps (its blocks, the allocator's
+    // locks) reached 17 in one run. There the test checks order and keys.
     engram_table_close(t);
-    engram_disconnect(c);
-  });
-  engram_table* t = open("held");
-  // Samples of eight, 0.2 ms apart, like a learner's updates: long enough
-  // that the writer, in its wait, sleeps rather than spins, and often
-  // enough that its waits' slices (a wake-up every 0.1 s to see that the
-  // server lives) are a few of its sleeps.
-  constexpr uint32_t kPerTurn = 8;
-  engram_sample_options eight = batch_options(kPerTurn, 1);
-  eight.timeout_ms = 5000;
-  uint8_t obs[kPerTurn * 20];
-  float r[kPerTurn];
-  void* bufs[2] = {obs, r};
-  std::vector<float> order;  // the rewards sampled: the items in insertion order
-  int turns = 0;             // items let through, one per sampled item
-  while (!written.load()) {
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-    uint32_t n = 0;
-    ASSERT_EQ(engram_sample(t, &eight, bufs, nullptr, &n), ENGRAM_OK) << last();
-    order.insert(order.end(), r, r + n);
-    turns += static_cast<int>(n);
-  }
-  engram_rate_limiter free;  // the rest goes in unheld, for the flush
-  ASSERT_EQ(engram_rate_limiter_min_size(&free, 1), ENGRAM_OK);
-  ASSERT_EQ(engram_table_set_rate_limiter(c_, "held", &free), ENGRAM_OK) << last();
-  writer_thread.join();
-  EXPECT_EQ(keys.size(), static_cast<size_t>(kItems)) << "every item acked with its key";
-  for (size_t i = 0; i < order.size(); ++i) ASSERT_EQ(order[i], static_cast<float>(i)) << "FIFO out, in order in";
-  EXPECT_GE(turns, kTurns) << "the writer was held for at least this many turns";
-  std::printf("%d limiter turns while the writer wrote; it slept %ld times\n", turns, sleeps);
-  // 9 sleeps in 8056 turns here; 14-15 in 7192-7672 with the owner waking
-  // it once fewer than an eighth of its ring was queued.
-  // The bound is the release build's: under ASan on two cores the owner
-  // and the sampler run several times slower than the writer's waits are
-  // tuned for, and the writer's other sleeps (its blocks, the allocator's
-  // locks) reached 17 in one run. There the test checks order and keys.
 #ifndef ENGRAM_SANITIZED
-  EXPECT_LT(sleeps, turns / 600) << "woken at most about once per 600 turns, not once per turn or once fewer than "
-                                    "an eighth of its ring is queued";
+    if (sleeps >= turns / 600 && attempt < 2) continue;
+    EXPECT_LT(sleeps, turns / 600) << "woken at most about once per 600 turns, not once per turn or once fewer than "
+                                      "an eighth of its ring is queued";
 #endif
-  engram_table_close(t);
+    break;
+  }
 }
 
 // A client whose insert the rate limiter holds is not woken at every turn
