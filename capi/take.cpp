@@ -7,12 +7,15 @@
 
 #include "capi/client.hpp"
 #include "core/chunk_format.hpp"
+#include "core/priority.hpp"
+#include "core/selector.hpp"
 
 using namespace engram;
 
 struct engram_taken {
   engram_table* table = nullptr;
   uint64_t id = 0;
+  bool draw = false;  // a plain sample: the items carry probabilities, not sequences
   std::vector<SampledItemWire> items;
 };
 
@@ -32,6 +35,7 @@ int take_or_look(engram_table* t, uint32_t max_items, int32_t timeout_ms, uint32
   o.num_steps = 0;  // items of any length: a take delivers them whole
   auto b = std::make_unique<engram_taken>();
   b->table = t;
+  b->draw = (flags & kSampleSequences) == 0;
   std::vector<uint32_t> plain_steps;
   if (Status s = request_sample(t, &o, &b->id, &b->items, &plain_steps, flags, from); !s.ok()) {
     if (b->id && s.code() != Errc::disconnected && !b->items.empty()) release(t, b->id);
@@ -51,6 +55,35 @@ int engram_private_take(engram_table* t, uint32_t max_items, int32_t timeout_ms,
   ENGRAM_GUARD_END
 }
 
+int engram_private_draw(engram_table* t, uint32_t max_items, int32_t timeout_ms, engram_taken** out) {
+  ENGRAM_GUARD_BEGIN
+  return take_or_look(t, max_items, timeout_ms, 0, 0, out);
+  ENGRAM_GUARD_END
+}
+
+int engram_private_taken_mass(const engram_taken* b, double* mass) {
+  ENGRAM_GUARD_BEGIN
+  if (!b || !mass) return fail(Errc::invalid_argument, "batch or mass is NULL");
+  if (!b->draw || b->items.empty()) return fail(Errc::invalid_argument, "only a draw of at least one item has a mass");
+  const SampledItemWire& it = b->items.front();
+  const TableSpec& spec = b->table->spec;
+  switch (static_cast<SelectorKind>(spec.sampler)) {
+    case SelectorKind::uniform: *mass = it.table_size; return ENGRAM_OK;
+    case SelectorKind::prioritized: {
+      // p = w / W at the draw (Selector::sample), so W = w / p; an item of
+      // weight 0 is drawn only when every weight is 0 (then p = 1 / size).
+      const double w = priority_weight(it.priority, spec.sampler_exponent);
+      *mass = w > 0 && it.probability > 0 ? w / it.probability : 0.0;
+      return ENGRAM_OK;
+    }
+    default:
+      return fail(Errc::invalid_argument, std::string("table's sampler is ") +
+                                              selector_kind_name(static_cast<SelectorKind>(spec.sampler)) +
+                                              ": only uniform and prioritized tables have a mass to split batches by");
+  }
+  ENGRAM_GUARD_END
+}
+
 int engram_private_newest(engram_table* t, uint32_t max_items, uint64_t from, engram_taken** out) {
   ENGRAM_GUARD_BEGIN
   return take_or_look(t, max_items, 0, kSampleSequences | kSampleNewest, from, out);
@@ -67,8 +100,12 @@ int engram_private_taken_item(const engram_taken* b, uint32_t i, engram_private_
   const SampledItemWire& it = b->items[i];
   const ArenaBlocks& arena = b->table->client->arena;
   if (it.num_refs == 0 || it.num_refs > kRecordRefs) return fail(Errc::corrupt, "a taken item with a bad slice count");
-  out->sequence = it.sequence;
+  out->sequence = b->draw ? 0 : it.sequence;
+  out->key = it.key;
   out->priority = it.priority;
+  out->probability = b->draw ? it.probability : 0.0;
+  out->times_sampled = b->draw ? it.times_sampled : 0;
+  out->table_size = it.table_size;
   out->num_slices = it.num_refs;
   for (uint32_t k = 0; k < it.num_refs; ++k) {
     const ChunkRef& r = it.refs[k];

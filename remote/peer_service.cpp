@@ -6,6 +6,7 @@
 #include "server/log.hpp"
 #include "remote/deliver.hpp"
 #include "remote/follow.hpp"
+#include "remote/shard_sample.hpp"
 
 namespace engram::remote {
 
@@ -59,6 +60,12 @@ grpc::Status PeerService::Follow(grpc::ServerContext* ctx, const FollowRequest* 
   if (grpc::Status s = admit("Follow"); !s.ok()) return s;
   Admitted release{streams_};
   return serve_follow(*rq, out, call(ctx), socket_);
+}
+
+grpc::Status PeerService::Sample(grpc::ServerContext* ctx, GrpcSampleStream* stream) {
+  if (grpc::Status s = admit("Sample"); !s.ok()) return s;
+  Admitted release{streams_};
+  return serve_sample(stream, call(ctx), socket_);
 }
 
 }  // namespace engram::remote

@@ -17,7 +17,8 @@ namespace engram::remote {
 
 // The peer protocol's number: grows with every change of meaning on the
 // wire (peer.proto's invariants). 1: Hello. 2: Deliver. 3: Follow.
-inline constexpr uint32_t kPeerProtocol = 3;
+// 4: Sample.
+inline constexpr uint32_t kPeerProtocol = 4;
 // The largest message a peer may send (a Deliver request of many items, or
 // of one large chunk): what one stream can make this server hold at once.
 inline constexpr int kMaxPeerMessageBytes = 64 << 20;
@@ -38,6 +39,8 @@ class PeerService final : public engram::peer::v1::Peer::Service {
   grpc::Status Deliver(grpc::ServerContext* ctx, GrpcDeliverStream* stream) override;
   grpc::Status Follow(grpc::ServerContext* ctx, const engram::peer::v1::FollowRequest* rq,
                       grpc::ServerWriter<engram::peer::v1::FollowReply>* out) override;
+  using GrpcSampleStream = grpc::ServerReaderWriter<engram::peer::v1::SampleReply, engram::peer::v1::SampleRequest>;
+  grpc::Status Sample(grpc::ServerContext* ctx, GrpcSampleStream* stream) override;
   // This server stops: every handler's peer counts as gone from now on,
   // so that streams end (a Follow never ends by itself, and a Deliver
   // waits for its sender's next request) and gRPC's shutdown can finish.
@@ -56,7 +59,7 @@ class PeerService final : public engram::peer::v1::Peer::Service {
   };
 
   std::string socket_;  // this server's control socket: streams are its clients
-  uint32_t max_streams_;  // [remote] max_streams: Deliver and Follow streams served at once
+  uint32_t max_streams_;  // [remote] max_streams: Deliver, Follow and Sample streams served at once
   std::atomic<uint32_t> streams_{0};
   std::atomic<bool> stopping_{false};
   ProducerClaims claims_;

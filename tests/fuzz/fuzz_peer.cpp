@@ -8,12 +8,17 @@
 // Parsing protobuf is gRPC's business, so the input is not wire bytes but
 // a compact description of messages, so that the fuzzer spends its time in
 // engram's checks (valid chunk headers are easy to reach, and to break):
-//   u8 mode: bit 0 Hello, else bit 2 Follow, else Deliver; bit 1 the
+//   u8 mode: bit 0 Hello, else bit 2 Follow, else bit 3 Sample, else
+//            Deliver; bit 1 the
 //            first request names table "t", a producer and the right
 //            signature (else garbage)
 //   Hello:   u8 protocol (the right one if 0), then the name's bytes
 //   Follow:  u8 count, then (bit 1 clear) the table's name and a
 //            signature; t holds what earlier Deliver inputs left in it
+//   Sample:  requests until the input ends, each u8 draws (0..255, and
+//            300 if 255), u8 timeout code, u8 fields: bit 0 name a table
+//            (the first request: t, or garbage with bit 1 clear), bit 2
+//            a wrong signature
 //   Deliver: requests until the input ends, each
 //     u8 shape: bits 0-1 chunks, 2-4 items, 5-6 forgets, 7 repeat the
 //               first request's open fields (a rule broken)
@@ -43,6 +48,7 @@
 #include "remote/deliver.hpp"
 #include "remote/follow.hpp"
 #include "remote/peer_service.hpp"
+#include "remote/shard_sample.hpp"
 
 using namespace engram;
 namespace pb = engram::peer::v1;
@@ -267,6 +273,68 @@ void follow(Input& in, bool right) {
     }
 }
 
+class FakeSampleStream final : public remote::SampleStream {
+ public:
+  std::deque<pb::SampleRequest> requests;
+  std::vector<pb::SampleReply> replies;
+  void SendInitialMetadata() override {}
+  bool NextMessageSize(uint32_t* sz) override {
+    *sz = requests.empty() ? 0 : static_cast<uint32_t>(requests.front().ByteSizeLong());
+    return !requests.empty();
+  }
+  bool Read(pb::SampleRequest* m) override {
+    if (requests.empty()) return false;
+    *m = std::move(requests.front());
+    requests.pop_front();
+    return true;
+  }
+  bool Write(const pb::SampleReply& r, grpc::WriteOptions) override {
+    replies.push_back(r);
+    return true;
+  }
+};
+
+void sample(Input& in, bool right) {
+  FakeSampleStream stream;
+  bool first = true;
+  while (in.more()) {
+    pb::SampleRequest rq;
+    uint8_t draws = in.u8(), timeout = in.u8(), fields = in.u8();
+    rq.set_draws(draws == 255 ? 300 : draws);
+    rq.set_timeout_ms(timeout < 250 ? timeout % 3 : (timeout == 255 ? -1 : 20000));
+    if ((first && (fields & 1)) || (!first && (fields & 8))) {
+      rq.set_table(right ? "t" : in.bytes(in.u8() % 80));
+      rq.set_signature((fields & 4) ? 5 : signature_hash(kCols, 1));
+    }
+    first = false;
+    stream.requests.push_back(std::move(rq));
+  }
+  auto until = std::chrono::steady_clock::now() + kInputBudget;
+  remote::PeerCall peer{"fuzz", [until] { return std::chrono::steady_clock::now() > until; }};
+  grpc::Status st = remote::serve_sample(&stream, peer, g_socket);
+  if (!st.ok() && st.error_message().empty()) {
+    std::fprintf(stderr, "fuzz_peer: a Sample refusal (code %d) that does not say why\n", static_cast<int>(st.error_code()));
+    std::abort();
+  }
+  for (const pb::SampleReply& r : stream.replies) {
+    bool fine = r.held() ? r.draws_size() == 0 : r.draws_size() > 0 && r.size() > 0;
+    fine = fine && std::isfinite(r.mass()) && r.mass() >= 0 && r.draws_size() <= static_cast<int>(remote::kMaxShardDraws);
+    for (const pb::Draw& d : r.draws()) {
+      fine = fine && d.probability() > 0 && d.probability() <= 1 && d.slices_size() > 0;
+      for (const pb::Slice& sl : d.slices()) {
+        bool in_reply = false;
+        for (const pb::Chunk& c : r.chunks()) in_reply = in_reply || c.id() == sl.chunk();
+        fine = fine && in_reply;
+      }
+    }
+    if (!fine) {
+      std::fprintf(stderr, "fuzz_peer: a Sample reply of %d draws (held %d, mass %g, size %llu) breaks its rules\n",
+                   r.draws_size(), r.held(), r.mass(), static_cast<unsigned long long>(r.size()));
+      std::abort();
+    }
+  }
+}
+
 // The server still serves its clients: one connects and opens t.
 void still_serving() {
   engram_connect_options o;
@@ -292,6 +360,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     hello(in);
   else if (mode & 4)
     follow(in, mode & 2);
+  else if (mode & 8)
+    sample(in, mode & 2);
   else
     deliver(in, mode & 2);
   still_serving();

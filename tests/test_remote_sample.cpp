@@ -1,0 +1,229 @@
+// Sample (remote/shard_sample): engramd as a shard of a peer's sharded
+// table. Draws come with their chunks, each item's probability in the
+// table, and the table's mass and size at the draw, which is what the
+// peer splits its batches by (core/shard_split); they count as the
+// table's samples; bad requests are refused by name, the server going on.
+// The peer here is the test.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/chunk_format.hpp"
+#include "remote/peer.grpc.pb.h"
+#include "remote/peer_probe.hpp"
+
+namespace engram::test {
+namespace {
+
+namespace pb = engram::peer::v1;
+
+const Column kCols[2] = {make_column("obs", DType::u8, {10, 30}), make_column("meta", DType::i64, {2})};
+const uint64_t kSig = signature_hash(kCols, 2);
+constexpr double kExponent = 0.6;
+constexpr int kItems = 50;
+
+// Items 0..n-1 of one step each, item i of priority 1 + i, its meta {i, 7}
+// and its obs bytes i; chunks of 8 steps, so that items share chunks.
+void write_prioritized(const std::string& socket, const char* table, int n) {
+  engram_client* c = connect_c(socket);
+  ASSERT_NE(c, nullptr);
+  engram_table* t = nullptr;
+  ASSERT_EQ(engram_table_open(c, table, &t), ENGRAM_OK) << engram_last_error();
+  engram_column cols[2] = {{"obs", ENGRAM_UINT8, 2, {10, 30}}, {"meta", ENGRAM_INT64, 1, {2}}};
+  engram_writer_options wo;
+  engram_writer_options_init(&wo);
+  wo.columns = cols;
+  wo.num_columns = 2;
+  wo.chunk_length = 8;
+  engram_writer* w = nullptr;
+  ASSERT_EQ(engram_writer_open(c, &wo, &w), ENGRAM_OK) << engram_last_error();
+  for (int i = 0; i < n; ++i) {
+    uint8_t obs[300];
+    int64_t meta[2] = {i, 7};
+    std::memset(obs, i, sizeof obs);
+    const void* step[2] = {obs, meta};
+    ASSERT_EQ(engram_writer_append(w, step), ENGRAM_OK) << engram_last_error();
+    ASSERT_EQ(engram_writer_create_item(w, t, 1, 1.0 + i), ENGRAM_OK) << engram_last_error();
+  }
+  ASSERT_EQ(engram_writer_flush(w, 20000), ENGRAM_OK) << engram_last_error();
+  engram_writer_close(w);
+  engram_table_close(t);
+  engram_disconnect(c);
+}
+
+uint64_t samples_of(const std::string& socket, const char* table) {
+  engram_client* c = connect_c(socket);
+  if (!c) return 0;
+  engram_table_info i;
+  engram_table_info_init(&i);
+  uint64_t n = engram_table_info_get(c, table, &i) == ENGRAM_OK ? i.samples : 0;
+  engram_disconnect(c);
+  return n;
+}
+
+// The meta[0] of the step a draw's first slice names, read from its
+// reply's chunk as a peer would; -1 if the chunk is not in the reply or
+// the slice is outside it.
+int64_t meta_of(const pb::SampleReply& r, const pb::Draw& d) {
+  if (d.slices_size() != 1) return -1;
+  for (const pb::Chunk& c : r.chunks()) {
+    if (c.id() != d.slices(0).chunk()) continue;
+    ChunkHeader h;
+    if (c.data().size() < sizeof h) return -1;
+    std::memcpy(&h, c.data().data(), sizeof h);
+    if (d.slices(0).offset() >= h.num_steps) return -1;
+    int64_t meta[2];
+    std::memcpy(meta, c.data().data() + chunk_column_offset(kCols, 1, h.capacity_steps) + d.slices(0).offset() * 16,
+                sizeof meta);
+    uint8_t obs = static_cast<uint8_t>(c.data()[chunk_column_offset(kCols, 0, h.capacity_steps) + d.slices(0).offset() * 300]);
+    return obs == static_cast<uint8_t>(meta[0]) && meta[1] == 7 ? meta[0] : -1;
+  }
+  return -1;
+}
+
+class RemoteSample : public ::testing::Test {
+ protected:
+  RemoteSample()
+      : d_("[remote]\nlisten = \"127.0.0.1:0\"\n" +
+           table_toml("replay", "max_size = 1000\nsampler = \"prioritized\"\npriority_exponent = 0.6\n") +
+           table_toml("even", "max_size = 1000\n") +
+           table_toml("queue", "max_size = 1000\nsampler = \"fifo\"\n") +
+           table_toml("held", "max_size = 1000\nrate_limiter = { kind = \"min_size\", min_size = 100 }\n")) {
+    address_ = remote_address(d_);
+    EXPECT_FALSE(address_.empty()) << read_file(d_.log());
+    stub_ = pb::Peer::NewStub(grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+  }
+  struct Stream {
+    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientReaderWriter<pb::SampleRequest, pb::SampleReply>> rw;
+  };
+  std::unique_ptr<Stream> open() {
+    auto s = std::make_unique<Stream>();
+    s->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    s->rw = stub_->Sample(&s->ctx);
+    return s;
+  }
+  static pb::SampleRequest request(uint32_t draws, const std::string& table = "", int32_t timeout_ms = 2000) {
+    pb::SampleRequest rq;
+    if (!table.empty()) {
+      rq.set_table(table);
+      rq.set_signature(kSig);
+    }
+    rq.set_draws(draws);
+    rq.set_timeout_ms(timeout_ms);
+    return rq;
+  }
+  // The status a stream ends with after rq (and, if given, a first good one).
+  grpc::Status refused(const std::vector<pb::SampleRequest>& rqs) {
+    auto s = open();
+    pb::SampleReply r;
+    for (const auto& rq : rqs)
+      if (!s->rw->Write(rq) || !s->rw->Read(&r)) break;
+    s->rw->WritesDone();
+    return s->rw->Finish();
+  }
+
+  Daemon d_;
+  std::string address_;
+  std::unique_ptr<pb::Peer::Stub> stub_;
+};
+
+TEST_F(RemoteSample, DrawsCarryTheirChunksProbabilitiesAndTheTablesMass) {
+  write_prioritized(d_.socket(), "replay", kItems);
+  double mass = 0;
+  for (int i = 0; i < kItems; ++i) mass += std::pow(1.0 + i, kExponent);
+
+  auto s = open();
+  // Three requests in flight before the first reply is read.
+  ASSERT_TRUE(s->rw->Write(request(64, "replay")));
+  ASSERT_TRUE(s->rw->Write(request(5)));
+  ASSERT_TRUE(s->rw->Write(request(200)));
+  uint32_t want[3] = {64, 5, 200};
+  for (uint32_t n : want) {
+    pb::SampleReply r;
+    ASSERT_TRUE(s->rw->Read(&r)) << s->rw->Finish().error_message();
+    ASSERT_FALSE(r.held());
+    ASSERT_EQ(r.draws_size(), static_cast<int>(n));
+    EXPECT_EQ(r.size(), static_cast<uint64_t>(kItems));
+    EXPECT_NEAR(r.mass() / mass, 1.0, 1e-12) << "the table's mass, from its sum tree";
+    for (const pb::Draw& d : r.draws()) {
+      int64_t i = meta_of(r, d);
+      ASSERT_GE(i, 0) << "a draw's slice must name a chunk of its reply, whole";
+      EXPECT_EQ(d.priority(), 1.0 + i) << "the draw's bytes are its item's";
+      EXPECT_NEAR(d.probability() * mass / std::pow(d.priority(), kExponent), 1.0, 1e-12);
+      EXPECT_GE(d.times_sampled(), 1u) << "times_sampled counts this draw";
+    }
+  }
+  s->rw->WritesDone();
+  EXPECT_TRUE(s->rw->Finish().ok());
+  EXPECT_EQ(samples_of(d_.socket(), "replay"), 269u) << "draws are the table's samples";
+}
+
+TEST_F(RemoteSample, AUniformTablesMassIsItsSize) {
+  write_prioritized(d_.socket(), "even", 20);
+  auto s = open();
+  pb::SampleReply r;
+  ASSERT_TRUE(s->rw->Write(request(10, "even")));
+  ASSERT_TRUE(s->rw->Read(&r)) << s->rw->Finish().error_message();
+  EXPECT_EQ(r.mass(), 20.0);
+  EXPECT_EQ(r.size(), 20u);
+  for (const pb::Draw& d : r.draws()) EXPECT_DOUBLE_EQ(d.probability(), 1.0 / 20);
+  s->rw->WritesDone();
+  EXPECT_TRUE(s->rw->Finish().ok());
+}
+
+TEST_F(RemoteSample, DrawsTheRateLimiterHoldsComeBackHeld) {
+  write_prioritized(d_.socket(), "held", 10);  // min_size 100: sampling waits
+  auto s = open();
+  pb::SampleReply r;
+  ASSERT_TRUE(s->rw->Write(request(4, "held", 50)));
+  ASSERT_TRUE(s->rw->Read(&r)) << s->rw->Finish().error_message();
+  EXPECT_TRUE(r.held());
+  EXPECT_EQ(r.draws_size(), 0);
+  // The stream goes on: the next request is served once the limiter allows.
+  write_prioritized(d_.socket(), "held", 100);
+  ASSERT_TRUE(s->rw->Write(request(4)));
+  ASSERT_TRUE(s->rw->Read(&r)) << s->rw->Finish().error_message();
+  EXPECT_FALSE(r.held());
+  EXPECT_EQ(r.draws_size(), 4);
+  s->rw->WritesDone();
+  EXPECT_TRUE(s->rw->Finish().ok());
+}
+
+TEST_F(RemoteSample, BadRequestsAreRefusedByNameAndTheServerGoesOn) {
+  write_prioritized(d_.socket(), "replay", kItems);
+  write_prioritized(d_.socket(), "queue", 5);
+  pb::SampleRequest wrong_columns = request(4, "replay");
+  wrong_columns.set_signature(kSig + 1);
+  pb::SampleRequest late_table = request(4, "replay");
+  struct Case {
+    std::vector<pb::SampleRequest> rqs;
+    grpc::StatusCode code;
+    const char* says;
+  } cases[] = {
+      {{request(0, "replay")}, grpc::StatusCode::INVALID_ARGUMENT, "SampleRequest.draws is 0"},
+      {{request(257, "replay")}, grpc::StatusCode::INVALID_ARGUMENT, "SampleRequest.draws is 257"},
+      {{request(4, "replay", -1)}, grpc::StatusCode::INVALID_ARGUMENT, "SampleRequest.timeout_ms is -1"},
+      {{request(4, "replay", 10001)}, grpc::StatusCode::INVALID_ARGUMENT, "SampleRequest.timeout_ms is 10001"},
+      {{request(4)}, grpc::StatusCode::INVALID_ARGUMENT, "SampleRequest.table must name a table"},
+      {{request(4, "nope")}, grpc::StatusCode::NOT_FOUND, "nope"},
+      {{wrong_columns}, grpc::StatusCode::FAILED_PRECONDITION, "other columns"},
+      {{request(4, "queue")}, grpc::StatusCode::FAILED_PRECONDITION, "not sampled uniformly or by priority"},
+      {{request(4, "replay"), late_table}, grpc::StatusCode::INVALID_ARGUMENT, "for the first request only"},
+  };
+  for (const Case& c : cases) {
+    grpc::Status st = refused(c.rqs);
+    EXPECT_EQ(st.error_code(), c.code) << c.says << ": " << st.error_message();
+    EXPECT_NE(st.error_message().find(c.says), std::string::npos) << st.error_message();
+  }
+  auto s = open();
+  pb::SampleReply r;
+  ASSERT_TRUE(s->rw->Write(request(8, "replay")));
+  ASSERT_TRUE(s->rw->Read(&r)) << s->rw->Finish().error_message();
+  EXPECT_EQ(r.draws_size(), 8);
+  s->rw->WritesDone();
+  EXPECT_TRUE(s->rw->Finish().ok());
+}
+
+}  // namespace
+}  // namespace engram::test
