@@ -19,16 +19,6 @@ bool wait_for_newest(const std::string& socket, const char* table, int64_t want,
   return false;
 }
 
-uint64_t samples(const std::string& socket, const char* table) {
-  engram_client* c = connect_c(socket);
-  if (!c) return 0;
-  engram_table_info i;
-  engram_table_info_init(&i);
-  uint64_t n = engram_table_info_get(c, table, &i) == ENGRAM_OK ? i.samples : 0;
-  engram_disconnect(c);
-  return n;
-}
-
 TEST(RemoteMirror, EachVersionArrivesOnceAndFollowingCountsForNothing) {
   const std::string port = std::to_string(free_port());  // the same after a restart
   Daemon learner("[remote]\nlisten = \"127.0.0.1:" + port + "\"\n" + table_toml("params", kNewest));

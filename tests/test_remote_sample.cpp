@@ -22,45 +22,6 @@ const uint64_t kSig = signature_hash(kCols, 2);
 constexpr double kExponent = 0.6;
 constexpr int kItems = 50;
 
-// Items 0..n-1 of one step each, item i of priority 1 + i, its meta {i, 7}
-// and its obs bytes i; chunks of 8 steps, so that items share chunks.
-void write_prioritized(const std::string& socket, const char* table, int n) {
-  engram_client* c = connect_c(socket);
-  ASSERT_NE(c, nullptr);
-  engram_table* t = nullptr;
-  ASSERT_EQ(engram_table_open(c, table, &t), ENGRAM_OK) << engram_last_error();
-  engram_column cols[2] = {{"obs", ENGRAM_UINT8, 2, {10, 30}}, {"meta", ENGRAM_INT64, 1, {2}}};
-  engram_writer_options wo;
-  engram_writer_options_init(&wo);
-  wo.columns = cols;
-  wo.num_columns = 2;
-  wo.chunk_length = 8;
-  engram_writer* w = nullptr;
-  ASSERT_EQ(engram_writer_open(c, &wo, &w), ENGRAM_OK) << engram_last_error();
-  for (int i = 0; i < n; ++i) {
-    uint8_t obs[300];
-    int64_t meta[2] = {i, 7};
-    std::memset(obs, i, sizeof obs);
-    const void* step[2] = {obs, meta};
-    ASSERT_EQ(engram_writer_append(w, step), ENGRAM_OK) << engram_last_error();
-    ASSERT_EQ(engram_writer_create_item(w, t, 1, 1.0 + i), ENGRAM_OK) << engram_last_error();
-  }
-  ASSERT_EQ(engram_writer_flush(w, 20000), ENGRAM_OK) << engram_last_error();
-  engram_writer_close(w);
-  engram_table_close(t);
-  engram_disconnect(c);
-}
-
-uint64_t samples_of(const std::string& socket, const char* table) {
-  engram_client* c = connect_c(socket);
-  if (!c) return 0;
-  engram_table_info i;
-  engram_table_info_init(&i);
-  uint64_t n = engram_table_info_get(c, table, &i) == ENGRAM_OK ? i.samples : 0;
-  engram_disconnect(c);
-  return n;
-}
-
 // The meta[0] of the step a draw's first slice names, read from its
 // reply's chunk as a peer would; -1 if the chunk is not in the reply or
 // the slice is outside it.
@@ -129,7 +90,7 @@ class RemoteSample : public ::testing::Test {
 };
 
 TEST_F(RemoteSample, DrawsCarryTheirChunksProbabilitiesAndTheTablesMass) {
-  write_prioritized(d_.socket(), "replay", kItems);
+  write_items(d_.socket(), "replay", 0, kItems, 8, true);
   double mass = 0;
   for (int i = 0; i < kItems; ++i) mass += std::pow(1.0 + i, kExponent);
 
@@ -156,11 +117,11 @@ TEST_F(RemoteSample, DrawsCarryTheirChunksProbabilitiesAndTheTablesMass) {
   }
   s->rw->WritesDone();
   EXPECT_TRUE(s->rw->Finish().ok());
-  EXPECT_EQ(samples_of(d_.socket(), "replay"), 269u) << "draws are the table's samples";
+  EXPECT_EQ(samples(d_.socket(), "replay"), 269u) << "draws are the table's samples";
 }
 
 TEST_F(RemoteSample, AUniformTablesMassIsItsSize) {
-  write_prioritized(d_.socket(), "even", 20);
+  write_items(d_.socket(), "even", 0, 20, 8, true);
   auto s = open();
   pb::SampleReply r;
   ASSERT_TRUE(s->rw->Write(request(10, "even")));
@@ -173,7 +134,7 @@ TEST_F(RemoteSample, AUniformTablesMassIsItsSize) {
 }
 
 TEST_F(RemoteSample, DrawsTheRateLimiterHoldsComeBackHeld) {
-  write_prioritized(d_.socket(), "held", 10);  // min_size 100: sampling waits
+  write_items(d_.socket(), "held", 0, 10, 8, true);  // min_size 100: sampling waits
   auto s = open();
   pb::SampleReply r;
   ASSERT_TRUE(s->rw->Write(request(4, "held", 50)));
@@ -181,7 +142,7 @@ TEST_F(RemoteSample, DrawsTheRateLimiterHoldsComeBackHeld) {
   EXPECT_TRUE(r.held());
   EXPECT_EQ(r.draws_size(), 0);
   // The stream goes on: the next request is served once the limiter allows.
-  write_prioritized(d_.socket(), "held", 100);
+  write_items(d_.socket(), "held", 0, 100, 8, true);
   ASSERT_TRUE(s->rw->Write(request(4)));
   ASSERT_TRUE(s->rw->Read(&r)) << s->rw->Finish().error_message();
   EXPECT_FALSE(r.held());
@@ -191,8 +152,8 @@ TEST_F(RemoteSample, DrawsTheRateLimiterHoldsComeBackHeld) {
 }
 
 TEST_F(RemoteSample, BadRequestsAreRefusedByNameAndTheServerGoesOn) {
-  write_prioritized(d_.socket(), "replay", kItems);
-  write_prioritized(d_.socket(), "queue", 5);
+  write_items(d_.socket(), "replay", 0, kItems, 8, true);
+  write_items(d_.socket(), "queue", 0, 5, 8, true);
   pb::SampleRequest wrong_columns = request(4, "replay");
   wrong_columns.set_signature(kSig + 1);
   pb::SampleRequest late_table = request(4, "replay");

@@ -108,8 +108,10 @@ inline std::vector<int64_t> drain_items(const std::string& socket, const char* t
 }
 
 // A writer of kProcColumns' shape (obs uint8 [10, 30], meta int64 [2]) that
-// writes items whose meta[0] counts from `first`.
-inline void write_items(const std::string& socket, const char* table, int64_t first, int n, uint32_t chunk_length = 8) {
+// writes items whose meta[0] counts from `first`, of priority 1, or of
+// priority 1 + meta[0] with by_meta (distinct priorities, for shards).
+inline void write_items(const std::string& socket, const char* table, int64_t first, int n, uint32_t chunk_length = 8,
+                        bool by_meta = false) {
   engram_client* c = connect_c(socket);
   ASSERT_NE(c, nullptr);
   engram_table* t = nullptr;
@@ -128,7 +130,8 @@ inline void write_items(const std::string& socket, const char* table, int64_t fi
     std::memset(obs, static_cast<int>((first + i) & 0xff), sizeof obs);
     const void* step[2] = {obs, meta};
     ASSERT_EQ(engram_writer_append(w, step), ENGRAM_OK) << engram_last_error();
-    ASSERT_EQ(engram_writer_create_item(w, t, 1, 1.0), ENGRAM_OK) << engram_last_error();
+    ASSERT_EQ(engram_writer_create_item(w, t, 1, by_meta ? 1.0 + double(first + i) : 1.0), ENGRAM_OK)
+        << engram_last_error();
   }
   ASSERT_EQ(engram_writer_flush(w, 20000), ENGRAM_OK) << engram_last_error();
   engram_writer_close(w);
@@ -142,6 +145,16 @@ inline uint64_t inserts(const std::string& socket, const char* table) {
   engram_table_info i;
   engram_table_info_init(&i);
   uint64_t n = engram_table_info_get(c, table, &i) == ENGRAM_OK ? i.inserts : 0;
+  engram_disconnect(c);
+  return n;
+}
+
+inline uint64_t samples(const std::string& socket, const char* table) {
+  engram_client* c = connect_c(socket);
+  if (!c) return 0;
+  engram_table_info i;
+  engram_table_info_init(&i);
+  uint64_t n = engram_table_info_get(c, table, &i) == ENGRAM_OK ? i.samples : 0;
   engram_disconnect(c);
   return n;
 }
