@@ -28,6 +28,7 @@ Result<ShardSplit> ShardSplit::of(const std::vector<ShardShare>& shares) {
   if (s.size_ == 0) return Status{Errc::empty, "no shard holds an item"};
   // Every weight 0: uniformly over all items, as one table would.
   const bool by_size = !(mass > 0);
+  s.by_size_ = by_size;
   for (const ShardShare& x : shares) s.share_.push_back(by_size ? static_cast<double>(x.size) : x.mass);
   s.total_ = by_size ? static_cast<double>(s.size_) : mass;
   for (double w : s.share_) s.factor_.push_back(w / s.total_);

@@ -55,6 +55,13 @@ class ShardSplit {
   // The probability, in the one table, of an item that shard `shard` drew
   // with probability `local` (its SampleInfo probability there).
   double probability(uint32_t shard, double local) const noexcept { return local * factor_[shard]; }
+  // The probability, in the one table, of an item of weight w (its
+  // shard's probability at the draw times the mass the shard had then):
+  // w over the total, or 1 / size() when every mass is 0. For a draw made
+  // ahead of the split whose masses it is weighed by (core/shard_view.hpp).
+  double weight_probability(double w) const noexcept {
+    return by_size_ ? 1.0 / static_cast<double>(size_) : w / total_;
+  }
   // Items in all shards that answered: the one table's size (the N of
   // importance weights).
   uint64_t size() const noexcept { return size_; }
@@ -65,6 +72,7 @@ class ShardSplit {
   std::vector<double> factor_;  // W_i / W (or size_i / N when every mass is 0)
   double total_ = 0;
   uint64_t size_ = 0;
+  bool by_size_ = false;  // every mass 0
 };
 
 }  // namespace engram
