@@ -38,7 +38,8 @@ inline constexpr uint32_t kControlMagic = 0x4c525443;  // "CTRL"
 // 14: export_begin, export_items, export_end. 15: the arena grows: the
 // hello reply's classes are its layout, with each class's blocks committed
 // then; status says each class's committed blocks and its most.
-inline constexpr uint32_t kProtocolVersion = 15;
+// 16: a view's tables take shard requests and draws (kInsertDraw).
+inline constexpr uint32_t kProtocolVersion = 16;
 // Descriptors one message may carry; a message that comes with more is refused.
 inline constexpr size_t kMaxControlFds = 4;
 inline constexpr uint32_t kMaxControlPayload = 1 << 16;

@@ -17,6 +17,7 @@ const char* request_op_name(uint32_t op) noexcept {
     case RequestOp::remove: return "remove";
     case RequestOp::sample_packed: return "sample_packed";
     case RequestOp::insert_items: return "insert_items";
+    case RequestOp::shard: return "shard";
   }
   return "unknown";
 }
@@ -33,6 +34,7 @@ size_t request_bytes(const RequestRecord& r) noexcept {
     case RequestOp::remove: return head + sizeof(uint64_t) * n;
     case RequestOp::insert_items:
       return offsetof(RequestRecord, payload.items.items) + sizeof(ItemEntry) * std::min(r.count, kRecordItems);
+    case RequestOp::shard: return offsetof(RequestRecord, payload.shard) + sizeof r.payload.shard;
     case RequestOp::sample_packed: break;  // a response, never a request
   }
   return sizeof r;
@@ -51,6 +53,8 @@ size_t response_bytes(const ResponseRecord& r) noexcept {
              sizeof(PackedItemWire) * std::min(r.payload.packed.n, kPackedItems);
     case RequestOp::update:
     case RequestOp::remove: return head + sizeof r.payload.keys;
+    case RequestOp::shard:
+      return offsetof(ResponseRecord, payload.shard.updates) + sizeof(KeyPriority) * std::min(r.count, kRecordUpdates);
     default: break;
   }
   return sizeof r;
@@ -64,12 +68,14 @@ Status check_request(const RequestRecord& r, uint32_t max_batch) noexcept {
                                         std::to_string(hi)};
   };
   const uint32_t allowed = r.op == static_cast<uint32_t>(RequestOp::sample)   ? kSampleSequences | kSampleNewest | kSampleDistinct
-                           : r.op == static_cast<uint32_t>(RequestOp::insert) ? kInsertAtMax
+                           : r.op == static_cast<uint32_t>(RequestOp::insert) ? kInsertAtMax | kInsertDraw
                                                                                : 0;
   if (r.flags & ~allowed)
     return {Errc::invalid_argument, std::string(request_op_name(r.op)) + " request with flags " + std::to_string(r.flags) +
                                         "; a sample may have kSampleSequences, kSampleNewest and kSampleDistinct, "
-                                        "an insert kInsertAtMax, other requests none"};
+                                        "an insert kInsertAtMax or kInsertDraw, other requests none"};
+  if (r.op == static_cast<uint32_t>(RequestOp::insert) && (r.flags & kInsertAtMax) && (r.flags & kInsertDraw))
+    return {Errc::invalid_argument, "a shard's draw (kInsertDraw) has the priority the shard gave it: drop kInsertAtMax"};
   if ((r.flags & kSampleNewest) && (r.flags & kSampleDistinct))
     return {Errc::invalid_argument, "a look at the newest items (kSampleNewest) is distinct already: drop kSampleDistinct"};
   if ((r.flags & kSampleNewest) && r.deadline_ns != 0)
@@ -82,6 +88,11 @@ Status check_request(const RequestRecord& r, uint32_t max_batch) noexcept {
     case RequestOp::update: return count_in(1, kRecordUpdates);
     case RequestOp::remove: return count_in(1, kRecordKeys);
     case RequestOp::insert_items: return count_in(1, kRecordItems);
+    case RequestOp::shard:
+      if (r.payload.shard.state != kShardPresent && r.payload.shard.state != kShardAway)
+        return {Errc::invalid_argument, "shard request with state " + std::to_string(r.payload.shard.state) +
+                                            "; a shard is present (1) or away (0)"};
+      return count_in(0, kRecordUpdates);
     case RequestOp::sample_packed: break;  // a response, never a request
   }
   return {Errc::invalid_argument, "unknown request op " + std::to_string(r.op)};

@@ -28,6 +28,10 @@
 //              item); the chunks behind the items stay pinned until the
 //              client sends `release` with the same id
 //   update, remove -> 1 record (applied / stale / unknown masks)
+//   shard   -> 1 record (payload.shard: the shard's draws waiting, what
+//              held batches lack, and `count` updates owed to the shard),
+//              once one is owed or the deadline passes (a timeout then is
+//              an answer too, status 0); or 1 error record
 //   release, drop  -> none
 #pragma once
 
@@ -61,6 +65,13 @@ enum class RequestOp : uint32_t {
   // slice each, so that a writer's burst of small items (an Ape-X actor's
   // transitions) costs a record per few items, not per item.
   insert_items = 8,
+  // A view over shards (core/shard_view.hpp), from the link that fetches
+  // one shard's draws: payload.shard reports the shard (binding this
+  // channel to it: the draws it inserts next are that shard's, at that
+  // mass) and asks, up to its deadline, for what the shard is owed; count
+  // = the most updates to answer (0..kRecordUpdates). Only a view's
+  // tables take it.
+  shard = 9,
 };
 const char* request_op_name(uint32_t op) noexcept;
 
@@ -97,6 +108,18 @@ inline constexpr uint32_t kSampleDistinct = 4;
 // payload.insert.priority is ignored. Never in insert_items records: a
 // writer sends such an item alone.
 inline constexpr uint32_t kInsertAtMax = 1;
+// RequestRecord::flags of an insert: the item is a draw of the shard this
+// channel reported last (RequestOp::shard), for a view's table: its
+// producer slot holds the item's key in the shard, its sequence slot the
+// bits of the probability the shard drew it with (a double), and it is
+// applied with no delivery. Not with kInsertAtMax. Only a view's tables
+// take it, and they take no other insert.
+inline constexpr uint32_t kInsertDraw = 2;
+
+// A shard's report: 1 while its link is up (mass and size as the shard
+// answered last), 0 once it broke (its draws waiting are dropped).
+inline constexpr uint32_t kShardPresent = 1;
+inline constexpr uint32_t kShardAway = 0;
 
 struct RequestRecord {
   uint32_t ring_seq_;
@@ -142,6 +165,17 @@ struct RequestRecord {
       uint32_t num_steps;
       uint32_t pad_;
     } sample;
+    struct {
+      uint32_t shard;       // its index in the view's list of shards
+      uint32_t state;       // kShardPresent or kShardAway
+      double mass;          // its sampler's total weight (its size, if uniform)
+      uint64_t size;        // its items
+      // Answer at once while fewer of the shard's draws wait than this
+      // (its link wants more), else when updates are owed or a held
+      // batch lacks draws of the shard, or at the deadline.
+      uint32_t wait_below;
+      uint32_t pad_;
+    } shard;
     KeyPriority updates[kRecordUpdates];
     uint64_t keys[kRecordKeys];
     BlockRef blocks[kRecordKeys];
@@ -226,6 +260,11 @@ struct ResponseRecord {
     } keys;                 // update / remove, bit i = entry i
     SampledItemWire item;   // sample
     PackedItemsWire packed; // sample_packed
+    struct {
+      uint32_t waiting;  // the shard's draws waiting in the view
+      uint32_t short_of; // draws of it the held batches lack beyond those
+      KeyPriority updates[kRecordUpdates];  // `count` of them, oldest first
+    } shard;                // shard
     char message[sizeof(SampledItemWire)];  // error: NUL-terminated
   } payload;
 };

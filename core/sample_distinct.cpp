@@ -195,18 +195,7 @@ Status Table::sample_distinct(uint32_t n, SampleBatch* out, uint32_t num_steps) 
                                         " items have a nonzero priority than a batch of " + std::to_string(n) +
                                         " without repeats needs; sample fewer"};
   }
-  if (Status s = check_picks(picks.data(), n, num_steps); !s.ok()) return s;
-  take_picks(picks.data(), n, out);
-  // Items that reached max_times_sampled leave after the whole batch is
-  // drawn: each is in it once, and the batch saw the table as it was.
-  if (h_->max_times_sampled != 0)
-    for (uint32_t i = 0; i < n; ++i)
-      if (items_[picks[i].slot].times_sampled >= h_->max_times_sampled) {
-        erase_slot(picks[i].slot);
-        ++h_->stats.expirations;
-      }
-  sync_limiter();
-  return Status::Ok();
+  return take_distinct(picks.data(), n, out, num_steps);
 }
 
 }  // namespace engram

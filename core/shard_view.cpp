@@ -93,20 +93,32 @@ bool ShardView::ready(const std::vector<uint32_t>& counts, bool* gone) const {
   return all && !*gone && counts.size() == shards_.size();
 }
 
-Status ShardView::take(const std::vector<uint32_t>& counts, std::vector<ViewPick>* out, uint64_t* size) {
+Status ShardView::peek(const std::vector<uint32_t>& counts, std::vector<ViewPick>* out, uint64_t* size) const {
   bool gone = false;
   if (!ready(counts, &gone)) return {Errc::rate_limited, "the shards' draws are not all here yet"};
   Result<ShardSplit> s = ShardSplit::of(shares());
   if (!s.ok()) return s.status();
   *size = s->size();
   for (uint32_t i = 0; i < shards(); ++i) {
+    uint32_t k = 0;
+    for (auto key = fifo_[i].begin(); k < counts[i]; ++key) {  // ready(): enough live keys
+      auto w = waiting_.find(*key);
+      if (w == waiting_.end()) continue;  // forgotten
+      out->push_back({*key, i, s->weight_probability(w->second.weight)});
+      ++k;
+    }
+  }
+  return Status::Ok();
+}
+
+void ShardView::commit(const std::vector<uint32_t>& counts) {
+  for (uint32_t i = 0; i < shards() && i < counts.size(); ++i) {
     ShardCounters& c = shards_[i];
-    for (uint32_t k = 0; k < counts[i];) {
-      uint64_t key = fifo_[i].front();  // ready(): enough live keys in it
+    for (uint32_t k = 0; k < counts[i] && !fifo_[i].empty();) {
+      uint64_t key = fifo_[i].front();
       fifo_[i].pop_front();
       auto w = waiting_.find(key);
       if (w == waiting_.end()) continue;  // forgotten
-      out->push_back({key, i, s->weight_probability(w->second.weight)});
       routes_[key] = {i, w->second.remote_key};
       route_order_.push_back(key);
       waiting_.erase(w);
@@ -119,6 +131,11 @@ Status ShardView::take(const std::vector<uint32_t>& counts, std::vector<ViewPick
     routes_.erase(route_order_.front());
     route_order_.pop_front();
   }
+}
+
+Status ShardView::take(const std::vector<uint32_t>& counts, std::vector<ViewPick>* out, uint64_t* size) {
+  if (Status s = peek(counts, out, size); !s.ok()) return s;
+  commit(counts);
   return Status::Ok();
 }
 

@@ -95,11 +95,23 @@ class ShardView {
   // (false with *gone set when one went away: the caller splits again)
   // and waits with at least that many draws.
   bool ready(const std::vector<uint32_t>& counts, bool* gone) const;
-  // Takes counts (ready() first): the oldest waiting draws of each shard,
-  // shard by shard, appended to *out with their probabilities in the one
-  // table, and the one table's size in *size. Each key is remembered for
-  // route() (the newest `routes`).
+  // The draws counts take (ready() first): the oldest waiting of each
+  // shard, shard by shard, appended to *out with their probabilities in
+  // the one table, and the one table's size in *size. Nothing changes: a
+  // caller that cannot hand them out (the table refuses the batch) leaves
+  // them waiting.
+  Status peek(const std::vector<uint32_t>& counts, std::vector<ViewPick>* out, uint64_t* size) const;
+  // Hands out what peek() listed for the same counts, with nothing changed
+  // between: they wait no more, and each key is remembered for route()
+  // (the newest `routes`).
+  void commit(const std::vector<uint32_t>& counts);
+  // peek() and commit() at once.
   Status take(const std::vector<uint32_t>& counts, std::vector<ViewPick>* out, uint64_t* size);
+  // Draws that the batches held now (their counts, summed per shard)
+  // need beyond those waiting: what a shard link fetches first.
+  uint64_t short_of(uint32_t shard, uint64_t held) const {
+    return held > shards_[shard].waiting ? held - shards_[shard].waiting : 0;
+  }
 
   // Queues an update of a handed-out key for its shard; false for a key
   // never handed out or older than the routes remembered.

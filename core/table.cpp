@@ -386,6 +386,39 @@ Status Table::sample_independent(uint32_t n, SampleBatch* out, uint32_t num_step
   return Status::Ok();
 }
 
+Status Table::take(const uint64_t* keys, const double* probabilities, uint32_t n, SampleBatch* out,
+                   uint32_t num_steps) {
+  static thread_local std::vector<Sampled> picks;
+  picks.clear();
+  for (uint32_t i = 0; i < n; ++i) {
+    if (Status s = check_key(keys[i], "take"); !s.ok()) return s;
+    picks.push_back({key_slot(keys[i]), probabilities[i]});
+  }
+  // A key twice would count one item twice and erase its slot twice.
+  static thread_local std::vector<uint32_t> slots;
+  slots.clear();
+  for (const Sampled& p : picks) slots.push_back(p.slot);
+  std::sort(slots.begin(), slots.end());
+  if (std::adjacent_find(slots.begin(), slots.end()) != slots.end())
+    return {Errc::invalid_argument, "take: a key twice in one batch"};
+  return take_distinct(picks.data(), n, out, num_steps);
+}
+
+Status Table::take_distinct(const Sampled* picks, uint32_t n, SampleBatch* out, uint32_t num_steps) {
+  if (Status s = check_picks(picks, n, num_steps); !s.ok()) return s;
+  take_picks(picks, n, out);
+  // Items that reached max_times_sampled leave after the whole batch is
+  // drawn: each is in it once, and the batch saw the table as it was.
+  if (h_->max_times_sampled != 0)
+    for (uint32_t i = 0; i < n; ++i)
+      if (items_[picks[i].slot].times_sampled >= h_->max_times_sampled) {
+        erase_slot(picks[i].slot);
+        ++h_->stats.expirations;
+      }
+  sync_limiter();
+  return Status::Ok();
+}
+
 void Table::take_picks(const Sampled* picks, uint32_t n, SampleBatch* out) {
   auto prefetch = [&](uint32_t i) {
     __builtin_prefetch(&items_[picks[i].slot], 1);

@@ -305,6 +305,15 @@ class Table {
   // count, no expiry, the limiter as it was. So a caller who asked for the
   // wrong length loses no item.
   Status sample(uint32_t n, SampleBatch* out, bool distinct = false, uint32_t num_steps = 0);
+  // Takes the n items that keys name (live, distinct) as a draw of them
+  // would: each counts as sampled (times_sampled, statistics, the limiter,
+  // which is not asked), is appended with probabilities[i], and goes at
+  // max_times_sampled, after the batch. For a table whose sampler is
+  // elsewhere: a view over shards (core/shard_view.hpp). Refused, with
+  // nothing changed, as sample() refuses num_steps (Errc::invalid_capacity),
+  // for a key that is not live (check_key's codes), and for a key twice
+  // (Errc::invalid_argument).
+  Status take(const uint64_t* keys, const double* probabilities, uint32_t n, SampleBatch* out, uint32_t num_steps = 0);
   // Looks, without drawing: appends up to n of the newest items whose
   // inserted_seq is `from` or later, oldest of them first, with probability
   // 0. Nothing counts: times_sampled, the rate limiter and
@@ -388,6 +397,9 @@ class Table {
   // Counts n drawn slots as sampled (times_sampled, statistics, limiter)
   // and appends them to *out; the caller syncs the limiter.
   void take_picks(const Sampled* picks, uint32_t n, SampleBatch* out);
+  // n picks, none twice: checked (check_picks), taken (take_picks), and
+  // those that reached max_times_sampled gone after the batch.
+  Status take_distinct(const Sampled* picks, uint32_t n, SampleBatch* out, uint32_t num_steps);
   Status check_key(uint64_t key, const char* op) const;
   void erase_slot(uint32_t slot);
   void sync_limiter() noexcept { h_->limiter_counters = limiter_.counters(); }

@@ -17,6 +17,10 @@ TableOwner::TableOwner(ChunkArena arena, uint32_t arena_id, Table table, Doorbel
       sig_hash_(signature_hash(table.columns(), table.num_columns())),
       packed_(signature_compressed(table.columns(), table.num_columns())) {
   table_.set_remove_hook([this](const ItemSlot& it, const ChunkRef* refs) {
+    // A view's draw that leaves otherwise than by being taken (an
+    // eviction, a delete, a reset) is handed out no more. One taken
+    // leaves while its sample defers releases; the take accounts for it.
+    if (view_ && !defer_releases_) view_->forget(it.key);
     for (uint32_t i = 0; i < it.num_refs; ++i)
       if (defer_releases_) deferred_.push_back({refs[i].block, refs[i].generation});
       else unpin({refs[i].block, refs[i].generation}, "releasing an item's chunk");

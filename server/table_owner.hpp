@@ -18,7 +18,8 @@
 // Its definitions, by what they do: table_owner.cpp (the thread and the
 // calls other threads make), table_owner_loop.cpp (the loop over channels,
 // responses and wake-ups), and one file per kind of request:
-// table_owner_insert.cpp, table_owner_sample.cpp, table_owner_keys.cpp.
+// table_owner_insert.cpp, table_owner_sample.cpp, table_owner_keys.cpp,
+// and table_owner_view.cpp for a view over shards.
 #pragma once
 
 #include <atomic>
@@ -38,6 +39,7 @@
 #include "core/chunk_arena.hpp"
 #include "core/chunk_format.hpp"
 #include "core/control_message.hpp"
+#include "core/shard_view.hpp"
 #include "core/table.hpp"
 #include "core/u64_set.hpp"
 
@@ -52,6 +54,18 @@ class TableOwner {
   ~TableOwner();
   TableOwner(const TableOwner&) = delete;
   TableOwner& operator=(const TableOwner&) = delete;
+
+  // Makes the table a view over `shards` shards on peers, before start():
+  // its items are the draws that shard links insert (kInsertDraw, after a
+  // shard request binds their channel), a sample takes them by the shards'
+  // masses (core/shard_view.hpp), and updates of the keys handed out go
+  // to their shards. The table's own sampler and limiter decide nothing
+  // then; the server gives a view's table FIFO selectors and
+  // max_times_sampled 1, so that a draw handed out leaves it.
+  void make_view(uint32_t shards, size_t routes, uint64_t seed);
+  bool is_view() const noexcept { return view_ != nullptr; }
+  // A view's counters per shard (none for a table); thread-safe.
+  std::vector<ShardCounters> shard_counters();
 
   // Starts the owner thread, named "own:" and the table's name (cut to 15 bytes).
   void start();
@@ -103,6 +117,12 @@ class TableOwner {
     std::unordered_map<uint64_t, std::vector<BlockRef>> pins;  // sample id -> pinned chunks
     U64Set holds;                                               // packed BlockRef
     bool broken = false;
+    // A view's: the shard this channel's link reported (-1: none yet),
+    // with the mass its next draws were drawn at; and the counts per
+    // shard of the sample held (pending), split once (ShardView::split).
+    int64_t shard = -1;
+    double shard_mass = 0;
+    std::vector<uint32_t> split;
     // Requests popped, and whether responses were pushed, since the
     // client's bells were last rung (wake_client).
     uint32_t popped_since_ring = 0;
@@ -166,6 +186,22 @@ class TableOwner {
   Outcome insert_items(ChannelState& c, RequestRecord& r);
   void leave_insert_line(const ChannelState& c);
   Outcome sample(ChannelState& c, const RequestRecord& r);
+  Outcome sample_in_turn(ChannelState& c, const RequestRecord& r);
+  // batch_ to c: pins its chunks for r.id, answers its items, then lets
+  // go of what expired while it was drawn (deferred_).
+  void answer_sample(ChannelState& c, const RequestRecord& r);
+  void release_deferred();
+  // A view's (table_owner_view.cpp): a sample taken from the shards'
+  // draws; a shard link's report and poll; whether an insert may go into
+  // this table as what it is (a draw into a view, anything else into a
+  // table), and a draw's bookkeeping once inserted; updates routed.
+  Outcome sample_view(ChannelState& c, const RequestRecord& r);
+  Outcome shard(ChannelState& c, const RequestRecord& r);
+  Status check_draw(const ChannelState& c, const RequestRecord& r) const;
+  void add_draw(ChannelState& c, const RequestRecord& r, uint64_t key);
+  void update_view(ChannelState& c, const RequestRecord& r);
+  // The draws of `shard` that samples held now were split into.
+  uint64_t held_draws(uint32_t shard) const;
   void update(ChannelState& c, const RequestRecord& r);
   void remove(ChannelState& c, const RequestRecord& r);
   void release(ChannelState& c, uint64_t id);
@@ -222,6 +258,8 @@ class TableOwner {
   // and whose next insert must wait again goes to the back.
   std::deque<const ChannelState*> insert_line_;
   SampleBatch batch_;  // reused
+  std::unique_ptr<ShardView> view_;  // a view's; null for a table
+  std::mt19937_64 view_rng_;
   // While a sample is built, items that expire (max_times_sampled) must not
   // free their chunks before the batch pins them: their releases wait here.
   bool defer_releases_ = false;

@@ -64,6 +64,7 @@ void TableOwner::leave_insert_line(const ChannelState& c) {
 TableOwner::Outcome TableOwner::insert_in_turn(ChannelState& c, const RequestRecord& r) {
   const auto& in = r.payload.insert;
   if (expired(c, r, "an insert")) return Outcome::done;
+  if (Status s = check_draw(c, r); !s.ok()) return fail(c, r, s), Outcome::done;
   const bool at_max = r.flags & kInsertAtMax;  // other flags were refused (check_request)
   if (Status s = validate_priority(in.priority); !at_max && !s.ok()) return fail(c, r, s), Outcome::done;
   if (r.count > table_.refs_per_item())
@@ -72,7 +73,9 @@ TableOwner::Outcome TableOwner::insert_in_turn(ChannelState& c, const RequestRec
            Outcome::done;
   // An item delivered before is answered at once: it must not wait for
   // the rate limiter it already passed.
-  const Delivery from{in.producer, in.sequence};
+  // A draw's producer and sequence slots carry its shard key and
+  // probability (kInsertDraw): it is applied with no delivery.
+  const Delivery from = (r.flags & kInsertDraw) ? Delivery{} : Delivery{in.producer, in.sequence};
   if (Status s = table_.check_delivery(from); !s.ok()) return fail(c, r, s), Outcome::done;
   bool my_turn = insert_line_.empty() || insert_line_.front() == &c;
   if (!my_turn || !table_.limiter().can_insert(1)) return refuse(c, r, "an insert");
@@ -120,6 +123,7 @@ TableOwner::Outcome TableOwner::insert_in_turn(ChannelState& c, const RequestRec
     undo();
     return fail(c, r, key.status()), Outcome::done;
   }
+  if (view_) add_draw(c, r, *key);
   // The next insert's eviction drops a reference to a chunk written long
   // ago: start fetching its state word now.
   const ChunkRef* victim = nullptr;

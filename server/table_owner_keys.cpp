@@ -12,6 +12,7 @@ void TableOwner::update(ChannelState& c, const RequestRecord& r) {
   for (uint32_t i = 0; i < r.count; ++i)
     if (Status s = validate_priority(r.payload.updates[i].priority); !s.ok())
       return fail(c, r, {s.code(), "update entry " + std::to_string(i) + ": " + s.message() + " (nothing applied)"});
+  if (view_) return update_view(c, r);
   ResponseRecord rsp{};
   rsp.op = r.op;
   rsp.id = r.id;

@@ -177,6 +177,7 @@ TableOwner::Outcome TableOwner::apply(ChannelState& c, RequestRecord& r) {
     case RequestOp::drop: drop(c, r); break;
     case RequestOp::update: update(c, r); break;
     case RequestOp::remove: remove(c, r); break;
+    case RequestOp::shard: return shard(c, r);
     case RequestOp::sample_packed: break;  // refused by check_request
   }
   return Outcome::done;

@@ -31,12 +31,19 @@ bool TableOwner::claim_sample(ChannelState& c, const RequestRecord& r) {
 }
 
 TableOwner::Outcome TableOwner::sample(ChannelState& c, const RequestRecord& r) {
+  Outcome o = sample_in_turn(c, r);
+  if (o == Outcome::done) c.split.clear();  // a view's held counts go with their request
+  return o;
+}
+
+TableOwner::Outcome TableOwner::sample_in_turn(ChannelState& c, const RequestRecord& r) {
   if (c.pins.count(r.id)) return fail(c, r, {Errc::invalid_argument, "sample id " + std::to_string(r.id) +
                                                                           " is still pinned; release it first"}),
                                  Outcome::done;
   if (expired(c, r, "a sample")) return Outcome::done;
   if (given_up(c, r))
     return fail(c, r, {Errc::timeout, "a sample on table " + table_.name() + " was given up by its caller"}), Outcome::done;
+  if (view_) return sample_view(c, r);
   const bool look = (r.flags & kSampleNewest) != 0;  // answered at once, none or more
   // A take for delivery (kSampleSequences) takes up to its count: what a
   // queue's limiter allows now, so that the last items of a burst leave
@@ -56,17 +63,16 @@ TableOwner::Outcome TableOwner::sample(ChannelState& c, const RequestRecord& r) 
   Status sampled = look ? table_.newest(count, r.payload.sample.from, &batch_)
                         : table_.sample(count, &batch_, distinct, r.payload.sample.num_steps);
   defer_releases_ = false;
-  struct Flush {  // after the pins below, whatever happens
-    TableOwner* o;
-    ~Flush() {
-      for (BlockRef b : o->deferred_) o->unpin(b, "releasing an expired item's chunk");
-      o->deferred_.clear();
-    }
-  } flush{this};
   if (!sampled.ok()) {
+    release_deferred();  // nothing, as a refused sample changes nothing
     if (sampled.code() == Errc::rate_limited) return refuse(c, r, "a sample");
     return fail(c, r, sampled), Outcome::done;
   }
+  answer_sample(c, r);
+  return Outcome::done;
+}
+
+void TableOwner::answer_sample(ChannelState& c, const RequestRecord& r) {
   std::vector<BlockRef>& pins = c.pins[r.id];
   pins.reserve(batch_.refs.size());
   size_t num_refs = batch_.refs.size();
@@ -113,7 +119,12 @@ TableOwner::Outcome TableOwner::sample(ChannelState& c, const RequestRecord& r) 
   }
   send_packed();
   if (rsp.count == 0) respond(c, rsp);
-  return Outcome::done;
+  release_deferred();
+}
+
+void TableOwner::release_deferred() {
+  for (BlockRef b : deferred_) unpin(b, "releasing an expired item's chunk");
+  deferred_.clear();
 }
 
 void TableOwner::release(ChannelState& c, uint64_t id) {

@@ -718,5 +718,46 @@ TEST(Table, ListGivesRunsOfSlotsAndWhereToGoOn) {
   EXPECT_EQ(t.list(99, 5, 5, &out), 10u);
 }
 
+// A view over shards takes the draws its shards made (Table::take): they
+// count as samples, go at max_times_sampled, and a refused take changes
+// nothing.
+TEST(Table, TakeCountsTheKeysItIsGivenAndRefusesWithoutChanges) {
+  OwnedTable o(options({SelectorKind::fifo, 1}, {SelectorKind::fifo, 1}, 8, /*max_times=*/1));
+  Table& t = o.table;
+  std::vector<uint64_t> keys;
+  for (uint64_t i = 1; i <= 4; ++i) {
+    ChunkRef r{static_cast<uint32_t>(i), 1, 0, static_cast<uint32_t>(i)};  // item i has i steps
+    keys.push_back(*t.insert(double(i), &r, 1));
+  }
+  SampleBatch batch;
+  const double p[2] = {0.25, 0.5};
+  uint64_t twice[2] = {keys[0], keys[0]};
+  EXPECT_EQ(t.take(twice, p, 2, &batch).code(), Errc::invalid_argument);
+  uint64_t wrong[2] = {keys[1], keys[2]};
+  EXPECT_EQ(t.take(wrong, p, 2, &batch, /*num_steps=*/2).code(), Errc::invalid_capacity) << "item 3 has 3 steps";
+  uint64_t gone[2] = {keys[1], keys[0] + (uint64_t{1} << 32)};
+  EXPECT_EQ(t.take(gone, p, 2, &batch).code(), Errc::unknown_key);
+  EXPECT_TRUE(batch.items.empty());
+  EXPECT_EQ(t.size(), 4u);
+  EXPECT_EQ(t.info().stats.samples, 0u) << "a refused take counts nothing";
+  EXPECT_EQ(t.find(keys[1])->times_sampled, 0u);
+
+  uint64_t two[2] = {keys[3], keys[1]};
+  ASSERT_TRUE(t.take(two, p, 2, &batch).ok());
+  ASSERT_EQ(batch.items.size(), 2u);
+  EXPECT_EQ(batch.items[0].key, keys[3]);
+  EXPECT_EQ(batch.items[0].probability, 0.25);
+  EXPECT_EQ(batch.items[1].key, keys[1]);
+  EXPECT_EQ(batch.items[1].probability, 0.5);
+  EXPECT_EQ(batch.items[1].times_sampled, 1u);
+  EXPECT_EQ(batch.refs.size(), 2u);
+  EXPECT_EQ(batch.refs[1].length, 2u);
+  EXPECT_EQ(t.size(), 2u) << "both expired (max_times_sampled 1)";
+  EXPECT_EQ(t.info().stats.samples, 2u);
+  EXPECT_EQ(t.info().stats.expirations, 2u);
+  EXPECT_EQ((std::set<uint64_t>(o.removed.begin(), o.removed.end())), (std::set<uint64_t>{keys[1], keys[3]}));
+  EXPECT_EQ(t.take(two, p, 1, &batch).code(), Errc::stale_key);
+}
+
 }  // namespace
 }  // namespace engram

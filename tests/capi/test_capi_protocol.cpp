@@ -99,10 +99,11 @@ TEST_F(CApi, ASampleForDeliveryAnswersInsertionSequences) {
   ASSERT_EQ(rsp.status, 0) << rsp.payload.message;
   EXPECT_EQ(rsp.payload.packed.items[0].probability, 1.0) << "without the flag, a probability";
   RequestRecord odd = one_step_insert(*b, 1);
-  odd.flags = kSampleNewest;  // a sample's flag on an insert
+  odd.flags = kSampleDistinct;  // a sample's flag on an insert (kSampleNewest's bit is kInsertDraw's)
   rsp = raw.roundtrip(odd);
   EXPECT_EQ(static_cast<Errc>(rsp.status), Errc::invalid_argument);
-  EXPECT_NE(std::string(rsp.payload.message).find("an insert kInsertAtMax, other requests none"), std::string::npos)
+  EXPECT_NE(std::string(rsp.payload.message).find("an insert kInsertAtMax or kInsertDraw, other requests none"),
+            std::string::npos)
       << rsp.payload.message;
   take.id = 102;
   take.flags = 8;  // no sample flag has this bit

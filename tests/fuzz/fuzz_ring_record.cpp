@@ -4,7 +4,9 @@
 //
 // Input: byte 0 is a mask; for each of its low 4 bits that is set, the next
 // 64 bytes overwrite the chunk header of one of the client's 4 reserved
-// blocks (which otherwise hold valid 2-step chunks). The rest is cut into
+// blocks (which otherwise hold valid 2-step chunks); bit 4 makes the table
+// a view over 2 shards (server/table_owner_view.cpp), whose shard requests
+// and draws come from the same client. The rest is cut into
 // 192-byte request records. tests/fuzz/make_seeds.py writes seeds that
 // insert, sample, update, remove, release and drop.
 #include <cstdint>
@@ -54,6 +56,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   uint8_t mask = data[0];
   ++data;
   --size;
+  if (mask & 0x10) owner.make_view(2, 64, 1);
   for (uint32_t blk = 0; blk < 4; ++blk) {
     if (!(mask >> blk & 1) || size < 64) continue;
     std::memcpy(arena.data({blk, 1}), data, 64);
