@@ -44,15 +44,16 @@ Status engram_writer::put_sealed(const void* bytes, size_t n, int32_t timeout_ms
 }
 
 Status engram_writer::relay_item(const uint64_t* ids, const uint32_t* offsets, const uint32_t* lengths, uint32_t n,
-                                 double priority, Delivery from) {
+                                 double priority, Delivery from, bool draw) {
   engram_table* t = relay_table;
   if (Status s = validate_priority(priority); !s.ok()) return s;
   uint32_t max_refs = std::min<uint32_t>(kRecordRefs, t->spec.max_refs_per_item);
   if (n == 0 || n > max_refs)
     return {Errc::invalid_capacity, "an item over " + std::to_string(n) + " chunks; table " + t->name + " allows 1.." +
                                         std::to_string(max_refs)};
-  if (from.producer != 0 && from.sequence == 0) return {Errc::invalid_argument, "a delivery's sequence starts at 1"};
-  PendingItem p{t, priority, n, {}, {}, {}, from, false};
+  if (!draw && from.producer != 0 && from.sequence == 0)
+    return {Errc::invalid_argument, "a delivery's sequence starts at 1"};
+  PendingItem p{t, priority, n, {}, {}, {}, from, false, draw};
   for (uint32_t i = 0; i < n; ++i) {
     if (ids[i] < first_seq || ids[i] >= next_seq || at(ids[i]).given_back || !at(ids[i]).kept)
       return {Errc::invalid_argument, "the item names chunk " + std::to_string(ids[i]) + ", which this relay does not hold"};
@@ -80,6 +81,30 @@ Status engram_writer::forget(uint64_t id) {
     return {Errc::invalid_argument, "chunk " + std::to_string(id) + " is not one this relay holds"};
   at(id).kept = false;
   retire(id);
+  return Status::Ok();
+}
+
+Status engram_writer::shard_poll(uint32_t shard, bool present, double mass, uint64_t size, uint32_t wait_below,
+                                 int32_t timeout_ms, uint32_t* waiting, uint32_t* short_of,
+                                 std::vector<KeyPriority>* updates, uint32_t max) {
+  engram_table* t = relay_table;
+  // The draws sent before were drawn at the mass reported before: they go
+  // first (a relay's chunks are whole, so nothing waits to be finalized).
+  if (Status s = send_pending(true); !s.ok()) return s;
+  RequestRecord r{};
+  r.op = static_cast<uint32_t>(RequestOp::shard);
+  r.id = client->next_id++;
+  r.count = std::min(max, kRecordUpdates);
+  r.deadline_ns = timeout_ms == 0 ? 0 : deadline_after_ms(timeout_ms);
+  r.payload.shard = {shard, present ? kShardPresent : kShardAway, mass, size, wait_below, 0};
+  if (Status s = t->send(r, Owed{RequestOp::shard, r.id, 1, nullptr, {}}, -1); !s.ok()) return s;
+  ResponseRecord rsp;
+  // The owner answers by the request's deadline, or at once if it stops.
+  if (Status s = t->pump(r.id, &rsp, nullptr, -1); !s.ok()) return s;
+  if (Status s = response_status(rsp); !s.ok()) return s;
+  *waiting = rsp.payload.shard.waiting;
+  *short_of = rsp.payload.shard.short_of;
+  for (uint32_t i = 0; i < rsp.count && i < r.count; ++i) updates->push_back(rsp.payload.shard.updates[i]);
   return Status::Ok();
 }
 
@@ -117,6 +142,36 @@ int engram_private_relay_item(engram_writer* w, const uint64_t* ids, const uint3
   ENGRAM_GUARD_BEGIN
   if (!w || !w->relay || !ids || !offsets || !lengths) return fail(Errc::invalid_argument, "a NULL argument, or not a relay");
   return set_error(w->relay_item(ids, offsets, lengths, n, priority, {producer, sequence}));
+  ENGRAM_GUARD_END
+}
+
+int engram_private_relay_draw(engram_writer* w, const uint64_t* ids, const uint32_t* offsets, const uint32_t* lengths,
+                              uint32_t n, double priority, uint64_t remote_key, double probability) {
+  ENGRAM_GUARD_BEGIN
+  if (!w || !w->relay || !ids || !offsets || !lengths) return fail(Errc::invalid_argument, "a NULL argument, or not a relay");
+  uint64_t bits;
+  static_assert(sizeof bits == sizeof probability);
+  std::memcpy(&bits, &probability, sizeof bits);
+  return set_error(w->relay_item(ids, offsets, lengths, n, priority, {remote_key, bits}, /*draw=*/true));
+  ENGRAM_GUARD_END
+}
+
+int engram_private_shard_poll(engram_writer* w, uint32_t shard, int present, double mass, uint64_t size,
+                              uint32_t wait_below, int32_t timeout_ms, uint32_t* waiting, uint32_t* short_of,
+                              uint64_t* keys, double* priorities, uint32_t max, uint32_t* n) {
+  ENGRAM_GUARD_BEGIN
+  if (!w || !w->relay || !waiting || !short_of || !n || (max && (!keys || !priorities)))
+    return fail(Errc::invalid_argument, "a NULL argument, or not a relay");
+  std::vector<KeyPriority> updates;
+  if (Status s = w->shard_poll(shard, present != 0, mass, size, wait_below, timeout_ms, waiting, short_of, &updates, max);
+      !s.ok())
+    return set_error(s);
+  *n = static_cast<uint32_t>(updates.size());
+  for (uint32_t i = 0; i < *n; ++i) {
+    keys[i] = updates[i].key;
+    priorities[i] = updates[i].priority;
+  }
+  return ENGRAM_OK;
   ENGRAM_GUARD_END
 }
 

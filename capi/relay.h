@@ -38,6 +38,28 @@ ENGRAM_API int engram_private_relay_chunk(engram_writer* w, const void* bytes, s
 ENGRAM_API int engram_private_relay_item(engram_writer* w, const uint64_t* ids, const uint32_t* offsets,
                                          const uint32_t* lengths, uint32_t n, double priority, uint64_t producer,
                                          uint64_t sequence);
+/* A shard's draw into a view's table (the relay's; see the shard request,
+ * core/ring_record.hpp): an item as engram_private_relay_item's, drawn in
+ * the shard as item remote_key with probability `probability`, at the
+ * mass that the last engram_private_shard_poll reported. Answered in order
+ * as items are; refused unless the table is a view whose shard this relay
+ * reported present. */
+ENGRAM_API int engram_private_relay_draw(engram_writer* w, const uint64_t* ids, const uint32_t* offsets,
+                                         const uint32_t* lengths, uint32_t n, double priority, uint64_t remote_key,
+                                         double probability);
+/* Reports shard `shard` of the relay's view, present (mass and size as it
+ * answered last) or away (present 0: its waiting draws go), after sending
+ * the draws inserted before; then waits up to timeout_ms (0: not at all,
+ * -1: for ever) until the shard is owed something: fewer than wait_below
+ * of its draws waiting, draws that held batches lack, or priority updates.
+ * *waiting and *short_of say how many draws wait and how many more the
+ * held batches need; up to max updates owed (keys in the shard's table,
+ * oldest first; max at most 10) go to keys and priorities, *n of them,
+ * each handed over once. */
+ENGRAM_API int engram_private_shard_poll(engram_writer* w, uint32_t shard, int present, double mass, uint64_t size,
+                                         uint32_t wait_below, int32_t timeout_ms, uint32_t* waiting,
+                                         uint32_t* short_of, uint64_t* keys, double* priorities, uint32_t max,
+                                         uint32_t* n);
 /* No item inserted from now on names chunk id: its block goes back once
  * the items over it are answered. */
 ENGRAM_API int engram_private_relay_forget(engram_writer* w, uint64_t id);

@@ -111,7 +111,9 @@ Status engram_writer::send_pending(bool force) {
     pending.pop_front();
     // A record of items carries one chunk_steps, no deliveries and no
     // flags (an item at the maximum goes alone).
-    auto packable = [](const PendingItem& p) { return p.num_refs == 1 && p.from.producer == 0 && !p.at_max; };
+    auto packable = [](const PendingItem& p) {
+      return p.num_refs == 1 && p.from.producer == 0 && !p.at_max && !p.draw;
+    };
     auto joins = [&](const PendingItem& p) {
       return packable(p) && p.table == batch[0].table && at(p.seq[0]).capacity == at(batch[0].seq[0]).capacity &&
              sendable(p);
@@ -148,7 +150,7 @@ Status engram_writer::send_items(const PendingItem* ps, uint32_t n) {
   };
   if (n == 1) {  // any number of chunk slices
     r.op = static_cast<uint32_t>(RequestOp::insert);
-    r.flags = ps[0].at_max ? kInsertAtMax : 0;
+    r.flags = ps[0].at_max ? kInsertAtMax : ps[0].draw ? kInsertDraw : 0;
     r.count = ps[0].num_refs;
     r.payload.insert.priority = ps[0].priority;
     r.payload.insert.chunk_steps = at(ps[0].seq[0]).capacity;

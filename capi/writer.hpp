@@ -87,6 +87,9 @@ struct engram_writer {
     uint32_t offset[engram::kRecordRefs], length[engram::kRecordRefs];
     engram::Delivery from{};            // a relayed item's; none for a writer's
     bool at_max = false;                // sent alone, with kInsertAtMax
+    // A shard's draw into a view (relay.cpp): sent alone, with
+    // kInsertDraw, its shard key and probability in from's slots.
+    bool draw = false;
   };
   engram::Fifo<PendingItem> pending;
 
@@ -98,8 +101,12 @@ struct engram_writer {
   std::string first_refusal;
   engram::Status put_sealed(const void* bytes, size_t n, int32_t timeout_ms, uint64_t* id);
   engram::Status relay_item(const uint64_t* ids, const uint32_t* offsets, const uint32_t* lengths, uint32_t n,
-                            double priority, engram::Delivery from);
+                            double priority, engram::Delivery from, bool draw = false);
   engram::Status forget(uint64_t id);
+  // A shard link's report and poll on the relay's channel (relay.h).
+  engram::Status shard_poll(uint32_t shard, bool present, double mass, uint64_t size, uint32_t wait_below,
+                            int32_t timeout_ms, uint32_t* waiting, uint32_t* short_of,
+                            std::vector<engram::KeyPriority>* updates, uint32_t max);
 
   engram::Status append(const void* const* cols, uint32_t n, size_t stride_steps);
   // at_max: the item's priority is the table's largest when the owner

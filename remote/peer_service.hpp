@@ -17,8 +17,9 @@ namespace engram::remote {
 
 // The peer protocol's number: grows with every change of meaning on the
 // wire (peer.proto's invariants). 1: Hello. 2: Deliver. 3: Follow.
-// 4: Sample.
-inline constexpr uint32_t kPeerProtocol = 4;
+// 4: Sample. 5: a Sample request may carry priority updates, and ask for
+// no draws.
+inline constexpr uint32_t kPeerProtocol = 5;
 // The largest message a peer may send (a Deliver request of many items, or
 // of one large chunk): what one stream can make this server hold at once.
 inline constexpr int kMaxPeerMessageBytes = 64 << 20;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <unordered_set>
+#include <vector>
 
 #include "capi/take.h"
 #include "server/log.hpp"
@@ -85,6 +86,26 @@ bool build_reply(const engram_taken* b, const LocalTable& t, pb::SampleReply* r,
   return true;
 }
 
+// The request's updates, in order, through the table as a learner's own
+// (validated there: a priority that is not finite and >= 0 ends the
+// stream); an item gone is the table's stale count, not an error.
+grpc::Status apply_updates(const pb::SampleRequest& rq, const std::string& table, LocalTable& l) {
+  if (rq.updates_size() > kMaxShardUpdates)
+    return bad_field("SampleRequest.updates holds " + std::to_string(rq.updates_size()) + "; at most " +
+                     std::to_string(kMaxShardUpdates));
+  if (rq.updates_size() == 0) return grpc::Status::OK;
+  std::vector<uint64_t> keys;
+  std::vector<double> priorities;
+  for (const pb::Update& u : rq.updates()) {
+    keys.push_back(u.key());
+    priorities.push_back(u.priority());
+  }
+  int e = engram_update_priorities_async(l.table, keys.data(), priorities.data(), keys.size());
+  if (e == ENGRAM_E_PRIORITY) return bad_field("SampleRequest.updates: " + std::string(engram_last_error()));
+  if (e != ENGRAM_OK) return status_of(e, "table " + table);
+  return grpc::Status::OK;
+}
+
 }  // namespace
 
 grpc::Status serve_sample(SampleStream* stream, const PeerCall& peer, const std::string& socket) {
@@ -99,17 +120,19 @@ grpc::Status serve_sample(SampleStream* stream, const PeerCall& peer, const std:
     if (!first && (!rq.table().empty() || rq.signature() != 0))
       return bad_field("SampleRequest.table and signature are for the first request only");
     first = false;
-    if (rq.draws() == 0 || rq.draws() > kMaxShardDraws)
+    if (rq.draws() > kMaxShardDraws || (rq.draws() == 0 && rq.updates_size() == 0))
       return bad_field("SampleRequest.draws is " + std::to_string(rq.draws()) + "; a request asks for 1.." +
-                       std::to_string(kMaxShardDraws));
+                       std::to_string(kMaxShardDraws) + " draws, or 0 with updates");
     if (rq.timeout_ms() < 0 || rq.timeout_ms() > kMaxShardWaitMs)
       return bad_field("SampleRequest.timeout_ms is " + std::to_string(rq.timeout_ms()) + "; 0.." +
                        std::to_string(kMaxShardWaitMs) + " ms");
+    if (grpc::Status s = apply_updates(rq, table, l); !s.ok()) return s;
     engram_taken* b = nullptr;
-    if (grpc::Status s = draw(rq, table, l, peer, &b); !s.ok()) return s;
+    if (rq.draws() > 0)
+      if (grpc::Status s = draw(rq, table, l, peer, &b); !s.ok()) return s;
     pb::SampleReply reply;
     if (!b) {
-      reply.set_held(true);
+      reply.set_held(rq.draws() > 0);
     } else {
       std::string why;
       bool built = build_reply(b, l, &reply, &why);

@@ -24,6 +24,9 @@ inline constexpr uint32_t kMaxShardDraws = 256;
 // The longest a request may ask the rate limiter to hold its draws: a
 // peer asks again rather than hold a stream still for longer.
 inline constexpr int32_t kMaxShardWaitMs = 10000;
+// Priority updates one request may carry: a learner's updates of a few
+// batches, sent with the next request for draws.
+inline constexpr int kMaxShardUpdates = 4096;
 
 using SampleStream = grpc::ServerReaderWriterInterface<engram::peer::v1::SampleReply, engram::peer::v1::SampleRequest>;
 

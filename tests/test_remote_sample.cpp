@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 
 #include "core/chunk_format.hpp"
 #include "remote/peer.grpc.pb.h"
@@ -149,6 +150,65 @@ TEST_F(RemoteSample, DrawsTheRateLimiterHoldsComeBackHeld) {
   EXPECT_EQ(r.draws_size(), 4);
   s->rw->WritesDone();
   EXPECT_TRUE(s->rw->Finish().ok());
+}
+
+TEST_F(RemoteSample, UpdatesGoInOrderBeforeTheDrawsAndAnItemGoneIsCounted) {
+  write_items(d_.socket(), "replay", 0, kItems, 8, true);
+  auto s = open();
+  pb::SampleReply r;
+  ASSERT_TRUE(s->rw->Write(request(4, "replay")));
+  ASSERT_TRUE(s->rw->Read(&r)) << s->rw->Finish().error_message();
+  ASSERT_EQ(r.draws_size(), 4);
+  std::map<uint64_t, double> drawn;  // key -> its priority
+  for (const pb::Draw& d : r.draws()) drawn[d.key()] = d.priority();
+  double mass = r.mass();
+  // Each drawn item to 100, then its first to 3 (the later update wins),
+  // and one key the table never issued: no draws, only updates.
+  pb::SampleRequest up = request(0);
+  for (const auto& [key, p] : drawn) {
+    pb::Update* u = up.add_updates();
+    u->set_key(key);
+    u->set_priority(100.0);
+    mass += std::pow(100.0, kExponent) - std::pow(p, kExponent);
+  }
+  pb::Update* again = up.add_updates();
+  again->set_key(drawn.begin()->first);
+  again->set_priority(3.0);
+  mass += std::pow(3.0, kExponent) - std::pow(100.0, kExponent);
+  pb::Update* gone = up.add_updates();
+  gone->set_key(drawn.begin()->first + (uint64_t{7} << 32));
+  gone->set_priority(1.0);
+  ASSERT_TRUE(s->rw->Write(up));
+  ASSERT_TRUE(s->rw->Read(&r)) << s->rw->Finish().error_message();
+  EXPECT_EQ(r.draws_size(), 0);
+  EXPECT_FALSE(r.held()) << "none asked, none held";
+  ASSERT_TRUE(s->rw->Write(request(1)));
+  ASSERT_TRUE(s->rw->Read(&r)) << s->rw->Finish().error_message();
+  EXPECT_NEAR(r.mass() / mass, 1.0, 1e-12) << "the updates were applied, in order, before the draw";
+  // Items evicted since their draw: their updates are counted there.
+  write_items(d_.socket(), "replay", kItems, 1000, 8, true);
+  pb::SampleRequest late = request(0);
+  for (const auto& [key, p] : drawn) {
+    pb::Update* u = late.add_updates();
+    u->set_key(key);
+    u->set_priority(5.0);
+  }
+  const uint64_t stale_before = stale_requests(d_.socket(), "replay");
+  ASSERT_TRUE(s->rw->Write(late));
+  ASSERT_TRUE(s->rw->Read(&r)) << s->rw->Finish().error_message();
+  ASSERT_TRUE(s->rw->Write(request(1)));  // after the updates' answers
+  ASSERT_TRUE(s->rw->Read(&r)) << s->rw->Finish().error_message();
+  EXPECT_EQ(stale_requests(d_.socket(), "replay") - stale_before, 4u);
+  // A priority the table refuses ends the stream, by name.
+  pb::SampleRequest bad = request(1);
+  pb::Update* neg = bad.add_updates();
+  neg->set_key(drawn.begin()->first);
+  neg->set_priority(-1.0);
+  ASSERT_TRUE(s->rw->Write(bad));
+  EXPECT_FALSE(s->rw->Read(&r));
+  grpc::Status st = s->rw->Finish();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message();
+  EXPECT_NE(st.error_message().find("SampleRequest.updates"), std::string::npos) << st.error_message();
 }
 
 TEST_F(RemoteSample, BadRequestsAreRefusedByNameAndTheServerGoesOn) {

@@ -139,24 +139,21 @@ inline void write_items(const std::string& socket, const char* table, int64_t fi
   engram_disconnect(c);
 }
 
-inline uint64_t inserts(const std::string& socket, const char* table) {
-  engram_client* c = connect_c(socket);
-  if (!c) return 0;
+// A table's info, as engram_table_info_get gives it (zeros if it cannot).
+inline engram_table_info table_info(const std::string& socket, const char* table) {
   engram_table_info i;
   engram_table_info_init(&i);
-  uint64_t n = engram_table_info_get(c, table, &i) == ENGRAM_OK ? i.inserts : 0;
+  engram_client* c = connect_c(socket);
+  if (!c) return i;
+  if (engram_table_info_get(c, table, &i) != ENGRAM_OK) engram_table_info_init(&i);
   engram_disconnect(c);
-  return n;
+  return i;
 }
-
-inline uint64_t samples(const std::string& socket, const char* table) {
-  engram_client* c = connect_c(socket);
-  if (!c) return 0;
-  engram_table_info i;
-  engram_table_info_init(&i);
-  uint64_t n = engram_table_info_get(c, table, &i) == ENGRAM_OK ? i.samples : 0;
-  engram_disconnect(c);
-  return n;
+inline uint64_t inserts(const std::string& socket, const char* table) { return table_info(socket, table).inserts; }
+inline uint64_t samples(const std::string& socket, const char* table) { return table_info(socket, table).samples; }
+// Updates and deletes of items gone.
+inline uint64_t stale_requests(const std::string& socket, const char* table) {
+  return table_info(socket, table).stale_requests;
 }
 
 inline bool wait_for_inserts(const std::string& socket, const char* table, uint64_t n, int ms) {
