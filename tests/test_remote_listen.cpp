@@ -7,6 +7,7 @@
 
 #include "remote/peer.grpc.pb.h"
 #include "remote/peer_probe.hpp"
+#include "remote/peer_service.hpp"
 
 namespace engram::test {
 namespace {
@@ -157,23 +158,25 @@ TEST(RemotePeer, HelloChecksTheProtocolAndTheName) {
     return stub->Hello(&ctx, rq, out);
   };
   engram::peer::v1::HelloReply reply;
-  grpc::Status ok = hello(4, "actor-host-1", &reply);
+  grpc::Status ok = hello(remote::kPeerProtocol, "actor-host-1", &reply);
   ASSERT_TRUE(ok.ok()) << ok.error_message();
-  EXPECT_EQ(reply.protocol(), 4u);
+  EXPECT_EQ(reply.protocol(), remote::kPeerProtocol);
   EXPECT_EQ(reply.version(), engram_version_string());
   EXPECT_NE(read_file(d.log()).find("peer actor-host-1 at ipv4:127.0.0.1:"), std::string::npos) << read_file(d.log());
 
   grpc::Status other = hello(99, "future-host", &reply);
   EXPECT_EQ(other.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-  EXPECT_NE(other.error_message().find("peer speaks engram peer protocol 99, this server 4"), std::string::npos)
+  EXPECT_NE(other.error_message().find("peer speaks engram peer protocol 99, this server " +
+                                       std::to_string(remote::kPeerProtocol)),
+            std::string::npos)
       << other.error_message();
   for (const std::string& name : {std::string(), std::string(256, 'x')}) {
-    grpc::Status bad = hello(4, name, &reply);
+    grpc::Status bad = hello(remote::kPeerProtocol, name, &reply);
     EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << name.size();
     EXPECT_NE(bad.error_message().find("HelloRequest.name must be 1..255 bytes"), std::string::npos)
         << bad.error_message();
   }
-  EXPECT_TRUE(hello(4, "actor-host-1", &reply).ok());  // the server carries on
+  EXPECT_TRUE(hello(remote::kPeerProtocol, "actor-host-1", &reply).ok());  // the server carries on
 }
 
 }  // namespace
