@@ -76,9 +76,10 @@ Status check_request(const RequestRecord& r, uint32_t max_batch) noexcept {
                                         "an insert kInsertAtMax or kInsertDraw, other requests none"};
   if (r.op == static_cast<uint32_t>(RequestOp::insert) && (r.flags & kInsertAtMax) && (r.flags & kInsertDraw))
     return {Errc::invalid_argument, "a shard's draw (kInsertDraw) has the priority the shard gave it: drop kInsertAtMax"};
-  if ((r.flags & kSampleNewest) && (r.flags & kSampleDistinct))
+  const bool look = r.op == static_cast<uint32_t>(RequestOp::sample) && (r.flags & kSampleNewest);
+  if (look && (r.flags & kSampleDistinct))
     return {Errc::invalid_argument, "a look at the newest items (kSampleNewest) is distinct already: drop kSampleDistinct"};
-  if ((r.flags & kSampleNewest) && r.deadline_ns != 0)
+  if (look && r.deadline_ns != 0)
     return {Errc::invalid_argument, "a look at the newest items (kSampleNewest) never waits: its deadline must be 0"};
   switch (static_cast<RequestOp>(r.op)) {
     case RequestOp::insert: return count_in(1, kRecordRefs);

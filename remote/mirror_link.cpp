@@ -3,7 +3,6 @@
 #include <grpcpp/grpcpp.h>
 
 #include <stdexcept>
-#include <unordered_map>
 
 #include "capi/relay.h"
 #include "core/table.hpp"
@@ -12,13 +11,14 @@
 #include "remote/local_table.hpp"
 #include "remote/peer.grpc.pb.h"
 #include "remote/peer_link.hpp"
+#include "remote/relay_reply.hpp"
 
 namespace engram::remote {
 namespace {
 
 namespace pb = engram::peer::v1;
 
-constexpr int32_t kRelaySliceMs = 100;  // a wait for blocks or answers before the link looks around
+constexpr int32_t kAnswerSliceMs = 100;  // a wait for answers before the link looks around
 constexpr int64_t kStopWaitMs = 100;    // nothing is owed at a stop: it need not wait
 
 }  // namespace
@@ -59,50 +59,32 @@ struct MirrorLink::Impl final : PeerLink {
   // Inserts one reply's items over its chunks, and lets the chunks go once
   // the table answered. A reply that breaks the protocol ends the stream.
   grpc::Status apply(const pb::FollowReply& r) {
-    std::unordered_map<uint64_t, uint64_t> held;  // the peer's chunk id -> the relay's
+    RelayedChunks held;
     uint64_t bytes = 0;
-    for (const pb::Chunk& c : r.chunks()) {
-      uint64_t id = 0;
-      for (;;) {
-        int e = engram_private_relay_chunk(local.relay, c.data().data(), c.data().size(), kRelaySliceMs, &id);
-        if (e == ENGRAM_OK) break;
-        if (e == ENGRAM_E_DISCONNECTED || e == ENGRAM_E_CLOSED)
-          throw std::runtime_error("this server's table " + o.table + " went away");
-        if (e != ENGRAM_E_TIMEOUT && e != ENGRAM_E_NOMEM && e != ENGRAM_E_LIMIT)
-          return {grpc::StatusCode::INVALID_ARGUMENT, "the peer sent a chunk this table refuses: " +
-                                                          std::string(engram_last_error())};
-        if (stopping()) return grpc::Status::CANCELLED;
-      }
-      held[c.id()] = id;
-      bytes += c.data().size();
+    if (Status s = relay_chunks(local, r.chunks(), [this] { return stopping(); }, &held, &bytes); !s.ok()) {
+      forget_chunks(local, held);
+      if (s.code() == Errc::interrupted) return grpc::Status::CANCELLED;
+      return {grpc::StatusCode::INVALID_ARGUMENT, "the peer sent " + s.message()};
     }
     uint64_t items = 0, last = 0;
     for (const pb::Item& it : r.items()) {
       uint64_t ids[kMaxItemChunks];
-      uint32_t offsets[kMaxItemChunks], lengths[kMaxItemChunks];
-      if (it.slices_size() == 0 || it.slices_size() > static_cast<int>(kMaxItemChunks))
-        return {grpc::StatusCode::INVALID_ARGUMENT, "the peer sent an item of " + std::to_string(it.slices_size()) +
-                                                        " slices"};
-      for (int k = 0; k < it.slices_size(); ++k) {
-        auto h = held.find(it.slices(k).chunk());
-        if (h == held.end())
-          return {grpc::StatusCode::INVALID_ARGUMENT, "the peer sent an item over a chunk not in its reply"};
-        ids[k] = h->second;
-        offsets[k] = it.slices(k).offset();
-        lengths[k] = it.slices(k).length();
+      uint32_t offsets[kMaxItemChunks], lengths[kMaxItemChunks], n = 0;
+      if (Status s = relay_slices(it.slices(), held, ids, offsets, lengths, &n); !s.ok()) {
+        forget_chunks(local, held);
+        return {grpc::StatusCode::INVALID_ARGUMENT, "the peer sent " + s.message()};
       }
-      if (engram_private_relay_item(local.relay, ids, offsets, lengths, static_cast<uint32_t>(it.slices_size()),
-                                    it.priority(), 0, 0) == ENGRAM_OK)
+      if (engram_private_relay_item(local.relay, ids, offsets, lengths, n, it.priority(), 0, 0) == ENGRAM_OK)
         ++items;
       else
         log_warn("remote: mirror " + o.table + ": an item from the peer is refused: " + engram_last_error());
       last = it.sequence();
     }
-    for (const auto& [peer_id, id] : held) (void)engram_private_relay_forget(local.relay, id);
+    forget_chunks(local, held);
     // Answered before the next reply: what the table holds is what came.
     uint64_t answered = 0, duplicates = 0, refused = 0, owed = relayed_ + items;
     while (answered < owed) {
-      int e = engram_private_relay_answered(local.relay, kRelaySliceMs, &answered, &duplicates, &refused);
+      int e = engram_private_relay_answered(local.relay, kAnswerSliceMs, &answered, &duplicates, &refused);
       if (e == ENGRAM_E_DISCONNECTED || e == ENGRAM_E_CLOSED)
         throw std::runtime_error("this server's table " + o.table + " went away");
       if (stopping()) return grpc::Status::CANCELLED;

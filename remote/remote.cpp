@@ -14,6 +14,7 @@
 #include "remote/identity.hpp"
 #include "remote/mirror_link.hpp"
 #include "remote/peer_service.hpp"
+#include "remote/shard_link.hpp"
 #include "remote/upstream_link.hpp"
 
 #include <malloc.h>
@@ -89,6 +90,8 @@ struct Remote::Impl {
   std::unique_ptr<grpc::Server> grpc_server;
   std::vector<std::unique_ptr<UpstreamLink>> links;  // stopped first
   std::vector<std::unique_ptr<MirrorLink>> mirrors;
+  std::vector<std::unique_ptr<ShardLink>> shards;  // of every view, in the config's order
+  std::vector<RemoteConfig::Upstream> shard_ends;  // each one's view, peer and table
   std::thread health_thread;
   std::mutex mu;
   std::condition_variable wake;
@@ -135,6 +138,17 @@ struct Remote::Impl {
                          "\"items\": " + std::to_string(st.items) + ", \"bytes\": " + std::to_string(st.bytes) +
                              ", \"last_sequence\": " + std::to_string(st.last_sequence));
       }
+      out += "], \"shards\": [";
+      for (size_t i = 0; i < shards.size(); ++i) {
+        ShardLink::Stats st = shards[i]->stats();
+        out += std::string(i ? ", " : "") +
+               link_json(shard_ends[i], st,
+                         "\"draws\": " + std::to_string(st.draws) + ", \"bytes\": " + std::to_string(st.bytes) +
+                             ", \"mass\": " + number_text(st.mass) + ", \"size\": " + std::to_string(st.size) +
+                             ", \"updates\": " + std::to_string(st.updates) + ", \"held\": " +
+                             std::to_string(st.held) + ", \"refused\": " + std::to_string(st.refused) +
+                             ", \"malformed\": " + std::to_string(st.malformed));
+      }
       return out + "]}";
     }
     if (!address.empty()) out = "  remote       listening on " + address + ": " + security + "\n";
@@ -153,6 +167,15 @@ struct Remote::Impl {
       out += link_line("mirror       ", " <- ", config.mirrors[i], st,
                        std::to_string(st.items) + " items received, " + std::to_string(st.bytes) + " bytes");
     }
+    for (size_t i = 0; i < shards.size(); ++i) {
+      ShardLink::Stats st = shards[i]->stats();
+      out += link_line("shard        ", " <- ", shard_ends[i], st,
+                       std::to_string(st.draws) + " draws, mass " + number_text(st.mass) + " in " +
+                           std::to_string(st.size) + " items, " + std::to_string(st.updates) + " updates sent" +
+                           (st.held ? ", " + std::to_string(st.held) + " held" : std::string()) +
+                           (st.refused ? ", " + std::to_string(st.refused) + " refused" : std::string()) +
+                           (st.malformed ? ", " + std::to_string(st.malformed) + " malformed" : std::string()));
+    }
     return out;
   }
 };
@@ -163,7 +186,7 @@ Result<std::unique_ptr<Remote>> Remote::start(const RemoteConfig& c, Server& ser
   auto impl = std::make_unique<Impl>();
   impl->config = c;
   impl->server = &server;
-  if (c.listen.empty() && c.upstreams.empty() && c.mirrors.empty()) return std::unique_ptr<Remote>(new Remote(std::move(impl)));
+  if (c.listen.empty() && c.upstreams.empty() && c.mirrors.empty() && c.views.empty()) return std::unique_ptr<Remote>(new Remote(std::move(impl)));
   if (Status s = validate_remote(c); !s.ok()) return s;
   keep_message_buffers_in_heap();
   auto tls = load_tls(c);
@@ -203,6 +226,21 @@ Result<std::unique_ptr<Remote>> Remote::start(const RemoteConfig& c, Server& ser
     impl->mirrors.push_back(std::make_unique<MirrorLink>(LinkEnds{u.table, u.peer, u.peer_table, socket}, lc->creds));
     log_info("remote: table " + u.table + " mirrors " + u.peer + " table " + u.peer_table + " (" + lc->security + ")");
   }
+  for (const RemoteConfig::View& v : c.views)
+    for (uint32_t i = 0; i < v.shards.size(); ++i) {
+      RemoteConfig::Upstream ends{v.table, v.shards[i], v.peer_table};
+      auto lc = credentials_for(ends, "shards");
+      if (!lc.ok()) return lc.status();
+      ShardLinkOptions so;
+      static_cast<LinkEnds&>(so) = {v.table, v.shards[i], v.peer_table, socket};
+      so.shard = i;
+      so.batch = v.batch;
+      so.prefetch = v.prefetch;
+      impl->shards.push_back(std::make_unique<ShardLink>(so, lc->creds));
+      impl->shard_ends.push_back(ends);
+      log_info("remote: view " + v.table + " samples shard " + std::to_string(i) + " at " + v.shards[i] + " table " +
+               v.peer_table + " (" + lc->security + ")");
+    }
   Impl* p = impl.get();
   if (c.listen.empty()) {
     server.set_remote_status([p](bool json) { return p->status(json); });
@@ -252,10 +290,11 @@ Result<std::unique_ptr<Remote>> Remote::start(const RemoteConfig& c, Server& ser
 constexpr int kShutdownGraceMs = 1000;
 
 Remote::~Remote() {
-  if (impl_->links.empty() && impl_->mirrors.empty() && !impl_->grpc_server) return;
+  if (impl_->links.empty() && impl_->mirrors.empty() && impl_->shards.empty() && !impl_->grpc_server) return;
   impl_->server->set_remote_status({});
   impl_->links.clear();  // each lets its request in flight be answered, then stops
   impl_->mirrors.clear();
+  impl_->shards.clear();
   if (!impl_->grpc_server) return;
   {
     std::lock_guard lock(impl_->mu);

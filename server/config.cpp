@@ -373,6 +373,50 @@ static Result<CheckpointConfig> parse_checkpoint(const toml::table& t) {
   return c;
 }
 
+// A [[table]]'s shards keys, taken out of `own` (a table's options know
+// nothing of peers) into *views; the table's selectors are the view's
+// (FIFO, max_times_sampled 1: a draw waits, then is handed out once), so
+// keys that would choose them are refused.
+static Status take_view(toml::table& own, const std::string& p, std::vector<RemoteConfig::View>* views) {
+  if (!own.contains("shards") && !own.contains("shard_table") && !own.contains("shard_batch") &&
+      !own.contains("shard_prefetch"))
+    return Status::Ok();
+  if (!own.contains("shards")) return bad(at(p, "shards"), "is needed with shard_table, shard_batch and shard_prefetch");
+  for (const char* k : {"upstream", "upstream_table", "mirror", "mirror_table"})
+    if (own.contains(k)) return bad(at(p, k), "a view over shards takes its items from them; it is not also linked so");
+  for (const char* k : {"sampler", "remover", "max_times_sampled", "rate_limiter", "priority_exponent"})
+    if (own.contains(k))
+      return bad(at(p, k), "a view over shards samples as its shards' samplers and rate limiters do; leave " +
+                               std::string(k) + " out here and set it on the shards' tables");
+  RemoteConfig::View v;
+  auto name = get_string(own, p, "name", "");
+  auto peer_table = get_string(own, p, "shard_table", "");
+  auto batch = get_int(own, p, "shard_batch", kDefaultShardBatch, 1, kMaxShardBatch);
+  auto prefetch = get_int(own, p, "shard_prefetch", kDefaultShardPrefetch, 1, kMaxShardPrefetch);
+  for (const Status& s : {name.status(), peer_table.status(), batch.status(), prefetch.status()})
+    if (!s.ok()) return s;
+  const toml::array* list = own.get("shards")->as_array();
+  if (!list || list->empty() || list->size() > kMaxShards)
+    return bad(at(p, "shards"), "must be a list of 1.." + std::to_string(kMaxShards) + " \"HOST:PORT\" strings");
+  for (const toml::node& n : *list) {
+    if (!n.is_string()) return bad(at(p, "shards"), "must be a list of \"HOST:PORT\" strings");
+    std::string peer = *n.value<std::string>();
+    for (const std::string& seen : v.shards)
+      if (seen == peer) return bad(at(p, "shards"), peer + " is listed twice");
+    v.shards.push_back(peer);
+  }
+  v.table = *name;
+  v.peer_table = peer_table->empty() ? *name : *peer_table;
+  v.batch = static_cast<uint32_t>(*batch);
+  v.prefetch = static_cast<uint32_t>(*prefetch);
+  for (const char* k : {"shards", "shard_table", "shard_batch", "shard_prefetch"}) own.erase(k);
+  own.insert_or_assign("sampler", "fifo");
+  own.insert_or_assign("remover", "fifo");
+  own.insert_or_assign("max_times_sampled", 1);
+  views->push_back(std::move(v));
+  return Status::Ok();
+}
+
 static Result<RemoteConfig> parse_remote(const toml::table& t) {
   const std::string p = "remote";
   if (Status s = only_keys(t, p, {"listen", "tls_cert", "tls_key", "tls_ca", "insecure", "name", "max_streams"});
@@ -403,6 +447,7 @@ Result<ServerConfig> parse_config(std::string_view text, const std::string& sour
     auto wrap = [&](const Status& s) { return Status{s.code(), source + ": " + s.message()}; };
     // [[table]] upstream and mirror, kept past [remote]'s parse
     std::vector<RemoteConfig::Upstream> remote_upstreams, remote_mirrors;
+    std::vector<RemoteConfig::View> remote_views;
     auto sock = get_string(root, "", "socket", kDefaultSocket);
     auto group = get_string(root, "", "group", "");
     auto prefix = get_string(root, "", "shm_prefix", "");
@@ -500,6 +545,7 @@ Result<ServerConfig> parse_config(std::string_view text, const std::string& sour
         // table's options: taken out here (create-table snippets refuse it).
         toml::table own = *given;
         const toml::table* t = &own;
+        if (Status s = take_view(own, p, &remote_views); !s.ok()) return wrap(s);
         if ((own.contains("upstream") || own.contains("upstream_table")) &&
             (own.contains("mirror") || own.contains("mirror_table")))
           return wrap(bad(p, "a table is upstream (its items go to a peer) or a mirror (it keeps a peer's newest "
@@ -526,6 +572,7 @@ Result<ServerConfig> parse_config(std::string_view text, const std::string& sour
     }
     c.remote.upstreams = std::move(remote_upstreams);
     c.remote.mirrors = std::move(remote_mirrors);
+    c.remote.views = std::move(remote_views);
     if (Status s = validate_config(c); !s.ok()) return wrap(s);
     return c;
   });
@@ -572,6 +619,20 @@ Status validate_remote(const RemoteConfig& r, const std::vector<CheckedTableOpti
         return bad("table " + u.table + ": mirror",
                    "a mirror keeps its peer's newest items, the oldest going first: give it remover = \"fifo\" "
                    "and max_size = 1.." + std::to_string(kMaxMirrorItems) + " (the versions to keep)");
+  }
+  for (const RemoteConfig::View& v : r.views) {
+    for (const std::string& peer : v.shards)
+      if (Status s = check_link({v.table, peer, v.peer_table}, "shards"); !s.ok()) return s;
+    // Every shard's draws in flight and waiting fit, or the view's FIFO
+    // evicts draws before they are handed out.
+    const uint64_t in_flight = uint64_t{v.shards.size()} * v.batch * v.prefetch;
+    for (const CheckedTableOptions& t : tables)
+      if (t->name == v.table && t->capacity < 2 * in_flight)
+        return bad("table " + v.table + ": max_size",
+                   std::to_string(t->capacity) + " cannot hold the draws of " + std::to_string(v.shards.size()) +
+                       " shards, shard_prefetch " + std::to_string(v.prefetch) + " requests of shard_batch " +
+                       std::to_string(v.batch) + " each, twice over (" + std::to_string(2 * in_flight) +
+                       "); raise max_size or lower those");
   }
   if (r.listen.empty()) return Status::Ok();
   auto a = parse_peer_address(r.listen, true);
@@ -625,6 +686,7 @@ Status validate_config(const ServerConfig& c) {
   // Each stream a peer opens, and each upstream link, is a connection of
   // this server's own uid: peers must not take the last of them.
   size_t links = c.remote.upstreams.size() + c.remote.mirrors.size();
+  for (const RemoteConfig::View& v : c.remote.views) links += v.shards.size();
   if (!c.remote.listen.empty() && c.remote.max_streams + links >= c.max_connections_per_uid)
     return bad("remote.max_streams", std::to_string(c.remote.max_streams) + " streams and " + std::to_string(links) +
                                          " links to peers are connections of this server's own uid, which [server] "

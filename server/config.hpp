@@ -12,6 +12,7 @@
 #include "core/channel.hpp"
 #include "core/arena_blocks.hpp"
 #include "core/status.hpp"
+#include "core/shard_split.hpp"
 #include "core/table.hpp"
 #include "server/checkpointer.hpp"
 
@@ -29,6 +30,21 @@ inline constexpr uint32_t kMaxPeerStreams = 1024;
 // max_size): mirrors are for parameters, the newest version or few, and
 // each look of the peer's stream copies them all.
 inline constexpr uint32_t kMaxMirrorItems = 64;
+// A view over shards ([[table]] shards; its peers at most kMaxShards,
+// core/shard_split.hpp): the bounds of the draws one request for a
+// shard's draws asks for (shard_batch; the Sample stream's own bound,
+// remote/shard_sample.hpp, is at least it) and of the requests kept in
+// flight per shard (shard_prefetch).
+inline constexpr uint32_t kMaxShardBatch = 256;
+inline constexpr uint32_t kMaxShardPrefetch = 64;
+// The defaults: a batch of draws a request (what one learner batch of 64
+// over two shards roughly asks of each, twice), two requests in flight.
+inline constexpr uint32_t kDefaultShardBatch = 64;
+inline constexpr uint32_t kDefaultShardPrefetch = 2;
+// The keys a view remembers, newest first, for the updates of the items
+// it handed out (about 64 bytes each): an update of one handed out longer
+// ago is stale. A learner updates a batch within a few batches.
+inline constexpr size_t kShardRoutes = size_t{1} << 18;
 
 // [remote]: this server's peers over gRPC (remote/, engramd.toml(5)).
 // Plain data: the daemon opens no network socket; remote/ reads these.
@@ -60,6 +76,22 @@ struct RemoteConfig {
   // [[table]] mirror = "HOST:PORT" (and mirror_table): the tables that
   // keep the newest items of a peer's table.
   std::vector<Upstream> mirrors;
+  // [[table]] shards = ["HOST:PORT", ...] (and shard_table, shard_batch,
+  // shard_prefetch): the tables that are views over a table on each of
+  // several peers (server/table_owner.hpp, make_view).
+  struct View {
+    std::string table, peer_table;
+    std::vector<std::string> shards;  // HOST:PORT each
+    uint32_t batch = kDefaultShardBatch, prefetch = kDefaultShardPrefetch;
+    bool operator==(const View&) const = default;
+  };
+  std::vector<View> views;
+  // The view named `table`, or nullptr.
+  const View* view_of(const std::string& table) const {
+    for (const View& v : views)
+      if (v.table == table) return &v;
+    return nullptr;
+  }
   bool tls() const { return !tls_cert.empty(); }
   bool operator==(const RemoteConfig&) const = default;
 };

@@ -85,6 +85,9 @@ Status Server::Impl::init(const ServerConfig& c) {
   if (Status s = claim_socket_path(); !s.ok()) return s;
   if (Status s = make_arena(plan); !s.ok()) return s;
   tables = std::make_unique<TableRegistry>(arena, bells, &arena_ids, prefix, config.ring_records);
+  std::map<std::string, uint32_t> views;
+  for (const RemoteConfig::View& v : config.remote.views) views[v.table] = static_cast<uint32_t>(v.shards.size());
+  tables->set_views(std::move(views));
   auto ck_id = arena_ids.take("checkpointer");
   if (!ck_id.ok()) return ck_id.status();
   checkpoints = std::make_unique<CheckpointScheduler>(

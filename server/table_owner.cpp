@@ -99,6 +99,10 @@ void TableOwner::ping(std::function<void()> answered) {
 }
 
 Status TableOwner::restore(const TableState& s) {
+  // A view's items are draws of its shards as they were: after a restart
+  // its links fetch new ones, and a checkpoint's would never be handed
+  // out (the view knows them not), only fill its FIFO.
+  if (view_) return Status::Ok();
   // Every reference is checked as an insert checks it (the chunk exists,
   // has this table's signature, and holds the slice), so that a checkpoint
   // cannot restore an item that no sample could read. A restored chunk is

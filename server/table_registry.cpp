@@ -48,9 +48,15 @@ Status TableRegistry::create(const CheckedTableOptions& checked) {
     return t.status();
   }
   e.owner = std::make_unique<TableOwner>(arena_, *aid, *t, &bells_->slots[*id].bell, ring_records_);
+  auto view = views_.find(o.name);
+  if (view != views_.end()) e.owner->make_view(view->second, kShardRoutes, 0x5eed0000ULL + *id);
   e.owner->start();
-  log_info("table " + o.name + ": created (max_size " + std::to_string(o.capacity) + ", sampler " +
-           selector_kind_name(o.sampler.kind) + ", remover " + selector_kind_name(o.remover.kind) + ")");
+  if (view != views_.end())
+    log_info("table " + o.name + ": created as a view over " + std::to_string(view->second) + " shards (max_size " +
+             std::to_string(o.capacity) + " draws)");
+  else
+    log_info("table " + o.name + ": created (max_size " + std::to_string(o.capacity) + ", sampler " +
+             selector_kind_name(o.sampler.kind) + ", remover " + selector_kind_name(o.remover.kind) + ")");
   tables_.emplace(o.name, std::move(e));
   return Status::Ok();
 }

@@ -36,6 +36,9 @@ class TableRegistry {
       : arena_(arena), bells_(bells), arena_ids_(arena_ids), prefix_(std::move(segment_prefix)),
         ring_records_(ring_records) {}
 
+  // The tables that are views over shards ([[table]] shards), by name
+  // with their number of shards: created as views (TableOwner::make_view).
+  void set_views(std::map<std::string, uint32_t> views) { views_ = std::move(views); }
   Status create(const CheckedTableOptions& o);
   // Releases every item's chunks, closes every channel with table_dropped
   // and stops the owner. The clients' channel segments are the caller's.
@@ -61,6 +64,7 @@ class TableRegistry {
   uint32_t ring_records_;
   IdPool table_ids_{0, kMaxTables};
   std::map<std::string, TableEntry> tables_;
+  std::map<std::string, uint32_t> views_;
 };
 
 }  // namespace engram

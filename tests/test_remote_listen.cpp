@@ -129,17 +129,7 @@ TEST_F(RemoteSecurity, TlsFilesAreCheckedAtStartNamingTheKeyAndFile) {
       {"[server]\nmax_connections_per_uid = 8\n[remote]\nlisten = \"127.0.0.1:0\"\nmax_streams = 8\n",
        "which [server] max_connections_per_uid = 8 must exceed"},
   };
-  for (const Case& c : cases) {
-    std::string dir = make_temp_dir();
-    std::string config = dir + "/engramd.toml";
-    std::ofstream(config) << "socket = \"" << dir << "/engram.sock\"\n" << c.body;
-    std::string log = dir + "/engramd.log";
-    pid_t pid = spawn({ENGRAMD_PATH, "--config", config}, log);
-    EXPECT_EQ(wait_exit(pid, 10000), 1) << c.body;
-    EXPECT_NE(read_file(log).find(c.expect), std::string::npos) << c.body << "\n" << read_file(log);
-    if (std::system(("rm -rf " + dir).c_str()) != 0) {
-    }
-  }
+  for (const Case& c : cases) expect_refused_config(c.body, c.expect);
 }
 
 // Hello: a peer of another protocol is refused naming both numbers; a

@@ -9,6 +9,8 @@
 #include <netinet/in.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
 #include <future>
 #include <string>
 #include <vector>
@@ -188,6 +190,20 @@ inline int64_t newest_meta(const std::string& socket, const char* table) {
 }
 
 // engramctl's output (stdout and stderr) and exit status, run against d.
+// Starts engramd on `body` (with a socket of its own) and expects it to
+// refuse the config at start-up (exit 1), its log saying `expect`.
+inline void expect_refused_config(const std::string& body, const std::string& expect) {
+  std::string dir = make_temp_dir();
+  std::string config = dir + "/engramd.toml";
+  std::ofstream(config) << "socket = \"" << dir << "/engram.sock\"\n" << body;
+  std::string log = dir + "/engramd.log";
+  pid_t pid = spawn({ENGRAMD_PATH, "--config", config}, log);
+  EXPECT_EQ(wait_exit(pid, 10000), 1) << body;
+  EXPECT_NE(read_file(log).find(expect), std::string::npos) << body << "\n" << read_file(log);
+  if (std::system(("rm -rf " + dir).c_str()) != 0) {
+  }
+}
+
 inline std::pair<int, std::string> engramctl(const Daemon& d, std::vector<std::string> args) {
   args.insert(args.begin(), {ENGRAMCTL_PATH, "--socket", d.socket()});
   std::string out = d.file("engramctl.out");
