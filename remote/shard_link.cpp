@@ -148,7 +148,8 @@ struct ShardLink::Impl final : PeerLink {
   }
 
   grpc::Status stream(grpc::ClientContext& ctx) override {
-    auto stub = pb::Peer::NewStub(channel());
+    std::shared_ptr<grpc::Channel> ch = channel();
+    auto stub = pb::Peer::NewStub(ch);
     set_state("connecting to " + o.peer);
     auto rw = stub->Sample(&ctx);
     bool first = true;
@@ -206,6 +207,12 @@ struct ShardLink::Impl final : PeerLink {
           if (asked.empty()) {
             if (int e = tell(present, kPollMs); e != ENGRAM_OK)
               throw Malformed(std::string("the view refused its report: ") + engram_last_error());
+            // Nothing in flight, nothing read: a shard that died shows
+            // only in its connection's state, which must stay up.
+            if (!first && ch->GetState(false) != GRPC_CHANNEL_READY) {
+              end = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the connection to the shard was lost");
+              break;
+            }
             continue;
           }
         }

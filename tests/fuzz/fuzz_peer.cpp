@@ -18,7 +18,9 @@
 //   Sample:  requests until the input ends, each u8 draws (0..255, and
 //            300 if 255), u8 timeout code, u8 fields: bit 0 name a table
 //            (the first request: t, or garbage with bit 1 clear), bit 2
-//            a wrong signature
+//            a wrong signature, bit 4 updates follow: u8 count, then per
+//            update u8 key code (a key t issued, or garbage), u8 priority
+//            code (NaN, infinite and negative among them)
 //   Deliver: requests until the input ends, each
 //     u8 shape: bits 0-1 chunks, 2-4 items, 5-6 forgets, 7 repeat the
 //               first request's open fields (a rule broken)
@@ -306,9 +308,20 @@ void sample(Input& in, bool right) {
       rq.set_table(right ? "t" : in.bytes(in.u8() % 80));
       rq.set_signature((fields & 4) ? 5 : signature_hash(kCols, 1));
     }
+    if (fields & 16)
+      for (uint8_t n = in.u8(); n > 0 && in.more(); --n) {
+        uint8_t key = in.u8(), prio = in.u8();
+        pb::Update* u = rq.add_updates();
+        // Slot key % 16 of generation 1 or 2: keys t may have issued.
+        u->set_key(key < 128 ? (uint64_t{1u + (key >> 6 & 1)} << 32 | (key & 15)) : key * 0x9e3779b97f4a7c15ULL);
+        const double odd[] = {std::nan(""), INFINITY, -1.0, 0.0, 1e300};
+        u->set_priority(prio < 5 ? odd[prio] : prio / 8.0);
+      }
     first = false;
     stream.requests.push_back(std::move(rq));
   }
+  std::vector<uint32_t> asked;
+  for (const pb::SampleRequest& rq : stream.requests) asked.push_back(rq.draws());
   auto until = std::chrono::steady_clock::now() + kInputBudget;
   remote::PeerCall peer{"fuzz", [until] { return std::chrono::steady_clock::now() > until; }};
   grpc::Status st = remote::serve_sample(&stream, peer, g_socket);
@@ -316,8 +329,12 @@ void sample(Input& in, bool right) {
     std::fprintf(stderr, "fuzz_peer: a Sample refusal (code %d) that does not say why\n", static_cast<int>(st.error_code()));
     std::abort();
   }
-  for (const pb::SampleReply& r : stream.replies) {
-    bool fine = r.held() ? r.draws_size() == 0 : r.draws_size() > 0 && r.size() > 0;
+  for (size_t i = 0; i < stream.replies.size(); ++i) {
+    const pb::SampleReply& r = stream.replies[i];
+    // A reply answers its request: none asked, none drawn and none held.
+    const bool none = i < asked.size() && asked[i] == 0;
+    bool fine = none ? r.draws_size() == 0 && !r.held()
+                     : r.held() ? r.draws_size() == 0 : r.draws_size() > 0 && r.size() > 0;
     fine = fine && std::isfinite(r.mass()) && r.mass() >= 0 && r.draws_size() <= static_cast<int>(remote::kMaxShardDraws);
     for (const pb::Draw& d : r.draws()) {
       fine = fine && d.probability() > 0 && d.probability() <= 1 && d.slices_size() > 0;

@@ -18,6 +18,17 @@
 #                 writer is held, each engramd's memory stays flat; lifting
 #                 the limit lets the items through; nothing is lost.
 #
+#   shards        a view on rx over a table on each of a1, a2 and a3
+#                 (a third machine, 10.77.3.0/24), 50 items each of
+#                 distinct priorities: 1e5 samples pass a chi-square
+#                 against priority over all 150 with each probability that
+#                 of one table to 1e-9 (tests/netns/shards.py); a3 killed
+#                 with -9 is left out (batches from a1 and a2 alone, the
+#                 loss said in engramctl status), and rejoins restarted
+#                 from its checkpoint (the distribution of all 150 again);
+#                 10 items set to priority 0 through the view read back
+#                 so on a1 (engramctl items) and are drawn no more.
+#
 #   apex          engram-apex across the machines: learner on rx, C++
 #                 actors on a1, the Python and the Rust binding's actors on
 #                 a2; CartPole solved within 400k env steps (one of three
@@ -32,7 +43,7 @@
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:?usage: tests/netns/run.sh BUILD_DIR PHASE}" && pwd)
-phase=${2:?usage: tests/netns/run.sh BUILD_DIR exactly_once|backpressure|apex|impala}
+phase=${2:?usage: tests/netns/run.sh BUILD_DIR exactly_once|backpressure|shards|apex|impala}
 items=${ENGRAM_NETNS_ITEMS:-1000000}
 t0=$SECONDS
 step() { echo "[$((SECONDS - t0)) s] $*"; }
@@ -51,17 +62,17 @@ fail() {
 
 [ "$(id -u)" -eq 0 ] || skip "network namespaces need root"
 tag=$(($$ % 100000))
-rx=egrx$tag a1=ega1$tag a2=ega2$tag
+rx=egrx$tag a1=ega1$tag a2=ega2$tag a3=ega3$tag
 ip netns add "$rx" 2>/dev/null || skip "this machine cannot make network namespaces"
 tmp=$(mktemp -d /tmp/engram-netns-XXXXXX)
 pids=()
 cleanup() {
   for p in "${pids[@]}" $(ip netns pids "$rx" 2>/dev/null) $(ip netns pids "$a1" 2>/dev/null) \
-    $(ip netns pids "$a2" 2>/dev/null); do
+    $(ip netns pids "$a2" 2>/dev/null) $(ip netns pids "$a3" 2>/dev/null); do
     kill -9 "$p" 2>/dev/null || true
   done
   wait 2>/dev/null || true
-  for ns in "$rx" "$a1" "$a2"; do ip netns del "$ns" 2>/dev/null || true; done
+  for ns in "$rx" "$a1" "$a2" "$a3"; do ip netns del "$ns" 2>/dev/null || true; done
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -70,9 +81,11 @@ trap cleanup EXIT
 source "$src/tests/netns/veth.sh"
 ip netns add "$a1"
 ip netns add "$a2"
+ip netns add "$a3"
 veth_link "$rx" "$a1" "r1$tag" "s1$tag" 10.77.1.1 10.77.1.2
 veth_link "$rx" "$a2" "r2$tag" "s2$tag" 10.77.2.1 10.77.2.2
-"$src/tests/remote/make_certs.sh" "$tmp/certs" 10.77.1.1 10.77.1.2 10.77.2.1 10.77.2.2
+veth_link "$rx" "$a3" "r3$tag" "s3$tag" 10.77.3.1 10.77.3.2
+"$src/tests/remote/make_certs.sh" "$tmp/certs" 10.77.1.1 10.77.1.2 10.77.2.1 10.77.2.2 10.77.3.1 10.77.3.2
 
 # engramd NAME NS: starts $tmp/NAME.toml's engramd in NS, its log NAME.log.
 engramd() {
@@ -459,6 +472,84 @@ impala)
     judge "s['mean100'] >= 120" "{'env_steps': s['env_steps'], 'mean100': round(s['mean100'], 1)}"
   }
   try_seeds impala_run "reached a trailing-100 mean of 120 within 400k env steps"
+  ;;
+shards)
+  # Shard K (0..2) on machine a(K+1), its table prioritized (exponent 1);
+  # the view on rx. shards.py checks what rx's view hands out.
+  for k in 1 2 3; do
+    cat >"$tmp/s$k.toml" <<TOML
+socket = "$tmp/s$k.sock"
+[checkpoint]
+dir = "$tmp/s$k-checkpoints"
+io = "pwrite"
+[remote]
+listen = "0.0.0.0:7000"
+name = "s$k"
+$tls
+[[table]]
+name = "replay"
+max_size = 1000
+sampler = "prioritized"
+priority_exponent = 1.0
+$columns
+TOML
+  done
+  cat >"$tmp/rx.toml" <<TOML
+socket = "$tmp/rx.sock"
+[remote]
+name = "rx"
+$tls
+[[table]]
+name = "replay"
+max_size = 4096
+shards = ["10.77.1.2:7000", "10.77.2.2:7000", "10.77.3.2:7000"]
+$columns
+TOML
+  engramd s1 "$a1"
+  engramd s2 "$a2"
+  engramd s3 "$a3"
+  shards_py() {
+    env PYTHONPATH="$src/bindings/python" ENGRAM_LIBRARY="$build/capi/libengram.so.0" PYTHONDONTWRITEBYTECODE=1 \
+      "${ENGRAM_PYTHON:-/usr/bin/python3}" "$src/tests/netns/shards.py" "$@"
+  }
+  for k in 1 2 3; do shards_py write "$tmp/s$k.sock" replay $((k - 1)) 50 || fail "writing shard $k"; done
+  engramd rx "$rx"
+  step "1e5 samples through rx's view over a1, a2 and a3"
+  dist=$(shards_py sample "$tmp/rx.sock" replay 3 50 100000) || fail "the view's distribution"
+  echo "$dist"
+  ctl s3 checkpoint >/dev/null || fail "a3's checkpoint"
+  step "kill -9 of a3's engramd"
+  kill -9 "$pid_s3"
+  wait "$pid_s3" 2>/dev/null || true
+  for _ in $(seq 1 100); do
+    ctl rx status | grep -q "shard        replay <- 10.77.3.2:7000 replay: waiting to reconnect" && break
+    sleep 0.1
+  done
+  ctl rx status | grep "shard        replay <- 10.77.3.2:7000 replay: waiting to reconnect" ||
+    fail "rx's status does not say that a3 is away: $(ctl rx status)"
+  grep -q "shard 2 of view replay at 10.77.3.2:7000" "$tmp/rx.log" || fail "rx's log does not say a3 went away"
+  loss=$(shards_py sample "$tmp/rx.sock" replay 3 50 20000 --from 0,1) || fail "sampling from a1 and a2 alone"
+  echo "$loss"
+  step "a3 restarted from its checkpoint"
+  engramd s3 "$a3"
+  back=$(shards_py sample "$tmp/rx.sock" replay 3 50 50000) || fail "the distribution with a3 back"
+  echo "$back"
+  step "items 0..9 of a1 to priority 0 through the view"
+  zero=$(shards_py sample "$tmp/rx.sock" replay 3 50 20000 --zero 0:10) || fail "updates through the view"
+  echo "$zero"
+  zeros=$(ctl s1 items replay --by priority --json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+items = d["items"] if isinstance(d, dict) else d
+print(sum(1 for it in items if it["priority"] == 0.0))') || fail "engramctl items on a1"
+  [ "$zeros" = 10 ] || fail "a1 holds $zeros items of priority 0, not the 10 updated through the view"
+  python3 - "$dist" "$loss" "$back" "$zero" <<'PY'
+import json, sys
+d, l, b, z = (json.loads(a) for a in sys.argv[1:])
+print(json.dumps({"phase": "shards", "samples_per_s": d["samples_per_s"], "chi2": d["chi2"], "p": round(d["p"], 4),
+                  "loss_settle_s": l["settle_s"], "loss_samples_per_s": l["samples_per_s"],
+                  "rejoin_settle_s": b["settle_s"], "batches_to_follow_the_update": z["batches_to_follow_the_update"]}))
+PY
   ;;
 *) fail "unknown phase $phase" ;;
 esac
