@@ -106,15 +106,14 @@ struct ShardLink::Impl final : PeerLink {
   }
 
   // One reply's draws into the view, after the mass they were drawn at.
-  // A reply that breaks the protocol throws Malformed.
+  // The whole reply is checked before the view hears of it: a reply that
+  // breaks the protocol (thrown as Malformed) reports nothing, so its
+  // numbers never weigh a batch.
   void apply(const pb::SampleReply& r) {
     if (r.draws_size() == 0) return;  // held, or no draws asked: no mass either
     if (!std::isfinite(r.mass()) || r.mass() < 0 || r.size() == 0)
       throw Malformed("a reply of draws with mass " + std::to_string(r.mass()) + " and size " +
                       std::to_string(r.size()));
-    mass = r.mass();
-    size = r.size();
-    if (tell(true, 0) != ENGRAM_OK) throw Malformed(std::string("the view refused its report: ") + engram_last_error());
     RelayedChunks held;
     uint64_t bytes = 0;
     if (Status s = relay_chunks(local, r.chunks(), [this] { return stopping(); }, &held, &bytes); !s.ok()) {
@@ -122,26 +121,42 @@ struct ShardLink::Impl final : PeerLink {
       if (s.code() == Errc::interrupted) return;
       throw Malformed(s.message());
     }
-    uint64_t draws = 0;
-    for (const pb::Draw& d : r.draws()) {
+    struct Slices {
       uint64_t ids[kMaxItemChunks];
       uint32_t offsets[kMaxItemChunks], lengths[kMaxItemChunks], n = 0;
-      if (Status s = relay_slices(d.slices(), held, ids, offsets, lengths, &n); !s.ok()) {
+    };
+    std::vector<Slices> slices(static_cast<size_t>(r.draws_size()));
+    for (int i = 0; i < r.draws_size(); ++i) {
+      const pb::Draw& d = r.draws(i);
+      Slices& sl = slices[static_cast<size_t>(i)];
+      Status s = relay_slices(d.slices(), held, sl.ids, sl.offsets, sl.lengths, &sl.n);
+      if (s.ok() && !(std::isfinite(d.probability()) && d.probability() > 0 && d.probability() <= 1))
+        s = {Errc::invalid_argument, "a draw of probability " + std::to_string(d.probability())};
+      if (!s.ok()) {
         forget_chunks(local, held);
         throw Malformed(s.message());
       }
-      // What the view refuses of a draw it checks when it applies it (its
-      // probability, its slices): counted by the relay's answers.
-      if (engram_private_relay_draw(local.relay, ids, offsets, lengths, n, d.priority(), d.key(), d.probability()) !=
-          ENGRAM_OK) {
+    }
+    mass = r.mass();
+    size = r.size();
+    if (tell(true, 0) != ENGRAM_OK) {
+      forget_chunks(local, held);
+      throw Malformed(std::string("numbers the view refuses: ") + engram_last_error());
+    }
+    for (int i = 0; i < r.draws_size(); ++i) {
+      const pb::Draw& d = r.draws(i);
+      const Slices& sl = slices[static_cast<size_t>(i)];
+      // The view checks the slices against the chunks when it applies
+      // the draw: what it refuses then is counted by the relay's answers.
+      if (engram_private_relay_draw(local.relay, sl.ids, sl.offsets, sl.lengths, sl.n, d.priority(), d.key(),
+                                    d.probability()) != ENGRAM_OK) {
         forget_chunks(local, held);
         throw Malformed(std::string("a draw the view refuses: ") + engram_last_error());
       }
-      ++draws;
     }
     forget_chunks(local, held);
     std::lock_guard lock(mu_);
-    stats.draws += draws;
+    stats.draws += static_cast<uint64_t>(r.draws_size());
     stats.bytes += bytes;
     stats.mass = mass;
     stats.size = size;

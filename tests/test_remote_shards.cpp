@@ -6,14 +6,17 @@
 // leaves the others sampled, with the loss said, until it is back.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <cmath>
 #include <map>
+#include <regex>
 #include <set>
 #include <thread>
 
+#include "remote/peer.grpc.pb.h"
 #include "remote/peer_probe.hpp"
 #include "test_util.hpp"
 
@@ -209,6 +212,84 @@ TEST_F(RemoteShards, AShardKilledIsLeftOutAndSaidAndRejoinsWhenBack) {
   }
   EXPECT_TRUE(rejoined) << engramctl(*learner_, {"status"}).second << "\nthe shard's log:\n"
                         << read_file(shards_[2]->log()) << "\nthe learner's log:\n" << read_file(learner_->log());
+}
+
+// A shard that answers with replies that break the protocol, one kind a
+// stream: its link refuses each (counted, the stream ended), and the
+// view goes on sampling its other shard.
+class BadShard final : public engram::peer::v1::Peer::Service {
+ public:
+  grpc::Status Sample(grpc::ServerContext*,
+                      grpc::ServerReaderWriter<engram::peer::v1::SampleReply, engram::peer::v1::SampleRequest>* s)
+      override {
+    engram::peer::v1::SampleRequest rq;
+    if (!s->Read(&rq)) return grpc::Status::OK;
+    engram::peer::v1::SampleReply r;
+    const int kind = streams_++ % 4;
+    r.set_mass(kind == 0 ? std::nan("") : 10.0);
+    r.set_size(10);
+    engram::peer::v1::Draw* d = r.add_draws();
+    d->set_key(1);
+    d->set_priority(1.0);
+    d->set_probability(kind == 1 ? 2.0 : 0.1);
+    engram::peer::v1::Slice* sl = d->add_slices();
+    sl->set_chunk(kind == 2 ? 99 : 1);  // 2: a chunk not in the reply
+    sl->set_length(1);
+    engram::peer::v1::Chunk* c = r.add_chunks();
+    c->set_id(1);
+    c->set_data(std::string(kind == 3 ? 8 : 64, 'x'));  // never a sealed chunk of the view's columns
+    s->Write(r);
+    while (s->Read(&rq)) {
+    }
+    return grpc::Status::OK;
+  }
+  std::atomic<int> streams_{0};
+};
+
+TEST(RemoteShardsBadPeer, MalformedRepliesAreRefusedAndCountedAndSamplingGoesOn) {
+  const int good_port = free_port(), bad_port = free_port();
+  Daemon good(shard_config(good_port));
+  ASSERT_FALSE(remote_address(good).empty()) << read_file(good.log());
+  write_items(good.socket(), "replay", 0, kPerShard, 8, true);
+  BadShard bad;
+  grpc::ServerBuilder b;
+  b.AddListeningPort("127.0.0.1:" + std::to_string(bad_port), grpc::InsecureServerCredentials());
+  b.RegisterService(&bad);
+  std::unique_ptr<grpc::Server> server = b.BuildAndStart();
+  ASSERT_TRUE(server);
+  Daemon learner(view_config({good_port, bad_port}));
+  engram_client* c = connect_c(learner.socket());
+  engram_table* view = nullptr;
+  ASSERT_EQ(engram_table_open(c, "replay", &view), ENGRAM_OK) << engram_last_error();
+  engram_sample_options so;
+  engram_sample_options_init(&so);
+  so.batch_size = kBatch;
+  so.num_steps = 1;
+  so.timeout_ms = 10000;
+  std::vector<uint8_t> obs(kBatch * 300);
+  std::vector<int64_t> meta(kBatch * 2);
+  std::vector<engram_sample_info> infos(kBatch);
+  void* bufs[2] = {obs.data(), meta.data()};
+  // The bad shard's link reconnects after each refusal (100 ms, doubling):
+  // four kinds of damage within about 2 s, while the good shard serves.
+  for (auto t0 = std::chrono::steady_clock::now(); bad.streams_ < 4;) {
+    ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20)) << "the bad shard was not asked again";
+    uint32_t n = 0;
+    ASSERT_EQ(engram_sample(view, &so, bufs, infos.data(), &n), ENGRAM_OK) << engram_last_error();
+    ASSERT_EQ(n, kBatch);
+    for (uint32_t i = 0; i < n; ++i) {
+      ASSERT_LT(meta[i * 2], kPerShard) << "only the good shard's items";
+      ASSERT_EQ(infos[i].table_size, static_cast<uint32_t>(kPerShard));
+    }
+  }
+  std::string status = engramctl(learner, {"status", "--json"}).second;
+  EXPECT_TRUE(std::regex_search(status, std::regex("\"malformed\": [1-9]"))) << "the bad shard's refusals: " << status;
+  EXPECT_TRUE(std::regex_search(status, std::regex("\"malformed\": 0"))) << "and none of the good one's: " << status;
+  std::string log = read_file(learner.log());
+  EXPECT_NE(log.find("shard 127.0.0.1:" + std::to_string(bad_port) + " sent"), std::string::npos) << log;
+  engram_table_close(view);
+  engram_disconnect(c);
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
 }
 
 // What a view's [[table]] may not say is refused at start-up, by name.
