@@ -7,6 +7,7 @@
  *   remote_bench tcp-send HOST PORT BYTES
  *   remote_bench write SOCKET TABLE SIZE N CHUNK_LENGTH     one column data uint8 [SIZE]
  *   remote_bench drain SOCKET TABLE SIZE N                  until N items came (60 s without one: gives up)
+ *   remote_bench sample SOCKET TABLE SIZE N BATCH           N items sampled (with repeats), copied out
  *   remote_bench publish SOCKET TABLE FLOATS VERSIONS PERIOD_US
  *   remote_bench follow SOCKET TABLE FLOATS VERSIONS        latency of each version, publish to here
  *
@@ -144,6 +145,34 @@ static int drain(const char* socket, const char* table, uint32_t size, int64_t n
   return 0;
 }
 
+/* Sampled items/s of a table or a view (bench/shards.sh), copied out in
+ * batches; the first batch, which may wait for a view's shards, is not
+ * timed. */
+static int sample(const char* socket, const char* table, uint32_t size, int64_t n, uint32_t batch) {
+  engram_client* c = connect_to(socket);
+  engram_table* t = NULL;
+  if (!c || engram_table_open(c, table, &t) != ENGRAM_OK) return die("table");
+  uint8_t* buf = malloc((size_t)size * batch);
+  void* bufs[1] = {buf};
+  engram_sample_options so;
+  engram_sample_options_init(&so);
+  so.batch_size = batch;
+  so.num_steps = 1;
+  so.timeout_ms = 30000;
+  uint32_t got = 0;
+  if (engram_sample(t, &so, bufs, NULL, &got) != ENGRAM_OK) return die("sample");
+  int64_t t0 = now_ns(), items = 0;
+  while (items < n) {
+    if (engram_sample(t, &so, bufs, NULL, &got) != ENGRAM_OK) return die("sample");
+    items += got;
+  }
+  printf("{\"items\": %lld, \"seconds\": %.6f, \"cpu_s\": %.3f}\n", (long long)items, (now_ns() - t0) * 1e-9, cpu_s());
+  free(buf);
+  engram_table_close(t);
+  engram_disconnect(c);
+  return 0;
+}
+
 static int publish(const char* socket, const char* table, uint32_t floats, int64_t versions, int64_t period_us) {
   engram_client* c = connect_to(socket);
   engram_table* t = NULL;
@@ -218,6 +247,8 @@ int main(int argc, char** argv) {
   if (!strcmp(cmd, "write") && argc == 7)
     return write_items(argv[2], argv[3], (uint32_t)atoi(argv[4]), atoll(argv[5]), (uint32_t)atoi(argv[6]));
   if (!strcmp(cmd, "drain") && argc == 6) return drain(argv[2], argv[3], (uint32_t)atoi(argv[4]), atoll(argv[5]));
+  if (!strcmp(cmd, "sample") && argc == 7)
+    return sample(argv[2], argv[3], (uint32_t)atoi(argv[4]), atoll(argv[5]), (uint32_t)atoi(argv[6]));
   if (!strcmp(cmd, "publish") && argc == 7)
     return publish(argv[2], argv[3], (uint32_t)atoi(argv[4]), atoll(argv[5]), atoll(argv[6]));
   if (!strcmp(cmd, "follow") && argc == 6) return follow(argv[2], argv[3], (uint32_t)atoi(argv[4]), atoll(argv[5]));

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "server/log.hpp"
+#include "remote/peer_service.hpp"
 
 namespace engram::remote {
 namespace {
@@ -11,6 +12,12 @@ constexpr int64_t kFirstBackoffMs = 100;  // after a broken link, doubling
 constexpr int64_t kLastBackoffMs = 5000;
 
 }  // namespace
+
+std::shared_ptr<grpc::Channel> PeerLink::channel() const {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxPeerMessageBytes);
+  return grpc::CreateCustomChannel(peer_, creds_, args);
+}
 
 void PeerLink::set_state(const std::string& s, const std::string& error) {
   std::lock_guard lock(mu_);

@@ -56,8 +56,10 @@ class PeerLink {
       : what_(std::move(what)), peer_(std::move(peer)), creds_(std::move(creds)) {}
   virtual ~PeerLink() = default;  // a subclass calls stop() in its destructor
 
-  // A new channel to the peer, for one stream.
-  std::shared_ptr<grpc::Channel> channel() const { return grpc::CreateChannel(peer_, creds_); }
+  // A new channel to the peer, for one stream, taking replies as large as
+  // a peer may send (kMaxPeerMessageBytes: a shard's reply of 256 draws of
+  // 28 KB is 7 MB, past gRPC's default of 4 MB).
+  std::shared_ptr<grpc::Channel> channel() const;
 
   // Starts the thread: last in the subclass's constructor.
   void start();

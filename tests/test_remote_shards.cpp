@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -290,6 +291,63 @@ TEST(RemoteShardsBadPeer, MalformedRepliesAreRefusedAndCountedAndSamplingGoesOn)
   engram_table_close(view);
   engram_disconnect(c);
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+}
+
+// A reply of 256 draws of 400 items of 28 KB (about 190 of them, each
+// chunk once) is about 5 MB, past gRPC's default limit of a
+// received message (4 MB): the shard link's channel takes what a peer may
+// send. (Before it did, such a view never answered: each reply broke its
+// stream.)
+TEST(RemoteShardsLarge, RepliesPastFourMegabytesCross) {
+  const int port = free_port();
+  const std::string col = "[[table.column]]\nname = \"obs\"\ndtype = \"uint8\"\nshape = [28672]\n";
+  Daemon shard("[remote]\nlisten = \"127.0.0.1:" + std::to_string(port) + "\"\n[[table]]\nname = \"big\"\n" +
+               "max_size = 400\nsampler = \"prioritized\"\n" + col);
+  ASSERT_FALSE(remote_address(shard).empty()) << read_file(shard.log());
+  {
+    engram_client* c = connect_c(shard.socket());
+    engram_table* t = nullptr;
+    ASSERT_EQ(engram_table_open(c, "big", &t), ENGRAM_OK) << engram_last_error();
+    engram_column cols[1] = {{"obs", ENGRAM_UINT8, 1, {28672}}};
+    engram_writer_options wo;
+    engram_writer_options_init(&wo);
+    wo.columns = cols;
+    wo.num_columns = 1;
+    engram_writer* w = nullptr;
+    ASSERT_EQ(engram_writer_open(c, &wo, &w), ENGRAM_OK) << engram_last_error();
+    std::vector<uint8_t> obs(28672);
+    for (int i = 0; i < 400; ++i) {
+      std::fill(obs.begin(), obs.end(), static_cast<uint8_t>(i));
+      const void* step[1] = {obs.data()};
+      ASSERT_EQ(engram_writer_append(w, step), ENGRAM_OK) << engram_last_error();
+      ASSERT_EQ(engram_writer_create_item(w, t, 1, 1.0), ENGRAM_OK) << engram_last_error();
+    }
+    ASSERT_EQ(engram_writer_flush(w, 20000), ENGRAM_OK) << engram_last_error();
+    engram_writer_close(w);
+    engram_table_close(t);
+    engram_disconnect(c);
+  }
+  Daemon learner("[[table]]\nname = \"big\"\nmax_size = 2048\nshards = [\"127.0.0.1:" + std::to_string(port) +
+                 "\"]\nshard_batch = 256\n" + col);
+  engram_client* c = connect_c(learner.socket());
+  engram_table* view = nullptr;
+  ASSERT_EQ(engram_table_open(c, "big", &view), ENGRAM_OK) << engram_last_error();
+  engram_sample_options so;
+  engram_sample_options_init(&so);
+  so.batch_size = 256;
+  so.num_steps = 1;
+  so.timeout_ms = 10000;
+  std::vector<uint8_t> out(256 * 28672);
+  void* bufs[1] = {out.data()};
+  for (int b = 0; b < 8; ++b) {
+    uint32_t n = 0;
+    ASSERT_EQ(engram_sample(view, &so, bufs, nullptr, &n), ENGRAM_OK)
+        << engram_last_error() << "\n" << engramctl(learner, {"status"}).second;
+    ASSERT_EQ(n, 256u);
+    for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(out[i * 28672], out[i * 28672 + 28671]) << "an item's own bytes";
+  }
+  engram_table_close(view);
+  engram_disconnect(c);
 }
 
 // What a view's [[table]] may not say is refused at start-up, by name.
