@@ -8,8 +8,11 @@
 #   local   the sampler on shard 1's machine, sampling its table
 #   view    the sampler on the learner's machine, sampling its view over
 #           the first N shards (N = 1, 2, 4)
-# For each size: items/s of each, the view's as a fraction of local's and
-# of N times local's (linear in shards would be 1). Each runs
+#   tcp     one TCP stream of 1 MiB writes from shard 1's machine to the
+#           learner's (remote_bench tcp-send/recv): the link's own limit
+# For each size: items/s of each, the view's as a fraction of local's, of
+# N times local's (linear in shards would be 1), and its bytes/s as a
+# fraction of the TCP stream's. Each runs
 # ENGRAM_SHARDS_REPS times (default 3): the median and the spread. All
 # the engramds and the sampler share this machine's cores, which bounds
 # the view (bench/NOTES.md, "Shards"). Writes bench/results/shards.json;
@@ -74,6 +77,17 @@ stop_all() {
 }
 column() { printf '[[table.column]]\nname = "data"\ndtype = "uint8"\nshape = [%s]\n' "$1"; }
 
+# The link's own limit, once: a TCP stream from shard 1's machine.
+tcp=()
+for _ in $(seq 1 "$reps"); do
+  ip netns exec "$lx" "$tool" tcp-recv 7200 >"$dir/tcp.json" &
+  recv=$!
+  ip netns exec "egbs1$tag" "$tool" tcp-send 10.78.1.1 7200 $((2000000000 / scale)) >/dev/null
+  wait "$recv"
+  tcp+=("$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(round(d["bytes"] / d["seconds"]))' "$dir/tcp.json")")
+done
+echo "shards.sh: tcp ${tcp[*]} bytes/s" >&2
+
 results=()
 for size in $sizes; do
   for k in 1 2 3 4; do
@@ -135,9 +149,11 @@ done
 
 out=bench/results/shards.json
 [ $quick = 1 ] && out=$build/shards-quick.json
-python3 - "$out" "$(git rev-parse --short HEAD)" "${results[@]}" <<'PY'
+python3 - "$out" "$(git rev-parse --short HEAD)" "$(IFS=,; echo "${tcp[*]}")" "${results[@]}" <<'PY'
 import json, statistics, sys
-out, rev, rows = sys.argv[1], sys.argv[2], [json.loads(r) for r in sys.argv[3:]]
+out, rev, rows = sys.argv[1], sys.argv[2], [json.loads(r) for r in sys.argv[4:]]
+tcp_runs = [int(v) for v in sys.argv[3].split(",")]
+tcp = statistics.median(tcp_runs)
 cases = []
 for r in rows:
     local = statistics.median(r["local"])
@@ -147,9 +163,11 @@ for r in rows:
         m = statistics.median(r[str(n)])
         case["views"].append({"shards": n, "items_per_s": m, "spread": [min(r[str(n)]), max(r[str(n)])],
                               "fraction_of_local": round(m / local, 3),
-                              "fraction_of_linear": round(m / (n * local), 3)})
+                              "fraction_of_linear": round(m / (n * local), 3),
+                              "fraction_of_tcp": round(m * r["size"] / tcp, 3)})
     cases.append(case)
 doc = {"bench": "shards", "revision": rev, "batch": 256, "items_per_shard": 2000,
+       "tcp_bytes_per_s": tcp, "tcp_spread": [min(tcp_runs), max(tcp_runs)],
        "note": "shards in network namespaces on one 2-core host, plaintext; local: shard 1 sampled on its machine",
        "cases": cases}
 with open(out, "w") as f:
