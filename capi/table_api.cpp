@@ -250,6 +250,8 @@ int engram_table_info_get(engram_client* c, const char* name, engram_table_info*
   i.bytes_stored = w.stats.bytes_stored;
   i.max_priority = w.max_priority;
   i.min_priority = w.min_priority;
+  i.shards = w.shards;
+  i.shards_present = w.shards_present;
   size_t keep = out->struct_size;
   std::memcpy(out, &i, std::min(keep, sizeof i));
   out->struct_size = keep;

@@ -38,7 +38,8 @@ inline constexpr uint32_t kControlMagic = 0x4c525443;  // "CTRL"
 // 14: export_begin, export_items, export_end. 15: the arena grows: the
 // hello reply's classes are its layout, with each class's blocks committed
 // then; status says each class's committed blocks and its most.
-// 16: a view's tables take shard requests and draws (kInsertDraw).
+// 16: a view's tables take shard requests and draws (kInsertDraw), and
+// TableInfoWire says a view's shards.
 inline constexpr uint32_t kProtocolVersion = 16;
 // Descriptors one message may carry; a message that comes with more is refused.
 inline constexpr size_t kMaxControlFds = 4;
@@ -150,6 +151,8 @@ struct TableInfoWire {
   RateLimiterCounters counters;
   TableStats stats;
   double max_priority, min_priority;  // of the items held; 0 when there are none
+  uint32_t shards, shards_present;    // a view's; 0 for a table
+  uint32_t pad_;
 };
 
 // A piece of a table's listing: the items of slots from from_slot on,

@@ -185,6 +185,10 @@ TableInfoWire TableOwner::info() {
     w.stats = i.stats;
     w.max_priority = i.max_priority;
     w.min_priority = i.min_priority;
+    if (view_) {
+      w.shards = view_->shards();
+      for (uint32_t k = 0; k < view_->shards(); ++k) w.shards_present += view_->counters(k).present ? 1 : 0;
+    }
   });
   return w;
 }

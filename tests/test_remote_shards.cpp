@@ -195,6 +195,8 @@ TEST_F(RemoteShards, AShardKilledIsLeftOutAndSaidAndRejoinsWhenBack) {
         EXPECT_EQ(s.info.table_size, 100u);
       }
   }
+  EXPECT_EQ(table_info(learner_->socket(), "replay").shards, 3u);
+  EXPECT_EQ(table_info(learner_->socket(), "replay").shards_present, 2u) << "the table info says the loss";
   auto [rc, status] = engramctl(*learner_, {"status"});
   EXPECT_EQ(rc, 0);
   EXPECT_NE(status.find("shard        replay <- 127.0.0.1:" + std::to_string(ports_[2])), std::string::npos) << status;
@@ -211,6 +213,7 @@ TEST_F(RemoteShards, AShardKilledIsLeftOutAndSaidAndRejoinsWhenBack) {
     ASSERT_TRUE(sample(&batch));
     for (const Sampled& s : batch) rejoined = rejoined || s.item >= 100;
   }
+  EXPECT_EQ(table_info(learner_->socket(), "replay").shards_present, 3u);
   EXPECT_TRUE(rejoined) << engramctl(*learner_, {"status"}).second << "\nthe shard's log:\n"
                         << read_file(shards_[2]->log()) << "\nthe learner's log:\n" << read_file(learner_->log());
 }

@@ -121,6 +121,7 @@ std::string info_json(const TableInfoWire& w) {
     << ", \"stale\": " << w.stats.stale << ", \"rate_limited\": " << w.stats.rate_limited << "}"
     << ", \"bytes\": {\"raw\": " << w.stats.bytes_raw << ", \"stored\": " << w.stats.bytes_stored << "}"
     << ", \"priority\": {\"max\": " << num(w.max_priority) << ", \"min\": " << num(w.min_priority) << "}"
+    << ", \"shards\": " << w.shards << ", \"shards_present\": " << w.shards_present
     << ", \"clients\": " << w.clients << ", \"columns\": [";
   for (uint32_t i = 0; i < s.num_columns && i < kMaxColumns; ++i)
     o << (i ? ", " : "") << "{\"name\": " << json_string(fixed_string(s.columns[i].name, kMaxColumnName))
@@ -140,6 +141,8 @@ void print_info(const TableInfoWire& w) {
   if (static_cast<SelectorKind>(s.sampler) == SelectorKind::prioritized) std::printf(" (exponent %g)", s.sampler_exponent);
   std::printf("\n  remover         %s\n", selector_kind_name(static_cast<SelectorKind>(s.remover)));
   std::printf("  max sampled     %s\n", s.max_times_sampled ? std::to_string(s.max_times_sampled).c_str() : "unlimited");
+  if (w.shards)
+    std::printf("  shards          %u of %u present (a view: batches come from those)\n", w.shards_present, w.shards);
   if (w.size) std::printf("  priorities      %g .. %g\n", w.min_priority, w.max_priority);
   else std::printf("  priorities      none (no items)\n");
   std::printf("  rate limiter    samples/insert %g, min size %lld, diff [%g, %g]; can sample %s, can insert %s\n",

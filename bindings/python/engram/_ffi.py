@@ -98,7 +98,8 @@ class TableInfo(Structure):
                 ("remover", c_int32), ("max_times_sampled", c_uint32), ("num_columns", c_uint32),
                 ("can_sample", c_int32), ("can_insert", c_int32), ("clients", c_uint32),
                 ("rate_limiter", RateLimiter), ("bytes_raw", c_uint64), ("bytes_stored", c_uint64),
-                ("max_priority", c_double), ("min_priority", c_double)]
+                ("max_priority", c_double), ("min_priority", c_double), ("shards", c_uint32),
+                ("shards_present", c_uint32)]
 
 
 class WriterOptions(Structure):

@@ -424,6 +424,11 @@ typedef struct engram_table_info {
   double max_priority, min_priority;   /* the largest and smallest priority of the items held now
                                           (0 when there are none); kept as items come, change and
                                           go, at O(log n) a change. Since 0.5 */
+  uint32_t shards;                     /* for a view over shards (engramd.toml(5), shards): its
+                                          shards; 0 for a table. Since 0.5 */
+  uint32_t shards_present;             /* of those, the shards whose links are up: batches are drawn
+                                          from these alone, their mass and size those of the one
+                                          table (engram(7), SHARDS). Since 0.5 */
 } engram_table_info;
 
 /* Sets every field of *i to its default and struct_size to sizeof the

@@ -109,6 +109,8 @@ struct engram_table_info
     bytes_stored::UInt64
     max_priority::Float64
     min_priority::Float64
+    shards::UInt32
+    shards_present::UInt32
 end
 
 struct engram_writer_options

@@ -73,7 +73,8 @@ function table_info(c::Client, name::AbstractString)
     (name = String(bytes[1:something(findfirst(==(0x00), bytes), length(bytes) + 1) - 1]), max_size = x.max_size,
      size = x.size,
      inserts = x.inserts, samples = x.samples, deletes = x.deletes, clients = x.clients,
-     rate_limiter = x.rate_limiter, max_priority = x.max_priority, min_priority = x.min_priority)
+     rate_limiter = x.rate_limiter, max_priority = x.max_priority, min_priority = x.min_priority,
+     shards = x.shards, shards_present = x.shards_present)
 end
 
 """

@@ -249,6 +249,10 @@ pub struct engram_table_info {
     pub max_priority: f64,
     /// The smallest priority of the items held now (0 when there are none).
     pub min_priority: f64,
+    /// For a view over shards: its shards (0 for a table).
+    pub shards: u32,
+    /// Of those, the shards whose links are up.
+    pub shards_present: u32,
 }
 
 /// Options of engram_writer_open.

@@ -32,7 +32,8 @@ fn structs_match_the_c_compiler() {
             max_times_sampled, max_chunks_per_item, rate_limiter, columns, num_columns, compression);
     layout!(rust, engram_table_info, struct_size, name, max_size, size, inserts, samples, deletes, updates, evictions,
             expirations, stale_requests, rate_limited, sampler, remover, max_times_sampled, num_columns, can_sample,
-            can_insert, clients, rate_limiter, bytes_raw, bytes_stored, max_priority, min_priority);
+            can_insert, clients, rate_limiter, bytes_raw, bytes_stored, max_priority, min_priority, shards,
+            shards_present);
     layout!(rust, engram_writer_options, struct_size, columns, num_columns, chunk_length, max_item_steps,
             insert_timeout_ms, keep_keys, compression);
     layout!(rust, engram_sample_options, struct_size, batch_size, num_steps, timeout_ms);

@@ -167,6 +167,8 @@ impl Client {
             rate_limiter: RateLimiter(i.rate_limiter),
             max_priority: i.max_priority,
             min_priority: i.min_priority,
+            shards: i.shards,
+            shards_present: i.shards_present,
         })
     }
 

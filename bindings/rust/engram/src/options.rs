@@ -240,4 +240,8 @@ pub struct TableInfo {
     pub max_priority: f64,
     /// The smallest priority of the items held now (0 when there are none).
     pub min_priority: f64,
+    /// For a view over shards: its shards (0 for a table).
+    pub shards: u32,
+    /// Of those, the shards whose links are up.
+    pub shards_present: u32,
 }
