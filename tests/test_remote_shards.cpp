@@ -353,6 +353,103 @@ TEST(RemoteShardsLarge, RepliesPastFourMegabytesCross) {
   engram_disconnect(c);
 }
 
+// Each shard keeps its own rate limiter (engram(7), SHARDS): with every
+// shard at samples_per_insert 2, the global ratio (the shards' samples over
+// their inserts) is 2 within the shards' error buffers summed, and what the
+// learner was handed is that less the draws waiting and in flight.
+TEST(RemoteShardsLimiters, TheGlobalRatioIsEachShardsWithinTheirBuffers) {
+  const std::string limiter =
+      "rate_limiter = { kind = \"sample_to_insert_ratio\", samples_per_insert = 2.0, min_size = 20, "
+      "error_buffer = 100 }\n";
+  std::vector<int> ports = {free_port(), free_port()};
+  std::vector<std::unique_ptr<Daemon>> shards;
+  for (int p : ports) {
+    shards.push_back(std::make_unique<Daemon>("[remote]\nlisten = \"127.0.0.1:" + std::to_string(p) + "\"\n" +
+                                              table_toml("replay", "max_size = 10000\nsampler = \"prioritized\"\n" +
+                                                                       limiter)));
+    ASSERT_FALSE(remote_address(*shards.back()).empty()) << read_file(shards.back()->log());
+  }
+  Daemon learner(view_config(ports));
+  engram_client* c = connect_c(learner.socket());
+  engram_table* view = nullptr;
+  ASSERT_EQ(engram_table_open(c, "replay", &view), ENGRAM_OK) << engram_last_error();
+  // Two writers, held by their shards' limiters until the view samples,
+  // writing until told to stop. (A shard whose writers stop holds the
+  // batches that need its draws, and with them the other shards'
+  // writers, whose limiters wait for samples: engram(7), SHARDS.)
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> writers;
+  for (int k = 0; k < 2; ++k)
+    writers.emplace_back([&, k] {
+      engram_client* wc = connect_c(shards[k]->socket());
+      engram_table* t = nullptr;
+      if (!wc || engram_table_open(wc, "replay", &t) != ENGRAM_OK) return;
+      engram_column cols[2] = {{"obs", ENGRAM_UINT8, 2, {10, 30}}, {"meta", ENGRAM_INT64, 1, {2}}};
+      engram_writer_options wo;
+      engram_writer_options_init(&wo);
+      wo.columns = cols;
+      wo.num_columns = 2;
+      wo.insert_timeout_ms = 100;
+      engram_writer* w = nullptr;
+      if (engram_writer_open(wc, &wo, &w) != ENGRAM_OK) return;
+      for (int64_t i = 0; !stop; ++i) {
+        uint8_t obs[300];
+        int64_t meta[2] = {i, 7};
+        std::memset(obs, static_cast<int>(i & 0xff), sizeof obs);
+        const void* step[2] = {obs, meta};
+        if (engram_writer_append(w, step) != ENGRAM_OK) break;
+        while (!stop) {
+          int e = engram_writer_create_item(w, t, 1, 1.0);
+          if (e == ENGRAM_OK) break;
+          if (e != ENGRAM_E_TIMEOUT) return;
+        }
+      }
+      engram_writer_close(w);
+      engram_table_close(t);
+      engram_disconnect(wc);
+    });
+  engram_sample_options so;
+  engram_sample_options_init(&so);
+  so.batch_size = kBatch;
+  so.num_steps = 1;
+  so.timeout_ms = 10000;
+  std::vector<uint8_t> obs(kBatch * 300);
+  std::vector<int64_t> meta(kBatch * 2);
+  void* bufs[2] = {obs.data(), meta.data()};
+  uint64_t handed = 0;
+  for (int b = 0; b < 100; ++b) {
+    uint32_t n = 0;
+    ASSERT_EQ(engram_sample(view, &so, bufs, nullptr, &n), ENGRAM_OK) << engram_last_error();
+    handed += n;
+  }
+  // The counters at one moment: the writers held, the links' requests
+  // held or answered.
+  std::vector<engram_table_info> at(2);
+  for (int k = 0; k < 2; ++k) at[k] = table_info(shards[k]->socket(), "replay");
+  stop = true;
+  for (auto& w : writers) w.join();
+  uint64_t samples = 0, inserts = 0;
+  for (const engram_table_info& i : at) {
+    samples += i.samples;
+    inserts += i.inserts;
+    // Each shard alone: its ratio within its own window.
+    EXPECT_GE(double(i.samples), 2.0 * i.inserts - 140) << "shard's own limiter";
+    EXPECT_LE(double(i.samples), 2.0 * i.inserts + 60 + 256) << "shard's own limiter (a request of draws past it)";
+  }
+  EXPECT_GT(inserts, 3000u) << "about the 6400 handed, over 2";
+  const double ratio = double(samples) / double(inserts);
+  EXPECT_NEAR(ratio, 2.0, (2 * 140 + 2 * 316) / double(inserts)) << samples << " samples of " << inserts << " inserts";
+  // The learner got what the shards drew, less what waits in the view or
+  // is in flight (up to 2 x shard_prefetch x shard_batch per shard).
+  EXPECT_LE(handed, samples);
+  EXPECT_GE(handed + 2 * 2 * 2 * 64, samples) << "handed " << handed;
+  std::printf("global samples per insert %.4f (%llu of %llu); handed to the learner %llu\n", ratio,
+              static_cast<unsigned long long>(samples), static_cast<unsigned long long>(inserts),
+              static_cast<unsigned long long>(handed));
+  engram_table_close(view);
+  engram_disconnect(c);
+}
+
 // What a view's [[table]] may not say is refused at start-up, by name.
 TEST(RemoteShardsConfig, AViewsBadKeysAreRefusedByName) {
   struct Case {
