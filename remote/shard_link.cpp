@@ -233,14 +233,17 @@ struct ShardLink::Impl final : PeerLink {
         }
         pb::SampleReply reply;
         if (!rw->Read(&reply)) break;
-        asked_draws -= asked.front();
+        const uint32_t wanted = asked.front();
+        asked_draws -= wanted;
         asked.pop_front();
         sent.pop_front();
         if (reply.held()) {
           std::lock_guard lock(mu_);
           ++stats.held;
         }
-        if (reply.draws_size() > static_cast<int>(o.batch)) throw Malformed("a reply of more draws than asked");
+        if (reply.draws_size() > static_cast<int>(wanted))
+          throw Malformed("a reply of " + std::to_string(reply.draws_size()) + " draws to a request of " +
+                          std::to_string(wanted));
         apply(reply);
         if (reply.draws_size() == 0 && present) (void)tell(true, 0);  // the view's wants, anew
         set_state("sampling " + o.peer + " table " + o.peer_table);

@@ -219,8 +219,9 @@ TEST_F(RemoteShards, AShardKilledIsLeftOutAndSaidAndRejoinsWhenBack) {
 }
 
 // A shard that answers with replies that break the protocol, one kind a
-// stream: its link refuses each (counted, the stream ended), and the
-// view goes on sampling its other shard.
+// stream (mass NaN, probability 2, a slice over a chunk not sent, a chunk
+// of garbage, more draws than asked): its link refuses each (counted, the
+// stream ended), and the view goes on sampling its other shard.
 class BadShard final : public engram::peer::v1::Peer::Service {
  public:
   grpc::Status Sample(grpc::ServerContext*,
@@ -229,7 +230,7 @@ class BadShard final : public engram::peer::v1::Peer::Service {
     engram::peer::v1::SampleRequest rq;
     if (!s->Read(&rq)) return grpc::Status::OK;
     engram::peer::v1::SampleReply r;
-    const int kind = streams_++ % 4;
+    const int kind = streams_++ % 5;
     r.set_mass(kind == 0 ? std::nan("") : 10.0);
     r.set_size(10);
     engram::peer::v1::Draw* d = r.add_draws();
@@ -242,6 +243,8 @@ class BadShard final : public engram::peer::v1::Peer::Service {
     engram::peer::v1::Chunk* c = r.add_chunks();
     c->set_id(1);
     c->set_data(std::string(kind == 3 ? 8 : 64, 'x'));  // never a sealed chunk of the view's columns
+    if (kind == 4)  // more draws than the request asked for
+      for (uint32_t k = 0; k < rq.draws(); ++k) *r.add_draws() = r.draws(0);
     s->Write(r);
     while (s->Read(&rq)) {
     }
@@ -275,8 +278,8 @@ TEST(RemoteShardsBadPeer, MalformedRepliesAreRefusedAndCountedAndSamplingGoesOn)
   std::vector<engram_sample_info> infos(kBatch);
   void* bufs[2] = {obs.data(), meta.data()};
   // The bad shard's link reconnects after each refusal (100 ms, doubling):
-  // four kinds of damage within about 2 s, while the good shard serves.
-  for (auto t0 = std::chrono::steady_clock::now(); bad.streams_ < 4;) {
+  // five kinds of damage within about 4 s, while the good shard serves.
+  for (auto t0 = std::chrono::steady_clock::now(); bad.streams_ < 5;) {
     ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20)) << "the bad shard was not asked again";
     uint32_t n = 0;
     ASSERT_EQ(engram_sample(view, &so, bufs, infos.data(), &n), ENGRAM_OK) << engram_last_error();
