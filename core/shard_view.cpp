@@ -167,16 +167,4 @@ void ShardView::take_updates(uint32_t shard, size_t max, std::vector<RemoteUpdat
   shards_[shard].outbox = box.size();
 }
 
-void ShardView::reset() {
-  for (uint32_t i = 0; i < shards(); ++i) {
-    fifo_[i].clear();
-    outbox_[i].clear();
-    shards_[i].waiting = 0;
-    shards_[i].outbox = 0;
-  }
-  waiting_.clear();
-  routes_.clear();
-  route_order_.clear();
-}
-
 }  // namespace engram

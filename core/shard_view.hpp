@@ -123,8 +123,6 @@ class ShardView {
   uint64_t unrouted() const noexcept { return unrouted_; }
   // Every present shard's report, and away ones as size 0 (ShardSplit's input).
   std::vector<ShardShare> shares() const;
-  // Empties every FIFO, route and outbox (a table reset); the reports stay.
-  void reset();
 
  private:
   struct Waiting {

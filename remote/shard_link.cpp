@@ -54,7 +54,6 @@ struct ShardLink::Impl final : PeerLink {
   uint64_t size = 0;
   uint32_t waiting = 0, short_of = 0;  // the view's answer to the last report
   std::deque<pb::Update> owed;         // updates for the shard, oldest first
-  uint64_t answered_ = 0;              // the relay's answers counted into stats
 
   std::string after_break() const override {
     return "retrying (the shard's mass is left out of the view's batches meanwhile)";
@@ -67,7 +66,6 @@ struct ShardLink::Impl final : PeerLink {
       return false;
     }
     present = false;
-    answered_ = 0;
     return true;
   }
 
@@ -100,7 +98,6 @@ struct ShardLink::Impl final : PeerLink {
       std::lock_guard lock(mu_);
       if (refused > stats.refused) stats.last_error = engram_private_relay_refusal(local.relay);
       stats.refused = refused;
-      answered_ = answered;
     }
     return ENGRAM_OK;
   }
